@@ -1,0 +1,286 @@
+/*
+ * bench_storage.c: storage-core benchmarks. Each result is one JSON line:
+ * name, parameters, the median over repetitions, and, where a baseline
+ * runs in the same process (the raw SoA loop over plain arrays), the ratio
+ * to it. Timings are never asserted; docs/benchmarks.md reads them.
+ *
+ * Usage: bench_storage [--quick]   (--quick: fewer repetitions, for smoke runs)
+ */
+#include "ecs.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    float x, y, z;
+} Position;
+typedef struct {
+    float x, y, z;
+} Velocity;
+typedef struct {
+    float value;
+} Mass;
+
+static int reps = 11;
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Keeps the optimiser from deleting loops whose results nobody reads. */
+static volatile float sink;
+
+/* ---------------------------------------------------------------------- */
+/* Iteration: p += v * dt                                                  */
+/* ---------------------------------------------------------------------- */
+
+static void move_chunk(Position *restrict p, const Velocity *restrict v, int n, float dt)
+{
+    for (int i = 0; i < n; i++) {
+        p[i].x += v[i].x * dt;
+        p[i].y += v[i].y * dt;
+        p[i].z += v[i].z * dt;
+    }
+}
+
+static void move_system(ecs_iter_t *it)
+{
+    move_chunk(ECS_FIELD(it, Position, 0), ECS_FIELD(it, Velocity, 1), it->count, it->delta_time);
+}
+
+static void bench_iterate(int n)
+{
+    /* Baseline: the raw loop over two plain arrays. */
+    Position *p = aligned_alloc(64, sizeof(Position) * (size_t)n);
+    Velocity *v = aligned_alloc(64, sizeof(Velocity) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        p[i] = (Position){(float)i, 0, 0};
+        v[i] = (Velocity){1, 2, 3};
+    }
+    ecs_world_t *w = ecs_world_create(NULL);
+    ecs_component_t P = ECS_COMPONENT(w, Position), V = ECS_COMPONENT(w, Velocity);
+    ecs_component_t ids[2] = {P, V};
+    const void *vals[2] = {p, v};
+    ecs_spawn_batch(w, n, 2, ids, vals, NULL);
+    ecs_query_t *q = ecs_query_create(w, &(ecs_query_desc_t){.terms = {{P, ECS_WRITE}, {V, ECS_READ}}});
+    ecs_system_register(w, &(ecs_system_desc_t){
+                               .name = "move", .terms = {{P, ECS_WRITE}, {V, ECS_READ}}, .run = move_system});
+
+    double raw[64], query[64], frame[64];
+    const float dt = 1.0f / 60;
+    /* Interleave the three so drift on a noisy machine hits all alike. */
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ns();
+        move_chunk(p, v, n, dt);
+        double t1 = now_ns();
+        ecs_iter_t it = ecs_query_iter(w, q);
+        while (ecs_query_next(&it)) move_chunk(ECS_FIELD(&it, Position, 0), ECS_FIELD(&it, Velocity, 1), it.count, dt);
+        double t2 = now_ns();
+        ecs_world_progress(w, dt);
+        double t3 = now_ns();
+        raw[r] = t1 - t0;
+        query[r] = t2 - t1;
+        frame[r] = t3 - t2;
+    }
+    sink = p[n / 2].x;
+    double mr = median(raw, reps), mq = median(query, reps), mf = median(frame, reps);
+    printf("{\"name\":\"iterate_raw_loop\",\"entities\":%d,\"median_ns\":%.0f,\"ns_per_entity\":%.3f}\n", n, mr,
+           mr / n);
+    printf("{\"name\":\"iterate_query\",\"entities\":%d,\"median_ns\":%.0f,\"ns_per_entity\":%.3f,"
+           "\"baseline\":\"iterate_raw_loop\",\"ratio\":%.3f}\n",
+           n, mq, mq / n, mq / mr);
+    printf("{\"name\":\"iterate_system_frame\",\"entities\":%d,\"median_ns\":%.0f,\"ns_per_entity\":%.3f,"
+           "\"baseline\":\"iterate_raw_loop\",\"ratio\":%.3f}\n",
+           n, mf, mf / n, mf / mr);
+    ecs_query_destroy(q);
+    ecs_world_destroy(w);
+    free(p);
+    free(v);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Structural operations                                                   */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * Spawns run twice per repetition: "fresh" in a new world, whose memory
+ * the kernel must fault in page by page (most of the cost on this VM),
+ * and "warm" in a world that has held as many entities before, so the
+ * entity index and the process heap are already backed: the figure a
+ * running game sees once it has reached its working size.
+ */
+static void spawn_n(ecs_world_t *w, int n, const ecs_component_t *ids, bool batch, ecs_entity_t *out)
+{
+    if (batch) {
+        ecs_spawn_batch(w, n, 2, ids, NULL, out);
+    } else {
+        Position p = {1, 2, 3};
+        Velocity v = {4, 5, 6};
+        const void *vals[2] = {&p, &v};
+        for (int i = 0; i < n; i++) out[i] = ecs_spawn_with(w, 2, ids, vals);
+    }
+}
+
+static void bench_spawn(int n, bool batch)
+{
+    double tf[64], tw[64];
+    ecs_entity_t *out = malloc(sizeof(ecs_entity_t) * (size_t)n);
+    for (int r = 0; r < reps; r++) {
+        ecs_world_t *w = ecs_world_create(NULL);
+        ecs_component_t ids[2] = {ECS_COMPONENT(w, Position), ECS_COMPONENT(w, Velocity)};
+        double t0 = now_ns();
+        spawn_n(w, n, ids, batch, out);
+        tf[r] = now_ns() - t0;
+        for (int i = 0; i < n; i++) ecs_despawn(w, out[i]);
+        t0 = now_ns();
+        spawn_n(w, n, ids, batch, out);
+        tw[r] = now_ns() - t0;
+        ecs_world_destroy(w);
+    }
+    free(out);
+    const char *name = batch ? "spawn_batch" : "spawn_with";
+    double mf = median(tf, reps), mw = median(tw, reps);
+    printf("{\"name\":\"%s\",\"memory\":\"fresh\",\"entities\":%d,\"components\":2,\"median_ns\":%.0f,"
+           "\"ns_per_entity\":%.3f}\n",
+           name, n, mf, mf / n);
+    printf("{\"name\":\"%s\",\"memory\":\"warm\",\"entities\":%d,\"components\":2,\"median_ns\":%.0f,"
+           "\"ns_per_entity\":%.3f}\n",
+           name, n, mw, mw / n);
+}
+
+static void bench_add_remove(int n)
+{
+    double ta[64], tr[64];
+    ecs_entity_t *e = malloc(sizeof(ecs_entity_t) * (size_t)n);
+    ecs_world_t *w = ecs_world_create(NULL);
+    ecs_component_t P = ECS_COMPONENT(w, Position), V = ECS_COMPONENT(w, Velocity), M = ECS_COMPONENT(w, Mass);
+    ecs_component_t ids[2] = {P, V};
+    ecs_spawn_batch(w, n, 2, ids, NULL, e);
+    /* One warm-up round creates the target archetype and its chunks, as a
+     * running game would have them. */
+    for (int i = 0; i < n; i++) ecs_add(w, e[i], M);
+    for (int i = 0; i < n; i++) ecs_remove(w, e[i], M);
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ns();
+        for (int i = 0; i < n; i++) ecs_add(w, e[i], M);
+        double t1 = now_ns();
+        for (int i = 0; i < n; i++) ecs_remove(w, e[i], M);
+        double t2 = now_ns();
+        ta[r] = t1 - t0;
+        tr[r] = t2 - t1;
+    }
+    ecs_world_destroy(w);
+    free(e);
+    double ma = median(ta, reps), mr = median(tr, reps);
+    printf("{\"name\":\"add_component\",\"entities\":%d,\"from_components\":2,\"median_ns\":%.0f,\"ns_per_op\":%.3f}\n",
+           n, ma, ma / n);
+    printf("{\"name\":\"remove_component\",\"entities\":%d,\"from_components\":3,\"median_ns\":%.0f,\"ns_per_op\":%.3f}\n",
+           n, mr, mr / n);
+}
+
+static void bench_despawn(int n)
+{
+    double t[64];
+    ecs_entity_t *e = malloc(sizeof(ecs_entity_t) * (size_t)n);
+    for (int r = 0; r < reps; r++) {
+        ecs_world_t *w = ecs_world_create(NULL);
+        ecs_component_t ids[2] = {ECS_COMPONENT(w, Position), ECS_COMPONENT(w, Velocity)};
+        ecs_spawn_batch(w, n, 2, ids, NULL, e);
+        double t0 = now_ns();
+        for (int i = 0; i < n; i++) ecs_despawn(w, e[i]);
+        t[r] = now_ns() - t0;
+        ecs_world_destroy(w);
+    }
+    free(e);
+    double m = median(t, reps);
+    printf("{\"name\":\"despawn\",\"entities\":%d,\"components\":2,\"median_ns\":%.0f,\"ns_per_entity\":%.3f}\n", n, m,
+           m / n);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Fragmented iteration: 26 archetypes of 20 entities                       */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    float value;
+} Data;
+
+static void bench_frag_iter(void)
+{
+    enum { KINDS = 26, PER = 20 };
+    ecs_world_t *w = ecs_world_create(NULL);
+    ecs_component_t D = ECS_COMPONENT(w, Data);
+    for (int k = 0; k < KINDS; k++) {
+        char name[8] = {'T', (char)('A' + k), 0};
+        ecs_component_t t = ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = sizeof(float)});
+        ecs_component_t ids[2] = {t, D};
+        ecs_spawn_batch(w, PER, 2, ids, NULL, NULL);
+    }
+    ecs_query_t *q = ecs_query_create(w, &(ecs_query_desc_t){.terms = {{D, ECS_WRITE}}});
+    /* Baseline: the same 520 values in one plain array. */
+    Data raw[KINDS * PER];
+    memset(raw, 0, sizeof(raw));
+    enum { INNER = 1000 };
+    double tq[64], tr[64];
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ns();
+        for (int k = 0; k < INNER; k++) {
+            for (int i = 0; i < KINDS * PER; i++) raw[i].value *= 2;
+            __asm__ volatile("" ::: "memory");
+        }
+        double t1 = now_ns();
+        for (int k = 0; k < INNER; k++) {
+            ecs_iter_t it = ecs_query_iter(w, q);
+            while (ecs_query_next(&it)) {
+                Data *d = ECS_FIELD(&it, Data, 0);
+                for (int i = 0; i < it.count; i++) d[i].value *= 2;
+            }
+        }
+        double t2 = now_ns();
+        tr[r] = (t1 - t0) / INNER;
+        tq[r] = (t2 - t1) / INNER;
+    }
+    sink = raw[3].value;
+    double mr = median(tr, reps), mq = median(tq, reps);
+    printf("{\"name\":\"frag_iter_raw_loop\",\"archetypes\":%d,\"entities\":%d,\"median_ns\":%.1f}\n", KINDS,
+           KINDS * PER, mr);
+    printf("{\"name\":\"frag_iter_query\",\"archetypes\":%d,\"entities\":%d,\"median_ns\":%.1f,"
+           "\"ns_per_entity\":%.3f,\"baseline\":\"frag_iter_raw_loop\",\"ratio\":%.3f}\n",
+           KINDS, KINDS * PER, mq, mq / (KINDS * PER), mq / mr);
+    ecs_query_destroy(q);
+    ecs_world_destroy(w);
+}
+
+int main(int argc, char **argv)
+{
+    int n = 1000000;
+    if (argc > 1 && !strcmp(argv[1], "--quick")) {
+        reps = 3;
+        n = 100000;
+    }
+    bench_iterate(n);
+    bench_spawn(n, true);
+    bench_spawn(n, false);
+    bench_add_remove(n / 10);
+    bench_despawn(n);
+    bench_frag_iter();
+    return 0;
+}

@@ -1,0 +1,448 @@
+/*
+ * ecs.h: the one public header of Stagehand, a job-scheduled Entity
+ * Component System runtime in C11.
+ *
+ * An engine creates a world, registers components and systems, and calls
+ * ecs_world_progress() once per frame. Entities live in archetypes (one per
+ * distinct component set), stored in fixed-capacity chunks of SoA columns;
+ * systems receive one ecs_iter_t per (job, chunk) and record structural
+ * changes into deferred command buffers that are applied at stage barriers
+ * in a fixed order.
+ *
+ * Conventions used throughout:
+ * - Every call that can fail returns a negative ECS_E* code (ECS_OK is 0),
+ *   or ECS_NULL / 0 / NULL for calls that return a handle or a pointer.
+ *   A call that fails changes nothing.
+ * - A null or stale entity handle gives ECS_ESTALE (false / NULL for
+ *   predicates and getters). Handles carry a generation, so a stale handle
+ *   is detected, never dereferenced.
+ * - Descriptor structs are zero-initialised: a zero field means "default".
+ * - Pointers into storage (ecs_get, ecs_field, ...) stay valid until the
+ *   next structural change (spawn, despawn, add, remove, a set that adds,
+ *   a command flush).
+ * - Immediate-mode calls that change the world (ecs_spawn*, ecs_despawn,
+ *   ecs_add, ecs_remove, ecs_set, ecs_get_mut) are for use outside
+ *   ecs_world_progress() and inside ECS_SYSTEM_EXCLUSIVE systems. From any
+ *   other system they fail and change nothing (ECS_EBUSY, ECS_NULL or NULL);
+ *   such systems use it->commands instead.
+ */
+#ifndef ECS_H
+#define ECS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(ECS_SHARED_BUILD)
+#define ECS_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define ECS_API __attribute__((visibility("default")))
+#else
+#define ECS_API
+#endif
+
+/* ---------------------------------------------------------------------- */
+/* Errors                                                                  */
+/* ---------------------------------------------------------------------- */
+
+/* One table for every error code: name, value, message. */
+#define ECS_ERRNO_MAP(XX)                                                      \
+    XX(EINVAL, -1, "invalid argument")                                         \
+    XX(ESTALE, -2, "null or stale entity handle")                              \
+    XX(ENOMEM, -3, "out of memory")                                            \
+    XX(EBUSY, -4, "not allowed while systems are running")                     \
+    XX(ENOTFOUND, -5, "not found")                                             \
+    XX(EEXIST, -6, "already exists")
+
+enum {
+    ECS_OK = 0,
+#define ECS__ERRNO_ENUM(name, value, msg) ECS_##name = (value),
+    ECS_ERRNO_MAP(ECS__ERRNO_ENUM)
+#undef ECS__ERRNO_ENUM
+};
+
+/** A static string describing an error code (or "unknown error"). */
+ECS_API const char *ecs_strerror(int err);
+
+/* ---------------------------------------------------------------------- */
+/* Handles and limits                                                      */
+/* ---------------------------------------------------------------------- */
+
+/** An entity: low 32 bits index, high 32 bits generation. 0 is ECS_NULL. */
+typedef uint64_t ecs_entity_t;
+/** A component id, 1-based; 0 is never valid (it ends term lists). */
+typedef uint32_t ecs_component_t;
+/** A system id, 1-based; 0 reports a failed registration. */
+typedef uint32_t ecs_system_t;
+
+#define ECS_NULL ((ecs_entity_t)0)
+#define ECS_MAX_TERMS 16
+#define ECS_MAX_ENTITY_FIELDS 8
+
+static inline uint32_t ecs_entity_index(ecs_entity_t e) { return (uint32_t)e; }
+static inline uint32_t ecs_entity_generation(ecs_entity_t e) { return (uint32_t)(e >> 32); }
+
+typedef struct ecs_world ecs_world_t;
+typedef struct ecs_query ecs_query_t;
+typedef struct ecs_commands ecs_commands_t;
+typedef struct ecs_iter ecs_iter_t;
+
+/* ---------------------------------------------------------------------- */
+/* Memory                                                                  */
+/* ---------------------------------------------------------------------- */
+
+/**
+ * The allocator hook. Every byte a world uses, the world object included,
+ * comes from alloc and goes back through free. align is a power of two;
+ * alloc returns NULL on failure (the calling operation then fails with
+ * ECS_ENOMEM and changes nothing). A zeroed struct means the C library
+ * (aligned_alloc / free).
+ */
+typedef struct {
+    void *(*alloc)(size_t size, size_t align, void *ctx);
+    void (*free)(void *ptr, void *ctx);
+    void *ctx;
+} ecs_allocator_t;
+
+/* ---------------------------------------------------------------------- */
+/* World                                                                   */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    ecs_allocator_t allocator; /* zero: C library */
+} ecs_world_desc_t;
+
+/** Creates a world. desc may be NULL. Returns NULL when out of memory. */
+ECS_API ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc);
+
+/**
+ * Destroys the world: runs the dtor of every live component value, frees
+ * every allocation. Handles, queries and pointers obtained from the world
+ * are invalid afterwards. NULL is ignored. Must not be called from inside
+ * ecs_world_progress() (it is then ignored and nothing is freed).
+ */
+ECS_API void ecs_world_destroy(ecs_world_t *world);
+
+/**
+ * Runs one frame: every stage in order, the systems of a stage in
+ * registration order, with each stage's deferred commands applied at its
+ * end (and around every EXCLUSIVE system).
+ * Returns ECS_OK; ECS_EINVAL for a NULL world; ECS_EBUSY when called from
+ * inside a system; ECS_ENOMEM when a deferred command could not be applied
+ * for lack of memory (that command is skipped, the others are applied).
+ */
+ECS_API int ecs_world_progress(ecs_world_t *world, float delta_time);
+
+/** Frames completed by ecs_world_progress() (0 for a new world). */
+ECS_API uint64_t ecs_world_frame(const ecs_world_t *world);
+
+/**
+ * Inserts a user stage after the stage named after_stage (NULL: after the
+ * last stage). The default stages are "PreUpdate", "Update", "PostUpdate".
+ * Returns ECS_OK, ECS_EINVAL (NULL or empty name), ECS_EEXIST (name taken),
+ * ECS_ENOTFOUND (after_stage unknown), ECS_EBUSY (inside a frame),
+ * ECS_ENOMEM. The name is copied.
+ */
+ECS_API int ecs_stage_add(ecs_world_t *world, const char *name, const char *after_stage);
+
+typedef struct {
+    uint64_t frame;            /* frames completed */
+    uint64_t commands_skipped; /* deferred commands dropped at playback because
+                                  their entity had died earlier in the flush
+                                  (or they could not be applied) */
+    uint32_t entities;         /* live entities */
+    uint32_t components;       /* registered components */
+    uint32_t archetypes;       /* archetypes created, the empty one included */
+    uint32_t chunks;           /* chunks allocated, retained empty ones included */
+    uint32_t systems;          /* registered systems */
+    uint32_t queries;          /* live cached queries, systems' own included */
+} ecs_world_stats_t;
+
+/** Fills *out. Returns ECS_OK, or ECS_EINVAL when world or out is NULL. */
+ECS_API int ecs_world_stats(const ecs_world_t *world, ecs_world_stats_t *out);
+
+/* ---------------------------------------------------------------------- */
+/* Components                                                              */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    ecs_component_t id;
+    const char *name;
+    size_t size, align;
+    void *ctx; /* ecs_type_hooks_t.ctx */
+} ecs_type_info_t;
+
+/**
+ * Array hooks. All are optional. Without hooks, new values are zeroed,
+ * relocation is memcpy, copies are memcpy and nothing runs on destruction.
+ * - ctor(ptr, count): construct count values in uninitialised memory.
+ * - dtor(ptr, count): destroy count values; the memory is then uninitialised.
+ * - move(dst, src, count): dst is uninitialised; src is dead afterwards and
+ *   no dtor runs on it. Every relocation inside storage (archetype moves,
+ *   swap-remove, command playback) is a move.
+ * - copy(dst, src, count): construct copies of src in uninitialised dst
+ *   (ecs_set on an existing value runs dtor, then copy). ecs_cmd_set calls
+ *   copy from inside systems, so copy must be thread-safe.
+ */
+typedef struct {
+    void (*ctor)(void *ptr, int32_t count, const ecs_type_info_t *info);
+    void (*dtor)(void *ptr, int32_t count, const ecs_type_info_t *info);
+    void (*move)(void *dst, void *src, int32_t count, const ecs_type_info_t *info);
+    void (*copy)(void *dst, const void *src, int32_t count, const ecs_type_info_t *info);
+    void *ctx;
+} ecs_type_hooks_t;
+
+typedef struct {
+    const char *name;    /* required, unique in the world; copied */
+    size_t size;         /* 0: a tag (in the archetype, no column, no hooks) */
+    size_t align;        /* power of two <= 64, size a multiple of it;
+                            0: derived from size */
+    ecs_type_hooks_t hooks;
+    /* Offsets + 1 of the fields that hold an ecs_entity_t; 0 ends the list.
+       Command playback patches provisional handles found there. */
+    size_t entity_fields[ECS_MAX_ENTITY_FIELDS];
+} ecs_component_desc_t;
+
+/**
+ * Registers a component. Returns its id, or 0 on failure: NULL world or
+ * desc, NULL or duplicate name, bad size/alignment, hooks on a tag, an
+ * entity field outside the value, inside a frame, out of memory.
+ */
+ECS_API ecs_component_t ecs_component_register(ecs_world_t *world, const ecs_component_desc_t *desc);
+
+/** Registers type T under the name #T; evaluates to its id (0 on failure). */
+#define ECS_COMPONENT(world, T)                                                \
+    ecs_component_register((world), &(ecs_component_desc_t){                   \
+                                        .name = #T,                            \
+                                        .size = sizeof(T),                     \
+                                        .align = _Alignof(T),                  \
+                                    })
+
+/** The component registered under name, or 0. */
+ECS_API ecs_component_t ecs_component_lookup(const ecs_world_t *world, const char *name);
+
+/** Registration data of a component (name, size, align), or NULL. */
+ECS_API const ecs_type_info_t *ecs_component_info(const ecs_world_t *world, ecs_component_t component);
+
+/* ---------------------------------------------------------------------- */
+/* Entities                                                                */
+/* ---------------------------------------------------------------------- */
+
+/** Spawns an entity with no components. ECS_NULL on failure. */
+ECS_API ecs_entity_t ecs_spawn(ecs_world_t *world);
+
+/**
+ * Spawns an entity with count components placed in their archetype at
+ * once (no intermediate archetypes). values may be NULL; values[k] == NULL
+ * gives component ids[k] its default (ctor or zero); tags take no value.
+ * Values are copied (copy hook). Returns ECS_NULL on failure: bad or
+ * duplicate component ids, count outside [0, ECS_MAX_TERMS * 4], inside a
+ * non-exclusive system, out of memory.
+ */
+ECS_API ecs_entity_t ecs_spawn_with(ecs_world_t *world, int count, const ecs_component_t *ids,
+                                    const void *const *values);
+
+/**
+ * Spawns n entities with the same count components into one archetype,
+ * filling chunks one after another. values may be NULL; values[k] (may be
+ * NULL: default) points to n consecutive values of ids[k], copied. out (may
+ * be NULL) receives the n ids. All or nothing: on failure nothing is
+ * spawned. Returns ECS_OK, ECS_EINVAL, ECS_EBUSY, ECS_ENOMEM.
+ */
+ECS_API int ecs_spawn_batch(ecs_world_t *world, int n, int count, const ecs_component_t *ids,
+                            const void *const *values, ecs_entity_t *out);
+
+/** Despawns: runs the dtors of its components. ECS_OK, ECS_ESTALE, ECS_EBUSY. */
+ECS_API int ecs_despawn(ecs_world_t *world, ecs_entity_t entity);
+
+/** True for a live entity handle; false for ECS_NULL, stale or provisional. */
+ECS_API bool ecs_is_alive(const ecs_world_t *world, ecs_entity_t entity);
+
+/**
+ * Adds a component (default value: ctor or zero). Already present: no-op,
+ * ECS_OK. Returns ECS_OK, ECS_ESTALE, ECS_EINVAL (unknown component),
+ * ECS_EBUSY, ECS_ENOMEM.
+ */
+ECS_API int ecs_add(ecs_world_t *world, ecs_entity_t entity, ecs_component_t component);
+
+/** Removes a component (runs its dtor). Absent: no-op, ECS_OK. Errors as ecs_add. */
+ECS_API int ecs_remove(ecs_world_t *world, ecs_entity_t entity, ecs_component_t component);
+
+/**
+ * Writes a copy of *value into the component, adding it when missing (one
+ * archetype move). ECS_EINVAL for a tag, an unknown component or a NULL
+ * value; otherwise as ecs_add.
+ */
+ECS_API int ecs_set(ecs_world_t *world, ecs_entity_t entity, ecs_component_t component,
+                    const void *value);
+
+/** True when the live entity has the component (data or tag). */
+ECS_API bool ecs_has(const ecs_world_t *world, ecs_entity_t entity, ecs_component_t component);
+
+/**
+ * The entity's value of a data component, or NULL (stale entity, absent
+ * component, tag). Valid until the next structural change. Safe to call
+ * from systems.
+ */
+ECS_API const void *ecs_get(const ecs_world_t *world, ecs_entity_t entity, ecs_component_t component);
+
+/** As ecs_get, writable; marks the value changed. NULL inside non-exclusive systems. */
+ECS_API void *ecs_get_mut(ecs_world_t *world, ecs_entity_t entity, ecs_component_t component);
+
+/* ---------------------------------------------------------------------- */
+/* Queries and iteration                                                   */
+/* ---------------------------------------------------------------------- */
+
+typedef enum { ECS_READ, ECS_WRITE, ECS_WITH, ECS_WITHOUT } ecs_access_t;
+typedef enum { ECS_SELF, ECS_OTHER, ECS_SINGLETON } ecs_source_t;
+
+/**
+ * One term. READ/WRITE: the entity has the component and the field is its
+ * column (NULL for a tag). WITH/WITHOUT: presence or absence only, the
+ * field is NULL. optional: a READ/WRITE term that does not restrict
+ * matching; the field is NULL where the archetype lacks the component.
+ * src ECS_OTHER: the system reads the component on other entities through
+ * ecs_get (declared access; never restricts matching, field NULL).
+ * ECS_SINGLETON is not supported yet (rejected with ECS_EINVAL / NULL).
+ */
+typedef struct {
+    ecs_component_t component;
+    ecs_access_t access;
+    bool optional;
+    ecs_source_t src;
+} ecs_term_t;
+
+typedef struct {
+    ecs_term_t terms[ECS_MAX_TERMS]; /* ends at the first term with component 0 */
+} ecs_query_desc_t;
+
+/**
+ * Creates a cached query: it keeps its matching archetypes and is updated
+ * when archetypes are created. Returns NULL on bad terms or out of memory.
+ */
+ECS_API ecs_query_t *ecs_query_create(ecs_world_t *world, const ecs_query_desc_t *desc);
+
+/** Destroys a query made by ecs_query_create. NULL is ignored. */
+ECS_API void ecs_query_destroy(ecs_query_t *query);
+
+struct ecs_iter {
+    ecs_world_t *world;
+    int count;                    /* rows in this batch */
+    const uint16_t *rows;         /* NULL: dense (rows 0 .. count-1); else the
+                                     matching chunk-local rows, ascending */
+    const ecs_entity_t *entities; /* indexed by row */
+    ecs_commands_t *commands;     /* this job's deferred commands (systems only) */
+    float delta_time;
+    int worker;
+    void *ctx;
+    struct {                      /* private: filled by the library */
+        void *fields[ECS_MAX_TERMS];
+        const void *query;
+        const void *chunk;
+        uint64_t version;
+        int32_t match, chunk_index;
+        int32_t field_count;
+    } priv_;
+};
+
+/**
+ * Starts iterating a cached query: call ecs_query_next until it returns
+ * false. A structural change while iterating ends the iteration (next
+ * returns false); iterators need no cleanup.
+ */
+ECS_API ecs_iter_t ecs_query_iter(ecs_world_t *world, ecs_query_t *query);
+
+/** Advances to the next non-empty chunk. Archetypes in creation order, chunks in order. */
+ECS_API bool ecs_query_next(ecs_iter_t *it);
+
+/**
+ * Uncached one-shot query: calls fn once per non-empty matching chunk,
+ * with it->ctx = ctx. fn must not make structural changes. Returns ECS_OK,
+ * or ECS_EINVAL (bad terms; fn is then never called).
+ */
+ECS_API int ecs_query_each(ecs_world_t *world, const ecs_query_desc_t *desc, void (*fn)(ecs_iter_t *it),
+                           void *ctx);
+
+/** Column of term `term` at row 0 of the chunk, or NULL (tag, WITH/WITHOUT, absent optional). */
+ECS_API void *ecs_field(const ecs_iter_t *it, int term);
+
+/* Debug builds check that sizeof(T) matches the component's size. */
+ECS_API void *ecs__field_checked(const ecs_iter_t *it, int term, size_t size);
+#ifdef NDEBUG
+#define ECS_FIELD(it, T, term) ((T *)ecs_field((it), (term)))
+#else
+#define ECS_FIELD(it, T, term) ((T *)ecs__field_checked((it), (term), sizeof(T)))
+#endif
+
+/** Chunk-local row of the i-th matching row. */
+static inline int ecs_iter_row(const ecs_iter_t *it, int i) { return it->rows ? it->rows[i] : i; }
+
+/* ---------------------------------------------------------------------- */
+/* Systems and stages                                                      */
+/* ---------------------------------------------------------------------- */
+
+enum {
+    ECS_SYSTEM_EXCLUSIVE = 1,       /* splits its stage; runs alone with immediate mode */
+    ECS_SYSTEM_SINGLE_THREADED = 2, /* one job */
+    ECS_SYSTEM_MAIN_THREAD = 4,     /* runs on the thread that calls ecs_world_progress */
+};
+
+typedef struct {
+    const char *name;                /* optional; unique when given; copied */
+    const char *stage;               /* NULL: "Update" */
+    ecs_term_t terms[ECS_MAX_TERMS]; /* ends at the first term with component 0 */
+    uint32_t flags;                  /* ECS_SYSTEM_* */
+    void (*run)(ecs_iter_t *it);     /* required */
+    void *ctx;                       /* passed as it->ctx */
+} ecs_system_desc_t;
+
+/**
+ * Registers a system. It runs every frame in its stage, after the systems
+ * registered before it, once per non-empty matching chunk (a system
+ * without terms runs once per frame with it->count == 0). Returns its id,
+ * or 0: bad descriptor (no run callback, unknown stage, bad terms, unknown
+ * flags, duplicate name), inside a frame, out of memory.
+ */
+ECS_API ecs_system_t ecs_system_register(ecs_world_t *world, const ecs_system_desc_t *desc);
+
+/* ---------------------------------------------------------------------- */
+/* Deferred commands                                                       */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A system records structural changes into it->commands; they are applied
+ * at the end of its stage (or right after an EXCLUSIVE system), in a fixed
+ * order: by system position, then chunk position in the system's query,
+ * then recording order; never by timing. Commands whose entity was
+ * despawned earlier in the same flush are skipped (their value's dtor runs)
+ * and counted in ecs_world_stats().commands_skipped.
+ *
+ * Each call returns ECS_OK; ECS_ESTALE for a null or stale handle (a
+ * provisional handle from the same buffer counts as live); ECS_EINVAL (NULL
+ * buffer, unknown component, tag for ecs_cmd_set, NULL value); ECS_ENOMEM
+ * with nothing recorded.
+ */
+
+/**
+ * Records a spawn and returns a provisional handle, usable in later
+ * commands of the same buffer (and inside entity fields of values given to
+ * them, which playback patches). The real id is assigned at playback. Any
+ * other use of a provisional handle is invalid. ECS_NULL on failure.
+ */
+ECS_API ecs_entity_t ecs_cmd_spawn(ecs_commands_t *cmd);
+ECS_API int ecs_cmd_despawn(ecs_commands_t *cmd, ecs_entity_t entity);
+ECS_API int ecs_cmd_add(ecs_commands_t *cmd, ecs_entity_t entity, ecs_component_t component);
+ECS_API int ecs_cmd_remove(ecs_commands_t *cmd, ecs_entity_t entity, ecs_component_t component);
+/** Copies *value now (copy hook); playback moves it into storage. */
+ECS_API int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t entity, ecs_component_t component,
+                        const void *value);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ECS_H */

@@ -1,0 +1,128 @@
+/*
+ * tracker.c: the per-chunk, per-component change tracker (see changes.h
+ * for the dirty-list invariant). Every array is sized to the chunk's
+ * capacity when the tracker is created, so marking never allocates and
+ * the list never reallocates under a running callback.
+ */
+#include "changes/changes.h"
+
+ecs__tracker_t *ecs__tracker_create(const ecs_allocator_t *a, uint32_t capacity, ecs__track_level_t level)
+{
+    ecs__assert(capacity && capacity <= 65536, "tracker rows fit uint16_t");
+    size_t words = (capacity + 63) / 64;
+    size_t bytes = ecs__align_up(sizeof(ecs__tracker_t), 8) + 2 * capacity * sizeof(uint64_t) +
+                   words * sizeof(uint64_t) + capacity * sizeof(uint16_t);
+    /* One allocation: header, then the tick arrays, bits and list. */
+    unsigned char *p = ecs__calloc(a, bytes, 64);
+    if (!p) return NULL;
+    ecs__tracker_t *t = (ecs__tracker_t *)p;
+    p += ecs__align_up(sizeof(ecs__tracker_t), 8);
+    t->added = (uint64_t *)p;
+    p += capacity * sizeof(uint64_t);
+    t->changed = (uint64_t *)p;
+    p += capacity * sizeof(uint64_t);
+    t->dirty_bits = (uint64_t *)p;
+    p += words * sizeof(uint64_t);
+    t->dirty_list = (uint16_t *)p;
+    t->capacity = capacity;
+    t->level = level;
+    return t;
+}
+
+void ecs__tracker_destroy(const ecs_allocator_t *a, ecs__tracker_t *t) { ecs__free(a, t); }
+
+/* Appends row to the dirty list unless its bit says it is there already. */
+static inline void dirty_append(ecs__tracker_t *t, uint32_t row)
+{
+    uint64_t bit = 1ull << (row & 63);
+    uint64_t *word = &t->dirty_bits[row >> 6];
+    if (*word & bit) return;
+    *word |= bit;
+    ecs__assert(t->dirty_count < t->capacity, "dirty list bounded by capacity");
+    t->dirty_list[t->dirty_count++] = (uint16_t)row;
+}
+
+void ecs__tracker_mark_added(ecs__tracker_t *t, uint32_t row, uint64_t tick)
+{
+    if (t->level == ECS__TRACK_NONE) return;
+    t->added[row] = tick;
+    if (t->level == ECS__TRACK_DIRTY) dirty_append(t, row);
+}
+
+void ecs__tracker_mark_changed(ecs__tracker_t *t, uint32_t row, uint64_t tick)
+{
+    if (t->level == ECS__TRACK_NONE) return;
+    t->changed[row] = tick;
+    if (t->level == ECS__TRACK_DIRTY) dirty_append(t, row);
+}
+
+void ecs__tracker_fold_chunk_mark(ecs__tracker_t *t, uint32_t count)
+{
+    uint64_t tick = t->chunk_changed;
+    if (!tick) return;
+    t->chunk_changed = 0;
+    if (t->level == ECS__TRACK_NONE) return;
+    for (uint32_t r = 0; r < count; r++) {
+        if (t->changed[r] < tick) t->changed[r] = tick;
+        if (t->level == ECS__TRACK_DIRTY) dirty_append(t, r);
+    }
+}
+
+void ecs__tracker_swap_remove(ecs__tracker_t *t, uint32_t row, uint32_t last)
+{
+    if (t->level == ECS__TRACK_NONE) return;
+    if (row != last) {
+        t->added[row] = t->added[last];
+        t->changed[row] = t->changed[last];
+        if (t->level == ECS__TRACK_DIRTY && ecs__tracker_in_dirty(t, last)) dirty_append(t, row);
+    }
+    /* The last row keeps its bit and entry: zeroed ticks make the entry
+     * inert until the row is reused, and then the bit prevents a second
+     * entry for it. */
+    t->added[last] = 0;
+    t->changed[last] = 0;
+}
+
+void ecs__tracker_move_row(ecs__tracker_t *dst, uint32_t dst_row, const ecs__tracker_t *src, uint32_t src_row)
+{
+    if (dst->level == ECS__TRACK_NONE) return;
+    uint64_t added = src ? src->added[src_row] : 0;
+    uint64_t changed = src ? src->changed[src_row] : 0;
+    dst->added[dst_row] = added;
+    dst->changed[dst_row] = changed;
+    if (dst->level == ECS__TRACK_DIRTY && (added || changed)) dirty_append(dst, dst_row);
+}
+
+void ecs__tracker_prune(ecs__tracker_t *t, uint64_t min_tick)
+{
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < t->dirty_count; i++) {
+        uint16_t row = t->dirty_list[i];
+        if (t->added[row] > min_tick || t->changed[row] > min_tick) {
+            t->dirty_list[w++] = row;
+        } else {
+            t->dirty_bits[row >> 6] &= ~(1ull << (row & 63));
+        }
+    }
+    t->dirty_count = w;
+}
+
+void ecs__tracker_set_level(ecs__tracker_t *t, ecs__track_level_t level, uint32_t count)
+{
+    if (t->level == level) return;
+    ecs__track_level_t old = t->level;
+    t->level = level;
+    if (level == ECS__TRACK_DIRTY && old != ECS__TRACK_DIRTY) {
+        for (uint32_t r = 0; r < count; r++) {
+            if (t->added[r] || t->changed[r]) dirty_append(t, r);
+        }
+    } else if (level != ECS__TRACK_DIRTY && old == ECS__TRACK_DIRTY) {
+        memset(t->dirty_bits, 0, ((t->capacity + 63) / 64) * sizeof(uint64_t));
+        t->dirty_count = 0;
+    }
+    if (level == ECS__TRACK_NONE) {
+        memset(t->added, 0, t->capacity * sizeof(uint64_t));
+        memset(t->changed, 0, t->capacity * sizeof(uint64_t));
+        t->chunk_changed = 0;
+    }
+}

@@ -1,0 +1,76 @@
+/*
+ * common.c: the default allocator, growable-array reservation, error
+ * strings and the debug assertion handler shared by every subsystem.
+ */
+#include "common.h"
+
+static void *default_alloc(size_t size, size_t align, void *ctx)
+{
+    (void)ctx;
+    /* aligned_alloc wants size to be a multiple of align. */
+    return aligned_alloc(align, ecs__align_up(size ? size : 1, align));
+}
+
+static void default_free(void *ptr, void *ctx)
+{
+    (void)ctx;
+    free(ptr);
+}
+
+void ecs__allocator_resolve(ecs_allocator_t *out, const ecs_allocator_t *in)
+{
+    if (in && in->alloc && in->free) {
+        *out = *in;
+    } else {
+        out->alloc = default_alloc;
+        out->free = default_free;
+        out->ctx = NULL;
+    }
+}
+
+bool ecs__array_reserve(const ecs_allocator_t *a, void **ptr, uint32_t *cap, uint32_t need, size_t elem,
+                        size_t align)
+{
+    if (need <= *cap) return true;
+    uint32_t ncap = *cap ? *cap : 4;
+    while (ncap < need) {
+        if (ncap > UINT32_MAX / 2) return false;
+        ncap *= 2;
+    }
+    void *p = ecs__alloc(a, (size_t)ncap * elem, align);
+    if (!p) return false;
+    if (*ptr) {
+        memcpy(p, *ptr, (size_t)*cap * elem);
+        ecs__free(a, *ptr);
+    }
+    *ptr = p;
+    *cap = ncap;
+    return true;
+}
+
+char *ecs__strdup(const ecs_allocator_t *a, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = ecs__alloc(a, n, 1);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+void ecs__assert_fail(const char *expr, const char *why, const char *file, int line)
+{
+    fprintf(stderr, "stagehand: assertion failed: %s (%s) at %s:%d\n", why, expr, file, line);
+    fflush(stderr);
+    abort();
+}
+
+const char *ecs_strerror(int err)
+{
+    switch (err) {
+    case ECS_OK: return "success";
+#define ECS__ERRNO_CASE(name, value, msg)                                      \
+    case ECS_##name: return msg;
+        ECS_ERRNO_MAP(ECS__ERRNO_CASE)
+#undef ECS__ERRNO_CASE
+    default: return "unknown error";
+    }
+}

@@ -1,0 +1,88 @@
+/*
+ * common.h: the few helpers every subsystem shares: the allocator hook
+ * wrappers, debug assertions and bit tricks. It depends on nothing but the
+ * public header, so jobs/, changes/ and relation/ can use it without
+ * learning anything about the world.
+ */
+#ifndef ECS_COMMON_H
+#define ECS_COMMON_H
+
+#include "ecs.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define ECS__LIKELY(x) __builtin_expect(!!(x), 1)
+#define ECS__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define ECS__UNUSED __attribute__((unused))
+#else
+#define ECS__LIKELY(x) (x)
+#define ECS__UNLIKELY(x) (x)
+#define ECS__UNUSED
+#endif
+
+/* Programming errors inside the library (or the documented debug checks of
+ * ECS_FIELD) abort with a message in debug builds; release builds compile
+ * the check away. Bad input from a caller is never asserted: it gets an
+ * error code. */
+void ecs__assert_fail(const char *expr, const char *why, const char *file, int line);
+#ifdef NDEBUG
+#define ecs__assert(cond, why) ((void)0)
+#else
+#define ecs__assert(cond, why)                                                 \
+    ((cond) ? (void)0 : ecs__assert_fail(#cond, (why), __FILE__, __LINE__))
+#endif
+
+/* The allocator hook with its defaults resolved: alloc and free are never
+ * NULL after ecs__allocator_resolve. */
+void ecs__allocator_resolve(ecs_allocator_t *out, const ecs_allocator_t *in);
+
+static inline void *ecs__alloc(const ecs_allocator_t *a, size_t size, size_t align)
+{
+    return a->alloc(size, align < sizeof(void *) ? sizeof(void *) : align, a->ctx);
+}
+
+static inline void *ecs__calloc(const ecs_allocator_t *a, size_t size, size_t align)
+{
+    void *p = ecs__alloc(a, size, align);
+    if (p) memset(p, 0, size);
+    return p;
+}
+
+static inline void ecs__free(const ecs_allocator_t *a, void *p)
+{
+    if (p) a->free(p, a->ctx);
+}
+
+/* Grows *ptr (an array of elem-sized items, *cap of them) to hold at least
+ * need items, doubling. Returns false (and leaves everything unchanged)
+ * when out of memory. The old contents are copied. */
+bool ecs__array_reserve(const ecs_allocator_t *a, void **ptr, uint32_t *cap, uint32_t need, size_t elem,
+                        size_t align);
+
+/* Copies a NUL-terminated string into allocator memory, or NULL. */
+char *ecs__strdup(const ecs_allocator_t *a, const char *s);
+
+static inline uint32_t ecs__next_pow2(uint32_t v)
+{
+    if (v <= 1) return 1;
+    return 1u << (32 - __builtin_clz(v - 1));
+}
+
+static inline bool ecs__is_pow2(size_t v) { return v && !(v & (v - 1)); }
+
+static inline size_t ecs__align_up(size_t v, size_t a) { return (v + a - 1) & ~(a - 1); }
+
+/* splitmix64 finaliser: a strong, cheap mix for integer keys. */
+static inline uint64_t ecs__hash_u64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+#endif /* ECS_COMMON_H */

@@ -1,0 +1,115 @@
+/*
+ * component.c: the component registry. Components are registered at run
+ * time with a name, a size, an alignment and optional array hooks; there
+ * is no fixed limit on their number. Each component also keeps its slice
+ * of the component index: the archetypes that hold it. The value helpers
+ * here are the only place hooks are called from, so "no hook" always
+ * means zero / memcpy / nothing.
+ */
+#include "world/world.h"
+
+void ecs__value_init(const ecs__component_t *c, void *dst, int32_t n)
+{
+    if (c->hooks.ctor) c->hooks.ctor(dst, n, &c->info);
+    else memset(dst, 0, c->info.size * (size_t)n);
+}
+
+void ecs__value_fini(const ecs__component_t *c, void *ptr, int32_t n)
+{
+    if (c->hooks.dtor) c->hooks.dtor(ptr, n, &c->info);
+}
+
+void ecs__value_move(const ecs__component_t *c, void *dst, void *src, int32_t n)
+{
+    if (c->hooks.move) c->hooks.move(dst, src, n, &c->info);
+    else memcpy(dst, src, c->info.size * (size_t)n);
+}
+
+void ecs__value_copy(const ecs__component_t *c, void *dst, const void *src, int32_t n)
+{
+    if (c->hooks.copy) c->hooks.copy(dst, src, n, &c->info);
+    else memcpy(dst, src, c->info.size * (size_t)n);
+}
+
+static bool hooks_empty(const ecs_type_hooks_t *h)
+{
+    return !h->ctor && !h->dtor && !h->move && !h->copy;
+}
+
+ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_t *desc)
+{
+    if (!w || !desc || !desc->name || !desc->name[0]) return 0;
+    if (w->phase == ECS__PHASE_SYSTEMS || w->phase == ECS__PHASE_FLUSH) return 0;
+    if (ecs_component_lookup(w, desc->name)) return 0;
+    size_t size = desc->size, align = desc->align;
+    if (size > UINT32_MAX / 2) return 0;
+    if (size == 0) {
+        if (align > 1 || !hooks_empty(&desc->hooks) || desc->entity_fields[0]) return 0;
+        align = 1;
+    } else {
+        if (align == 0) {
+            align = size & (~size + 1); /* lowest set bit: largest power of two dividing size */
+            if (align > 16) align = 16;
+        }
+        if (!ecs__is_pow2(align) || align > 64 || size % align) return 0;
+    }
+    uint32_t nfields = 0;
+    for (; nfields < ECS_MAX_ENTITY_FIELDS && desc->entity_fields[nfields]; nfields++) {
+        size_t off = desc->entity_fields[nfields] - 1;
+        if (off + sizeof(ecs_entity_t) > size) return 0;
+    }
+    if (w->component_count == UINT32_MAX - 1) return 0;
+
+    uint32_t id = w->component_count + 1;
+    if (!ecs__array_reserve(&w->allocator, (void **)&w->components, &w->component_cap, id + 1,
+                            sizeof(ecs__component_t *), _Alignof(ecs__component_t *)))
+        return 0;
+    ecs__component_t *c = ecs__calloc(&w->allocator, sizeof(*c), _Alignof(ecs__component_t));
+    char *name = ecs__strdup(&w->allocator, desc->name);
+    if (!c || !name) {
+        ecs__free(&w->allocator, c);
+        ecs__free(&w->allocator, name);
+        return 0;
+    }
+    c->info.id = id;
+    c->info.name = name;
+    c->info.size = size;
+    c->info.align = align;
+    c->info.ctx = desc->hooks.ctx;
+    c->hooks = desc->hooks;
+    c->entity_field_count = nfields;
+    for (uint32_t i = 0; i < nfields; i++) c->entity_fields[i] = (uint32_t)(desc->entity_fields[i] - 1);
+    w->components[0] = NULL;
+    w->components[id] = c;
+    w->component_count = id;
+    return id;
+}
+
+ecs_component_t ecs_component_lookup(const ecs_world_t *w, const char *name)
+{
+    if (!w || !name) return 0;
+    for (uint32_t id = 1; id <= w->component_count; id++) {
+        if (!strcmp(w->components[id]->info.name, name)) return id;
+    }
+    return 0;
+}
+
+const ecs_type_info_t *ecs_component_info(const ecs_world_t *w, ecs_component_t component)
+{
+    if (!w) return NULL;
+    ecs__component_t *c = ecs__component_get(w, component);
+    return c ? &c->info : NULL;
+}
+
+void ecs__components_fini(ecs_world_t *w)
+{
+    for (uint32_t id = 1; id <= w->component_count; id++) {
+        ecs__component_t *c = w->components[id];
+        ecs__free(&w->allocator, (void *)c->info.name);
+        ecs__free(&w->allocator, c->archetypes);
+        ecs__free(&w->allocator, c);
+    }
+    ecs__free(&w->allocator, w->components);
+    w->components = NULL;
+    w->component_count = w->component_cap = 0;
+}

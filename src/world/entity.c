@@ -1,0 +1,444 @@
+/*
+ * entity.c: structural changes of single entities and batches, and the
+ * immediate-mode entity API on top of them.
+ *
+ * Every operation first obtains everything that can fail (an id, an
+ * archetype, a chunk with room) and only then touches rows, so a failure
+ * changes nothing. A move walks the source and destination columns, which
+ * are both sorted by component id, in one merge: shared values move,
+ * dropped ones are destroyed, new ones are constructed; then the source
+ * row is swap-removed. The command playback in commands.c reuses these.
+ */
+#include "world/world.h"
+
+static inline void *column_row(const ecs__chunk_t *ch, uint32_t col, uint32_t row)
+{
+    return (unsigned char *)ch->cols[col] + (size_t)row * ch->archetype->columns[col].size;
+}
+
+/* Default-constructs one value: ctor, or zero. */
+static inline void value_init1(const ecs__column_t *col, void *dst)
+{
+    if (ECS__UNLIKELY(col->hooks & ECS__HOOK_CTOR)) col->comp->hooks.ctor(dst, 1, &col->comp->info);
+    else memset(dst, 0, col->size);
+}
+
+static inline void value_fini1(const ecs__column_t *col, void *ptr)
+{
+    if (ECS__UNLIKELY(col->hooks & ECS__HOOK_DTOR)) col->comp->hooks.dtor(ptr, 1, &col->comp->info);
+}
+
+static inline void value_move1(const ecs__column_t *col, void *dst, void *src)
+{
+    if (ECS__UNLIKELY(col->hooks & ECS__HOOK_MOVE)) col->comp->hooks.move(dst, src, 1, &col->comp->info);
+    else ecs__copy_bytes(dst, src, col->size);
+}
+
+static inline void value_copy1(const ecs__column_t *col, void *dst, const void *src)
+{
+    if (ECS__UNLIKELY(col->hooks & ECS__HOOK_COPY)) col->comp->hooks.copy(dst, src, 1, &col->comp->info);
+    else ecs__copy_bytes(dst, src, col->size);
+}
+
+/* Carries change-tracking state of the moved row (only when either chunk
+ * is tracked; the untracked fast path never gets here). */
+static void move_trackers(const ecs__chunk_t *src, uint32_t srow, ecs__chunk_t *dst, uint32_t drow)
+{
+    const ecs__archetype_t *sa = src->archetype, *da = dst->archetype;
+    if (!dst->trackers) return;
+    for (uint32_t j = 0; j < da->column_count; j++) {
+        if (!dst->trackers[j]) continue;
+        int32_t scol = ecs__archetype_column(sa, da->columns[j].id);
+        const ecs__tracker_t *st = scol >= 0 && src->trackers ? src->trackers[scol] : NULL;
+        ecs__tracker_move_row(dst->trackers[j], drow, st, srow);
+    }
+}
+
+void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
+                      ecs_component_t vc, void *value, bool move)
+{
+    ecs__chunk_t *src = rec->chunk;
+    uint32_t srow = rec->row;
+    const ecs__archetype_t *sa = src->archetype, *da = dst_chunk->archetype;
+    ecs__assert(sa != da, "move to the same archetype");
+    uint32_t drow = ecs__chunk_push(dst_chunk, e);
+
+    /* Both column lists are sorted by component id: one merge walk. */
+    const ecs__column_t *scols = sa->columns, *dcols = da->columns;
+    uint32_t i = 0, ns = sa->column_count;
+    for (uint32_t j = 0; j < da->column_count; j++) {
+        const ecs__column_t *dcol = &dcols[j];
+        ecs_component_t dc = dcol->id;
+        while (i < ns && scols[i].id < dc) {
+            value_fini1(&scols[i], (unsigned char *)src->cols[i] + (size_t)srow * scols[i].size);
+            i++;
+        }
+        void *dst = (unsigned char *)dst_chunk->cols[j] + (size_t)drow * dcol->size;
+        bool shared = i < ns && scols[i].id == dc;
+        void *old = shared ? (unsigned char *)src->cols[i] + (size_t)srow * dcol->size : NULL;
+        i += shared;
+        if (ECS__UNLIKELY(dc == vc)) {
+            /* The caller's value wins over any old one. */
+            if (old) value_fini1(dcol, old);
+            if (move) value_move1(dcol, dst, value);
+            else value_copy1(dcol, dst, value);
+        } else if (old) {
+            value_move1(dcol, dst, old);
+        } else {
+            value_init1(dcol, dst);
+        }
+    }
+    for (; i < ns; i++) value_fini1(&scols[i], (unsigned char *)src->cols[i] + (size_t)srow * scols[i].size);
+    if (ECS__UNLIKELY(src->trackers || dst_chunk->trackers)) move_trackers(src, srow, dst_chunk, drow);
+
+    ecs__chunk_remove_row(w, src, srow);
+    rec->chunk = dst_chunk;
+    rec->row = drow;
+    w->structure_version++;
+}
+
+void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
+                           const ecs__edge_t *edge)
+{
+    ecs__chunk_t *src = rec->chunk;
+    if (ECS__UNLIKELY(!edge->plain || src->trackers || dst_chunk->trackers)) {
+        ecs__entity_move(w, e, rec, dst_chunk, 0, NULL, false);
+        return;
+    }
+    uint32_t srow = rec->row;
+    uint32_t drow = ecs__chunk_push(dst_chunk, e);
+    const ecs__edge_op_t *op = edge->ops;
+    for (uint32_t k = 0; k < edge->move_count; k++, op++) {
+        ecs__copy_bytes((unsigned char *)dst_chunk->cols[op->dst] + (size_t)drow * op->size,
+                        (unsigned char *)src->cols[op->src] + (size_t)srow * op->size, op->size);
+    }
+    for (uint32_t k = 0; k < edge->init_count; k++, op++) {
+        ecs__zero_bytes((unsigned char *)dst_chunk->cols[op->dst] + (size_t)drow * op->size, op->size);
+    }
+    /* Dropped plain values need no destruction. */
+    ecs__chunk_remove_row(w, src, srow);
+    rec->chunk = dst_chunk;
+    rec->row = drow;
+    w->structure_version++;
+}
+
+void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
+{
+    ecs__chunk_t *ch = rec->chunk;
+    const ecs__archetype_t *a = ch->archetype;
+    if (a->hooks & ECS__HOOK_DTOR) {
+        for (uint32_t c = 0; c < a->column_count; c++) value_fini1(&a->columns[c], column_row(ch, c, rec->row));
+    }
+    ecs__chunk_remove_row(w, ch, rec->row);
+    ecs__entity_index_delete(&w->entity_index, e);
+    w->structure_version++;
+}
+
+ecs_entity_t ecs__entity_create_empty(ecs_world_t *w)
+{
+    if (!ecs__entity_index_reserve(&w->entity_index, &w->allocator, 1)) return ECS_NULL;
+    ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, w->root);
+    if (!ch) return ECS_NULL;
+    ecs__record_t *rec;
+    ecs_entity_t e = ecs__entity_index_new(&w->entity_index, &rec);
+    rec->chunk = ch;
+    rec->row = ecs__chunk_push(ch, e);
+    w->structure_version++;
+    return e;
+}
+
+/* Moves e to b (a neighbour of its archetype), along edge when cached. */
+static int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__archetype_t *b, const ecs__edge_t *edge)
+{
+    ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, b);
+    if (!ch) return ECS_ENOMEM;
+    if (ECS__LIKELY(edge != NULL)) ecs__entity_move_edge(w, e, rec, ch, edge);
+    else ecs__entity_move(w, e, rec, ch, 0, NULL, false);
+    return ECS_OK;
+}
+
+int ecs__entity_add(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c)
+{
+    ecs__archetype_t *a = rec->chunk->archetype;
+    ecs__edge_t *edge;
+    ecs__archetype_t *b = ecs__archetype_with(w, a, c, &edge);
+    if (!b) return ECS_ENOMEM;
+    return b == a ? ECS_OK : move_to(w, e, rec, b, edge);
+}
+
+int ecs__entity_remove(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c)
+{
+    ecs__archetype_t *a = rec->chunk->archetype;
+    ecs__edge_t *edge;
+    ecs__archetype_t *b = ecs__archetype_without(w, a, c, &edge);
+    if (!b) return ECS_ENOMEM;
+    return b == a ? ECS_OK : move_to(w, e, rec, b, edge);
+}
+
+int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c, void *value, bool move)
+{
+    ecs__chunk_t *ch = rec->chunk;
+    ecs__archetype_t *a = ch->archetype;
+    int32_t col = ecs__archetype_column(a, c);
+    if (col >= 0) {
+        const ecs__column_t *c_ = &a->columns[col];
+        void *dst = column_row(ch, (uint32_t)col, rec->row);
+        if (dst == value) return ECS_OK; /* set to itself */
+        value_fini1(c_, dst);
+        if (move) value_move1(c_, dst, value);
+        else value_copy1(c_, dst, value);
+        return ECS_OK;
+    }
+    ecs__archetype_t *b = ecs__archetype_with(w, a, c, NULL);
+    if (!b) return ECS_ENOMEM;
+    ecs__chunk_t *dst = ecs__archetype_chunk_with_room(w, b);
+    if (!dst) return ECS_ENOMEM;
+    ecs__entity_move(w, e, rec, dst, c, value, move);
+    return ECS_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Public API                                                              */
+/* ---------------------------------------------------------------------- */
+
+ecs_entity_t ecs_spawn(ecs_world_t *w)
+{
+    if (!w || !ecs__world_immediate_ok(w)) return ECS_NULL;
+    return ecs__entity_create_empty(w);
+}
+
+/* Sorts ids into a type set, remembering where each came from; rejects
+ * unknown and duplicate ids. */
+static bool type_from_ids(const ecs_world_t *w, int count, const ecs_component_t *ids, ecs_component_t *types,
+                          int32_t *origin)
+{
+    for (int k = 0; k < count; k++) {
+        ecs_component_t c = ids[k];
+        if (!ecs__component_get(w, c)) return false;
+        int i = k;
+        while (i > 0 && types[i - 1] > c) {
+            types[i] = types[i - 1];
+            origin[i] = origin[i - 1];
+            i--;
+        }
+        if (i > 0 && types[i - 1] == c) return false;
+        types[i] = c;
+        origin[i] = k;
+    }
+    return true;
+}
+
+/* Scratch for small type sets on the stack, larger ones from the world's
+ * allocator. */
+typedef struct {
+    ecs_component_t stack_types[32];
+    int32_t stack_origin[32];
+    ecs_component_t *types;
+    int32_t *origin;
+} type_scratch_t;
+
+static bool scratch_init(ecs_world_t *w, type_scratch_t *s, int count)
+{
+    if (count <= 32) {
+        s->types = s->stack_types;
+        s->origin = s->stack_origin;
+        return true;
+    }
+    s->types = ecs__alloc(&w->allocator, (size_t)count * sizeof(ecs_component_t), 4);
+    s->origin = ecs__alloc(&w->allocator, (size_t)count * sizeof(int32_t), 4);
+    if (s->types && s->origin) return true;
+    ecs__free(&w->allocator, s->types);
+    ecs__free(&w->allocator, s->origin);
+    return false;
+}
+
+static void scratch_fini(ecs_world_t *w, type_scratch_t *s)
+{
+    if (s->types == s->stack_types) return;
+    ecs__free(&w->allocator, s->types);
+    ecs__free(&w->allocator, s->origin);
+}
+
+/* Resolves the archetype of ids. Returns ECS_OK, ECS_EINVAL, ECS_ENOMEM;
+ * on success s holds the sorted types and their origins. */
+static int archetype_from_ids(ecs_world_t *w, int count, const ecs_component_t *ids, type_scratch_t *s,
+                              ecs__archetype_t **out)
+{
+    if (count < 0 || (count > 0 && !ids)) return ECS_EINVAL;
+    if (!scratch_init(w, s, count)) return ECS_ENOMEM;
+    if (!type_from_ids(w, count, ids, s->types, s->origin)) {
+        scratch_fini(w, s);
+        return ECS_EINVAL;
+    }
+    *out = ecs__archetype_ensure(w, s->types, (uint32_t)count);
+    if (!*out) {
+        scratch_fini(w, s);
+        return ECS_ENOMEM;
+    }
+    return ECS_OK;
+}
+
+ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *ids, const void *const *values)
+{
+    if (!w || !ecs__world_immediate_ok(w)) return ECS_NULL;
+    ecs__archetype_t *a;
+    const int32_t *origin;
+    type_scratch_t s;
+    s.types = NULL;
+    if (count > 0 && count <= 8 && ids && (uint32_t)count == w->spawn_cache.count &&
+        !memcmp(ids, w->spawn_cache.ids, (size_t)count * sizeof(ecs_component_t))) {
+        a = w->spawn_cache.archetype;
+        origin = w->spawn_cache.origin;
+    } else {
+        if (archetype_from_ids(w, count, ids, &s, &a) != ECS_OK) return ECS_NULL;
+        origin = s.origin;
+        if (count > 0 && count <= 8) {
+            w->spawn_cache.count = (uint32_t)count;
+            memcpy(w->spawn_cache.ids, ids, (size_t)count * sizeof(ecs_component_t));
+            memcpy(w->spawn_cache.origin, s.origin, (size_t)count * sizeof(int32_t));
+            w->spawn_cache.archetype = a;
+        }
+    }
+    ecs__chunk_t *ch = NULL;
+    if (ecs__entity_index_reserve(&w->entity_index, &w->allocator, 1)) ch = ecs__archetype_chunk_with_room(w, a);
+    if (ch) {
+        ecs__record_t *rec;
+        ecs_entity_t e = ecs__entity_index_new(&w->entity_index, &rec);
+        uint32_t row = ecs__chunk_push(ch, e);
+        rec->chunk = ch;
+        rec->row = row;
+        for (uint32_t t = 0; t < a->type_count; t++) {
+            int32_t col = a->type_columns[t];
+            if (col < 0) continue;
+            const ecs__column_t *c_ = &a->columns[col];
+            void *dst = (unsigned char *)ch->cols[col] + (size_t)row * c_->size;
+            const void *v = values ? values[origin[t]] : NULL;
+            if (v) value_copy1(c_, dst, v);
+            else value_init1(c_, dst);
+        }
+        w->structure_version++;
+        if (s.types) scratch_fini(w, &s);
+        return e;
+    }
+    if (s.types) scratch_fini(w, &s);
+    return ECS_NULL;
+}
+
+int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids, const void *const *values,
+                    ecs_entity_t *out)
+{
+    if (!w || n < 0) return ECS_EINVAL;
+    if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
+    type_scratch_t s;
+    ecs__archetype_t *a;
+    int err = archetype_from_ids(w, count, ids, &s, &a);
+    if (err) return err;
+    if (n == 0) {
+        scratch_fini(w, &s);
+        return ECS_OK;
+    }
+    if (!ecs__entity_index_reserve(&w->entity_index, &w->allocator, (uint32_t)n) ||
+        !ecs__archetype_reserve_rows(w, a, (uint32_t)n)) {
+        scratch_fini(w, &s);
+        return ECS_ENOMEM;
+    }
+    uint32_t done = 0;
+    while (done < (uint32_t)n) {
+        ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, a);
+        uint32_t k = a->capacity - ch->count;
+        if (k > (uint32_t)n - done) k = (uint32_t)n - done;
+        uint32_t base = ecs__chunk_push_n(ch, k);
+        for (uint32_t i = 0; i < k; i++) {
+            ecs__record_t *rec;
+            ecs_entity_t e = ecs__entity_index_new(&w->entity_index, &rec);
+            rec->chunk = ch;
+            rec->row = base + i;
+            ch->entities[base + i] = e;
+            if (out) out[done + i] = e;
+        }
+        for (uint32_t t = 0; t < a->type_count; t++) {
+            int32_t col = a->type_columns[t];
+            if (col < 0) continue;
+            const ecs__column_t *c = &a->columns[col];
+            void *dst = column_row(ch, (uint32_t)col, base);
+            const void *v = values ? values[s.origin[t]] : NULL;
+            if (v) ecs__value_copy(c->comp, dst, (const unsigned char *)v + (size_t)done * c->size, (int32_t)k);
+            else ecs__value_init(c->comp, dst, (int32_t)k);
+        }
+        done += k;
+    }
+    scratch_fini(w, &s);
+    w->structure_version++;
+    return ECS_OK;
+}
+
+int ecs_despawn(ecs_world_t *w, ecs_entity_t e)
+{
+    if (!w) return ECS_EINVAL;
+    if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
+    ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
+    if (!rec) return ECS_ESTALE;
+    ecs__entity_destroy(w, e, rec);
+    return ECS_OK;
+}
+
+bool ecs_is_alive(const ecs_world_t *w, ecs_entity_t e)
+{
+    return w && ecs__record_from_entity(&w->entity_index, e) != NULL;
+}
+
+/* The common checks of the immediate-mode component calls. */
+static int immediate_target(ecs_world_t *w, ecs_entity_t e, ecs_component_t c, ecs__record_t **rec)
+{
+    if (!w) return ECS_EINVAL;
+    if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
+    *rec = ecs__record_from_entity(&w->entity_index, e);
+    if (!*rec) return ECS_ESTALE;
+    if (!ecs__component_get(w, c)) return ECS_EINVAL;
+    return ECS_OK;
+}
+
+int ecs_add(ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
+{
+    ecs__record_t *rec;
+    int err = immediate_target(w, e, c, &rec);
+    return err ? err : ecs__entity_add(w, e, rec, c);
+}
+
+int ecs_remove(ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
+{
+    ecs__record_t *rec;
+    int err = immediate_target(w, e, c, &rec);
+    return err ? err : ecs__entity_remove(w, e, rec, c);
+}
+
+int ecs_set(ecs_world_t *w, ecs_entity_t e, ecs_component_t c, const void *value)
+{
+    ecs__record_t *rec;
+    int err = immediate_target(w, e, c, &rec);
+    if (err) return err;
+    if (!value || !w->components[c]->info.size) return ECS_EINVAL;
+    return ecs__entity_set(w, e, rec, c, (void *)value, false);
+}
+
+bool ecs_has(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
+{
+    if (!w) return false;
+    const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
+    return rec && ecs__archetype_type_index(rec->chunk->archetype, c) >= 0;
+}
+
+const void *ecs_get(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
+{
+    if (!w) return NULL;
+    const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
+    if (!rec) return NULL;
+    int32_t col = ecs__archetype_column(rec->chunk->archetype, c);
+    return col < 0 ? NULL : column_row(rec->chunk, (uint32_t)col, rec->row);
+}
+
+void *ecs_get_mut(ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
+{
+    if (!w || !ecs__world_immediate_ok(w)) return NULL;
+    return (void *)ecs_get(w, e, c);
+}

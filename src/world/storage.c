@@ -1,0 +1,31 @@
+/*
+ * storage.c: brings the world's storage up and down as one unit: entity
+ * index, component registry, archetypes (the empty one first), cached
+ * queries and command memory. Teardown runs every live value's dtor.
+ */
+#include "world/world.h"
+
+int ecs__world_storage_init(ecs_world_t *w)
+{
+    ecs__entity_index_init(&w->entity_index);
+    if (!ecs__commands_init(w, 1)) return ECS_ENOMEM;
+    w->root = ecs__archetype_ensure(w, NULL, 0);
+    if (!w->root) {
+        ecs__world_storage_fini(w);
+        return ECS_ENOMEM;
+    }
+    return ECS_OK;
+}
+
+void ecs__world_storage_fini(ecs_world_t *w)
+{
+    /* Queries first: they point at archetypes. */
+    while (w->query_count) ecs__query_free(w->queries[w->query_count - 1]);
+    ecs__free(&w->allocator, w->queries);
+    w->queries = NULL;
+    w->query_cap = 0;
+    ecs__commands_fini(w); /* before the components its values need */
+    ecs__archetypes_fini(w);
+    ecs__components_fini(w);
+    ecs__entity_index_fini(&w->entity_index, &w->allocator);
+}

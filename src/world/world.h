@@ -1,0 +1,585 @@
+/*
+ * world.h: internal header of the world subsystem: the entity index, the
+ * component registry, archetypes and their chunks, the archetype graph,
+ * queries and command buffers, and the world struct that owns them.
+ *
+ * The one idea: every live entity sits at (chunk, row) of the archetype
+ * that holds exactly its component set, and its record in the entity index
+ * says where. Structural changes move rows between chunks; they reserve
+ * everything they need first and only then commit, so a failure (out of
+ * memory) leaves the world as it was.
+ */
+#ifndef ECS_WORLD_H
+#define ECS_WORLD_H
+
+#include "common.h"
+#include "changes/changes.h"
+#include "jobs/jobs.h"
+#include "relation/relation.h"
+
+typedef struct ecs__archetype ecs__archetype_t;
+typedef struct ecs__chunk ecs__chunk_t;
+typedef struct ecs__scheduler ecs__scheduler_t;
+
+/* ---------------------------------------------------------------------- */
+/* Entity index                                                            */
+/* ---------------------------------------------------------------------- */
+
+/* Generations use 31 bits: bit 63 of an id marks a provisional handle
+ * (ecs_cmd_spawn), so a real id never looks provisional. A slot whose
+ * generation would reach ECS__GEN_MAX is retired instead of recycled. */
+#define ECS__GEN_MAX 0x7fffffffu
+#define ECS__PROVISIONAL_BIT (1ull << 63)
+#define ECS__PAGE_BITS 12
+#define ECS__PAGE_SIZE (1u << ECS__PAGE_BITS)
+
+/* Where an entity lives. chunk == NULL: the slot is dead (free or retired),
+ * and row then links the free list. Records sit in pages that never move. */
+typedef struct {
+    ecs__chunk_t *chunk;
+    uint32_t row;
+    uint32_t generation;
+} ecs__record_t;
+
+typedef struct {
+    ecs__record_t **pages;
+    uint32_t page_count, page_cap;
+    uint32_t next_index; /* first index never handed out; index 0 is reserved */
+    uint32_t free_head;  /* most recently freed index, 0 = none (LIFO) */
+    uint32_t free_count;
+    uint32_t alive;
+} ecs__entity_index_t;
+
+static inline ecs__record_t *ecs__record_at(const ecs__entity_index_t *ix, uint32_t index)
+{
+    return &ix->pages[index >> ECS__PAGE_BITS][index & (ECS__PAGE_SIZE - 1)];
+}
+
+/* The record of a live entity, or NULL (null, stale, provisional handle). */
+static inline ecs__record_t *ecs__record_from_entity(const ecs__entity_index_t *ix, ecs_entity_t e)
+{
+    uint32_t index = (uint32_t)e;
+    if (ECS__UNLIKELY(index == 0 || index >= ix->next_index)) return NULL;
+    ecs__record_t *r = ecs__record_at(ix, index);
+    if (ECS__UNLIKELY(r->generation != (uint32_t)(e >> 32) || !r->chunk)) return NULL;
+    return r;
+}
+
+void ecs__entity_index_init(ecs__entity_index_t *ix);
+void ecs__entity_index_fini(ecs__entity_index_t *ix, const ecs_allocator_t *a);
+/* Makes sure n ids can be created with no allocation. false on OOM. */
+bool ecs__entity_index_reserve_slow(ecs__entity_index_t *ix, const ecs_allocator_t *a, uint32_t n);
+static inline bool ecs__entity_index_reserve(ecs__entity_index_t *ix, const ecs_allocator_t *a, uint32_t n)
+{
+    if (ECS__LIKELY(n <= ix->free_count ||
+                    (uint64_t)ix->next_index + (n - ix->free_count) <= (uint64_t)ix->page_count * ECS__PAGE_SIZE))
+        return true;
+    return ecs__entity_index_reserve_slow(ix, a, n);
+}
+/* A new id (recycled or fresh); needs a prior reserve. Its record is
+ * returned through *rec for the caller to place. */
+static inline ecs_entity_t ecs__entity_index_new(ecs__entity_index_t *ix, ecs__record_t **rec)
+{
+    uint32_t index;
+    ecs__record_t *r;
+    if (ix->free_head) {
+        index = ix->free_head;
+        r = ecs__record_at(ix, index);
+        ix->free_head = r->row;
+        ix->free_count--;
+    } else {
+        index = ix->next_index++;
+        ecs__assert((index >> ECS__PAGE_BITS) < ix->page_count, "entity index reserved");
+        r = ecs__record_at(ix, index);
+        r->generation = 0;
+    }
+    ix->alive++;
+    *rec = r;
+    return ((ecs_entity_t)r->generation << 32) | index;
+}
+
+/* Kills a live id: bumps the generation and frees (or retires) the slot. */
+static inline void ecs__entity_index_delete(ecs__entity_index_t *ix, ecs_entity_t e)
+{
+    uint32_t index = (uint32_t)e;
+    ecs__record_t *r = ecs__record_at(ix, index);
+    ecs__assert(r->chunk && r->generation == (uint32_t)(e >> 32), "delete of a live id");
+    r->chunk = NULL;
+    r->generation++;
+    ix->alive--;
+    if (ECS__UNLIKELY(r->generation >= ECS__GEN_MAX)) {
+        r->row = 0; /* retired: reusing the slot would bring back an old handle */
+        return;
+    }
+    r->row = ix->free_head;
+    ix->free_head = index;
+    ix->free_count++;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Components                                                              */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    ecs__archetype_t *archetype;
+    int32_t column; /* -1 for a tag */
+} ecs__component_record_t;
+
+typedef struct {
+    ecs_type_info_t info; /* name owned by the registry */
+    ecs_type_hooks_t hooks;
+    uint32_t entity_field_count;
+    uint32_t entity_fields[ECS_MAX_ENTITY_FIELDS]; /* byte offsets */
+    /* The component index: every archetype that holds this component. */
+    ecs__component_record_t *archetypes;
+    uint32_t archetype_count, archetype_cap;
+} ecs__component_t;
+
+static inline ecs__component_t *ecs__component_get(const ecs_world_t *w, ecs_component_t c);
+
+/* Value-level operations, honouring hooks. n values of the component. */
+void ecs__value_init(const ecs__component_t *c, void *dst, int32_t n);
+void ecs__value_fini(const ecs__component_t *c, void *ptr, int32_t n);
+void ecs__value_move(const ecs__component_t *c, void *dst, void *src, int32_t n);
+void ecs__value_copy(const ecs__component_t *c, void *dst, const void *src, int32_t n);
+
+void ecs__components_fini(ecs_world_t *w);
+
+/* ---------------------------------------------------------------------- */
+/* Archetypes and chunks                                                   */
+/* ---------------------------------------------------------------------- */
+
+#define ECS__CHUNK_BYTES (16u * 1024u) /* budget for a chunk's entity ids + columns */
+#define ECS__SLAB_MAX_CHUNKS 16u       /* chunks per slab, once an archetype is large */
+#define ECS__EDGE_CACHE 8u             /* direct-mapped edge cache entries per direction */
+
+enum { ECS__HOOK_CTOR = 1, ECS__HOOK_DTOR = 2, ECS__HOOK_MOVE = 4, ECS__HOOK_COPY = 8 };
+
+typedef struct {
+    ecs__component_t *comp;
+    ecs_component_t id;
+    uint32_t size;
+    uint32_t bytes; /* one chunk's column: capacity * size, 64-byte aligned */
+    uint32_t hooks; /* ECS__HOOK_* present */
+} ecs__column_t;
+
+typedef struct ecs__slab ecs__slab_t;
+
+/*
+ * A chunk: `capacity` rows of entity ids and one SoA column per data
+ * component, each 64-byte aligned. Its columns live in a slab shared with
+ * up to ECS__SLAB_MAX_CHUNKS - 1 neighbours, column-major (all the slab's
+ * Position columns, then all its Velocity columns, ...), so consecutive
+ * chunks' columns are adjacent in memory and a walk over the chunks reads
+ * each component as one stream.
+ */
+struct ecs__chunk {
+    ecs__archetype_t *archetype;
+    ecs__slab_t *slab;
+    uint32_t count; /* rows in use */
+    uint32_t index; /* position in archetype->chunks */
+    uint32_t slot;  /* position in the slab */
+    ecs_entity_t *entities;
+    /* Change-tracking state beside the chunk: one tracker per column, or
+     * NULL while nobody tracks this archetype (see changes/changes.h). */
+    ecs__tracker_t **trackers;
+    void *cols[]; /* column_count column pointers */
+};
+
+struct ecs__slab {
+    ecs__slab_t *next;
+    uint32_t slots;     /* chunks it can hold */
+    uint32_t used_mask; /* bit i: slot i holds a chunk */
+};
+
+struct ecs__archetype {
+    uint32_t id; /* creation order: queries iterate archetypes in this order */
+    uint32_t type_count;
+    ecs_component_t *types; /* sorted ascending */
+    int32_t *type_columns;  /* per type: column index, -1 for a tag */
+    uint32_t column_count;
+    ecs__column_t *columns;
+    uint32_t capacity;      /* rows per chunk, a power of two */
+    uint32_t ids_bytes;     /* one chunk's entity ids, 64-byte aligned */
+    uint32_t header_bytes;  /* one chunk header with its column pointers */
+    uint32_t hooks;         /* union of the columns' hooks */
+    uint64_t hash;
+
+    ecs__chunk_t **chunks; /* in iteration order */
+    uint32_t chunk_count, chunk_cap;
+    uint64_t *nonfull;     /* bit i: chunks[i] has room; chunk_cap bits */
+    uint32_t nonfull_hint; /* every chunk below it is full */
+    uint32_t empty_chunks; /* retained empty chunks (hysteresis) */
+    uint32_t entity_count;
+    ecs__slab_t *slabs;    /* every slab, newest first */
+    uint32_t free_slots;   /* chunk slots free across the slabs */
+
+    ecs__map_t add_edges;    /* component -> ecs__edge_t to the archetype with it added */
+    ecs__map_t remove_edges; /* component -> ecs__edge_t to the archetype without it */
+    /* Direct-mapped caches in front of the edge maps: a hit costs a mask
+     * and a compare instead of a hash probe. [0] add, [1] remove. */
+    struct {
+        ecs_component_t component;
+        struct ecs__edge *edge;
+    } edge_cache[2][ECS__EDGE_CACHE];
+};
+
+/* A cached archetype-graph edge: where a single-component add or remove
+ * leads, and how each column of a moving row gets there, computed once so
+ * a move is a straight walk over the plan. */
+typedef struct {
+    uint16_t src, dst; /* column indices */
+    uint32_t size;
+} ecs__edge_op_t;
+
+typedef struct ecs__edge {
+    ecs__archetype_t *dst;
+    uint32_t move_count; /* ops[0 .. move_count): shared columns, src -> dst */
+    uint32_t init_count; /* then the destination's new columns */
+    uint32_t fini_count; /* then the source's dropped columns */
+    bool plain;          /* no hooks on any column involved */
+    ecs__edge_op_t ops[];
+} ecs__edge_t;
+
+static inline ecs__edge_t *ecs__edge_get(const ecs__map_t *edges, ecs_component_t c)
+{
+    uint64_t *v = ecs__map_get(edges, c);
+    return v ? (ecs__edge_t *)(uintptr_t)*v : NULL;
+}
+
+/* Zero-fills a value of a common size without a libc call. */
+static inline void ecs__zero_bytes(void *dst, uint32_t size)
+{
+    switch (size) {
+    case 4: memset(dst, 0, 4); break;
+    case 8: memset(dst, 0, 8); break;
+    case 12: memset(dst, 0, 12); break;
+    case 16: memset(dst, 0, 16); break;
+    default: memset(dst, 0, size); break;
+    }
+}
+
+static inline void *ecs__chunk_column(const ecs__chunk_t *ch, uint32_t column) { return ch->cols[column]; }
+
+/* Fixed-size copies compile to plain moves; the common component sizes
+ * take that path instead of a libc call. */
+static inline void ecs__copy_bytes(void *dst, const void *src, uint32_t size)
+{
+    switch (size) {
+    case 4: memcpy(dst, src, 4); break;
+    case 8: memcpy(dst, src, 8); break;
+    case 12: memcpy(dst, src, 12); break;
+    case 16: memcpy(dst, src, 16); break;
+    default: memcpy(dst, src, size); break;
+    }
+}
+
+/* Type index of component c in the archetype, or -1. */
+static inline int32_t ecs__archetype_type_index(const ecs__archetype_t *a, ecs_component_t c)
+{
+    int32_t lo = 0, hi = (int32_t)a->type_count - 1;
+    while (lo <= hi) {
+        int32_t mid = (lo + hi) >> 1;
+        ecs_component_t t = a->types[mid];
+        if (t == c) return mid;
+        if (t < c) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+/* Column of component c, or -1 (absent or a tag). */
+static inline int32_t ecs__archetype_column(const ecs__archetype_t *a, ecs_component_t c)
+{
+    int32_t t = ecs__archetype_type_index(a, c);
+    return t < 0 ? -1 : a->type_columns[t];
+}
+
+/* Find or create the archetype of a sorted, duplicate-free type set.
+ * NULL on OOM (nothing registered then). */
+ecs__archetype_t *ecs__archetype_ensure(ecs_world_t *w, const ecs_component_t *types, uint32_t count);
+/* Neighbours through the graph edges (cached after the first lookup).
+ * Return a itself when c is already present (add) or absent (remove),
+ * NULL when out of memory. *edge (may be NULL) receives the cached edge,
+ * or NULL when there is none (no transition, or it could not be cached). */
+ecs__archetype_t *ecs__archetype_neighbour(ecs_world_t *w, ecs__archetype_t *a, ecs_component_t c, bool add,
+                                           ecs__edge_t **edge);
+static inline ecs__archetype_t *ecs__archetype_with(ecs_world_t *w, ecs__archetype_t *a, ecs_component_t c,
+                                                   ecs__edge_t **edge)
+{
+    uint32_t slot = c & (ECS__EDGE_CACHE - 1);
+    if (ECS__LIKELY(a->edge_cache[0][slot].component == c)) {
+        ecs__edge_t *e = a->edge_cache[0][slot].edge;
+        if (edge) *edge = e;
+        return e->dst;
+    }
+    return ecs__archetype_neighbour(w, a, c, true, edge);
+}
+static inline ecs__archetype_t *ecs__archetype_without(ecs_world_t *w, ecs__archetype_t *a, ecs_component_t c,
+                                                      ecs__edge_t **edge)
+{
+    uint32_t slot = c & (ECS__EDGE_CACHE - 1);
+    if (ECS__LIKELY(a->edge_cache[1][slot].component == c)) {
+        ecs__edge_t *e = a->edge_cache[1][slot].edge;
+        if (edge) *edge = e;
+        return e->dst;
+    }
+    return ecs__archetype_neighbour(w, a, c, false, edge);
+}
+void ecs__archetypes_fini(ecs_world_t *w);
+
+/* A chunk with a free row (the lowest-index one), allocating a new chunk
+ * when all are full. NULL on OOM. */
+ecs__chunk_t *ecs__archetype_chunk_with_room_slow(ecs_world_t *w, ecs__archetype_t *a);
+static inline ecs__chunk_t *ecs__archetype_chunk_with_room(ecs_world_t *w, ecs__archetype_t *a)
+{
+    uint32_t h = a->nonfull_hint;
+    if (ECS__LIKELY(h < a->chunk_count) && a->chunks[h]->count < a->capacity) return a->chunks[h];
+    return ecs__archetype_chunk_with_room_slow(w, a);
+}
+/* Makes sure n more rows fit without allocating. false on OOM (any chunk
+ * allocated by this call is released again). */
+bool ecs__archetype_reserve_rows(ecs_world_t *w, ecs__archetype_t *a, uint32_t n);
+
+/* Folds pending chunk-level change marks into per-row ticks: a structural
+ * change is about to add, remove or move rows of the chunk. */
+void ecs__chunk_fold_marks_slow(ecs__chunk_t *ch);
+static inline void ecs__chunk_fold_marks(ecs__chunk_t *ch)
+{
+    if (ECS__UNLIKELY(ch->trackers != NULL)) ecs__chunk_fold_marks_slow(ch);
+}
+
+/* Appends n rows to a chunk with room for them; the caller writes their
+ * entity ids and values. Returns the first new row. */
+static inline uint32_t ecs__chunk_push_n(ecs__chunk_t *ch, uint32_t n)
+{
+    ecs__archetype_t *a = ch->archetype;
+    ecs__assert(n && ch->count + n <= a->capacity, "chunk has room");
+    ecs__chunk_fold_marks(ch);
+    uint32_t row = ch->count;
+    ch->count += n;
+    if (row == 0) a->empty_chunks--;
+    if (ch->count == a->capacity) a->nonfull[ch->index >> 6] &= ~(1ull << (ch->index & 63));
+    a->entity_count += n;
+    return row;
+}
+
+/* Appends a row for entity e; its column values are uninitialised. */
+static inline uint32_t ecs__chunk_push(ecs__chunk_t *ch, ecs_entity_t e)
+{
+    uint32_t row = ecs__chunk_push_n(ch, 1);
+    ch->entities[row] = e;
+    return row;
+}
+/* The out-of-line parts of ecs__chunk_remove_row. */
+void ecs__chunk_remove_row_tracked(ecs__chunk_t *ch, uint32_t row, uint32_t last);
+void ecs__chunk_emptied(ecs_world_t *w, ecs__chunk_t *ch);
+void ecs__chunk_move_row_hooked(ecs__chunk_t *ch, uint32_t dst, uint32_t src);
+/* Releases surplus empty chunks after a phase that deferred releases. */
+void ecs__archetypes_trim(ecs_world_t *w);
+
+/* ---------------------------------------------------------------------- */
+/* Structural operations (entity.c), shared by immediate mode and playback */
+/* ---------------------------------------------------------------------- */
+
+/* Moves the live entity at rec into dst_chunk (from
+ * ecs__archetype_chunk_with_room, so it has room). Values of shared
+ * components move, components dropped are destroyed, components new in
+ * the destination are default constructed, except component vc (0: none),
+ * which is constructed from *value: moved out of it when move is true
+ * (value is dead afterwards), else copied. value may point into the
+ * source chunk: it is consumed before any row of that chunk moves. */
+void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
+                      ecs_component_t vc, void *value, bool move);
+/* The same move along a cached edge (no caller value). */
+void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
+                           const ecs__edge_t *edge);
+/* Despawns a live entity (dtors run). */
+void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec);
+/* Spawns an entity with no components. ECS_NULL on OOM. */
+ecs_entity_t ecs__entity_create_empty(ecs_world_t *w);
+/* Adds or removes one component of a live entity. */
+int ecs__entity_add(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c);
+int ecs__entity_remove(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c);
+/* Sets a data component, moving the value out of *value (which is dead
+ * afterwards) when move is true, copying it otherwise. */
+int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c, void *value,
+                    bool move);
+
+/* ---------------------------------------------------------------------- */
+/* Queries                                                                 */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    ecs__archetype_t *archetype;
+    int16_t columns[ECS_MAX_TERMS]; /* column per term, -1: NULL field */
+} ecs__query_match_t;
+
+struct ecs_query {
+    ecs_world_t *world;
+    uint32_t term_count;
+    ecs_term_t terms[ECS_MAX_TERMS];
+    ecs__query_match_t *matches; /* in archetype creation order */
+    uint32_t match_count, match_cap;
+    uint32_t world_index; /* position in world->queries */
+};
+
+/* Validates terms and counts them. ECS_EINVAL on a bad term. */
+int ecs__terms_validate(const ecs_world_t *w, const ecs_term_t *terms, uint32_t *count);
+/* Whether archetype a matches; fills columns when it does. */
+bool ecs__query_match(const ecs_query_t *q, const ecs__archetype_t *a, int16_t *columns);
+/* Creates a query with validated terms (the scheduler uses it for systems). */
+ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t term_count);
+void ecs__query_free(ecs_query_t *q);
+/* Fills it's fields, entities and count for chunk ch of match m. */
+void ecs__iter_set_chunk(ecs_iter_t *it, const ecs_query_t *q, const ecs__query_match_t *m,
+                         const ecs__chunk_t *ch);
+
+/* ---------------------------------------------------------------------- */
+/* Commands                                                                */
+/* ---------------------------------------------------------------------- */
+
+typedef struct ecs__cmd ecs__cmd_t;
+typedef struct ecs__cmd_segment ecs__cmd_segment_t;
+
+/* Per-worker command memory: the arena commands are recorded into, and
+ * the buffers opened on it since the last flush. */
+typedef struct {
+    ecs__arena_t arena;
+    ecs_commands_t *first, *last;
+} ecs__cmd_worker_t;
+
+struct ecs_commands {
+    ecs_world_t *world;
+    ecs__cmd_worker_t *worker;
+    ecs_commands_t *next;           /* in the worker's list */
+    ecs__cmd_segment_t *seg_first, *seg_last;
+    uint64_t chunk_order;           /* key of the chunk being processed */
+    uint32_t slot;                  /* system plan slot */
+    uint32_t tag;                   /* provisional-handle tag, 31 bits, != 0 */
+    uint32_t spawn_count;           /* provisional handles issued */
+    uint32_t spawn_base;            /* playback: first entry in the id table */
+    uint32_t seg_count;
+};
+
+typedef struct {
+    ecs__cmd_worker_t *workers;
+    uint32_t worker_count;
+    uint32_t next_tag;
+    ecs__cmd_segment_t **sorted; /* flush scratch, kept across frames */
+    uint32_t sorted_cap;
+    ecs_entity_t *spawned;       /* provisional ordinal -> real id, flush scratch */
+    uint32_t spawned_cap;
+} ecs__cmd_state_t;
+
+bool ecs__commands_init(ecs_world_t *w, uint32_t workers);
+void ecs__commands_fini(ecs_world_t *w);
+/* Opens a buffer for one job on worker `worker`, keyed by plan slot.
+ * NULL on OOM. */
+ecs_commands_t *ecs__commands_begin(ecs_world_t *w, uint32_t worker, uint32_t slot);
+/* Every command recorded from now on belongs to this chunk position. */
+static inline void ecs__commands_set_chunk(ecs_commands_t *cmd, uint64_t chunk_order)
+{
+    if (cmd) cmd->chunk_order = chunk_order;
+}
+/* Applies every open buffer in key order, then resets the arenas.
+ * ECS_OK, or ECS_ENOMEM when some command could not be applied. */
+int ecs__commands_flush(ecs_world_t *w);
+
+/* ---------------------------------------------------------------------- */
+/* The world                                                               */
+/* ---------------------------------------------------------------------- */
+
+typedef enum {
+    ECS__PHASE_IDLE,      /* outside ecs_world_progress */
+    ECS__PHASE_SYSTEMS,   /* systems run: immediate mode is closed */
+    ECS__PHASE_EXCLUSIVE, /* an EXCLUSIVE system runs: immediate mode is open */
+    ECS__PHASE_FLUSH,     /* commands are being applied */
+} ecs__phase_t;
+
+struct ecs_world {
+    ecs_allocator_t allocator;
+    ecs__entity_index_t entity_index;
+
+    ecs__component_t **components; /* by id; [0] unused */
+    uint32_t component_count;      /* highest id */
+    uint32_t component_cap;
+
+    ecs__archetype_t **archetypes; /* creation order */
+    uint32_t archetype_count, archetype_cap;
+    ecs__archetype_t **archetype_table; /* open addressing by type hash */
+    uint32_t archetype_table_cap;
+    ecs__archetype_t *root;             /* the empty archetype */
+    uint32_t chunk_count;
+
+    ecs_query_t **queries; /* live cached queries, matched as archetypes appear */
+    uint32_t query_count, query_cap;
+
+    ecs__cmd_state_t cmd;
+    ecs__scheduler_t *scheduler; /* stages and systems (src/) */
+
+    /* The last ecs_spawn_with type set, so spawning many entities of one
+     * kind skips sorting and the archetype lookup. */
+    struct {
+        uint32_t count;
+        ecs_component_t ids[8];   /* as the caller listed them */
+        int32_t origin[8];        /* per archetype type: index into ids */
+        ecs__archetype_t *archetype;
+    } spawn_cache;
+
+    uint64_t structure_version; /* bumped by every structural change */
+    uint64_t frame;
+    uint64_t commands_skipped;
+    ecs__phase_t phase;
+    bool defer_chunk_release; /* an iteration is walking chunks */
+    bool trim_pending;
+};
+
+static inline ecs__component_t *ecs__component_get(const ecs_world_t *w, ecs_component_t c)
+{
+    return (c && c <= w->component_count) ? w->components[c] : NULL;
+}
+
+/* Immediate mode is open outside frames and inside EXCLUSIVE systems. */
+static inline bool ecs__world_immediate_ok(const ecs_world_t *w)
+{
+    return w->phase == ECS__PHASE_IDLE || w->phase == ECS__PHASE_EXCLUSIVE;
+}
+
+/* The world's storage (everything but the scheduler). */
+int ecs__world_storage_init(ecs_world_t *w);
+void ecs__world_storage_fini(ecs_world_t *w);
+
+/* Removes row `row`, whose values are already destroyed or moved out: the
+ * chunk's last row moves into the hole (its record is updated). The chunk
+ * may be released if it became empty (hysteresis). */
+static inline void ecs__chunk_remove_row(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row)
+{
+    ecs__archetype_t *a = ch->archetype;
+    ecs__chunk_fold_marks(ch);
+    uint32_t last = ch->count - 1;
+    if (row != last) {
+        if (ECS__UNLIKELY(a->hooks & ECS__HOOK_MOVE)) {
+            ecs__chunk_move_row_hooked(ch, row, last);
+        } else {
+            for (uint32_t c = 0; c < a->column_count; c++) {
+                uint32_t size = a->columns[c].size;
+                unsigned char *base = (unsigned char *)ch->cols[c];
+                ecs__copy_bytes(base + (size_t)row * size, base + (size_t)last * size, size);
+            }
+        }
+        ecs_entity_t moved = ch->entities[last];
+        ch->entities[row] = moved;
+        ecs__record_at(&w->entity_index, (uint32_t)moved)->row = row;
+    }
+    if (ECS__UNLIKELY(ch->trackers != NULL)) ecs__chunk_remove_row_tracked(ch, row, last);
+    if (ch->count == a->capacity) {
+        a->nonfull[ch->index >> 6] |= 1ull << (ch->index & 63);
+        if (ch->index < a->nonfull_hint) a->nonfull_hint = ch->index;
+    }
+    ch->count = last;
+    a->entity_count--;
+    if (ECS__UNLIKELY(last == 0)) ecs__chunk_emptied(w, ch);
+}
+
+#endif /* ECS_WORLD_H */
