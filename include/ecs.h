@@ -239,9 +239,9 @@ ECS_API ecs_entity_t ecs_spawn(ecs_world_t *world);
  * Spawns an entity with count components placed in their archetype at
  * once (no intermediate archetypes). values may be NULL; values[k] == NULL
  * gives component ids[k] its default (ctor or zero); tags take no value.
- * Values are copied (copy hook). Returns ECS_NULL on failure: bad or
- * duplicate component ids, count outside [0, ECS_MAX_TERMS * 4], inside a
- * non-exclusive system, out of memory.
+ * Values are copied (copy hook). Returns ECS_NULL on failure: negative
+ * count, NULL ids with count > 0, unknown or duplicate component ids,
+ * inside a non-exclusive system, out of memory. count 0 is ecs_spawn.
  */
 ECS_API ecs_entity_t ecs_spawn_with(ecs_world_t *world, int count, const ecs_component_t *ids,
                                     const void *const *values);
