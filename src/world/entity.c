@@ -97,7 +97,7 @@ void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
     w->structure_version++;
 }
 
-void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
+ECS__INLINE void move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
                            const ecs__edge_t *edge)
 {
     ecs__chunk_t *src = rec->chunk;
@@ -120,6 +120,12 @@ void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, e
     rec->chunk = dst_chunk;
     rec->row = drow;
     w->structure_version++;
+}
+
+void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
+                           const ecs__edge_t *edge)
+{
+    move_edge(w, e, rec, dst_chunk, edge);
 }
 
 void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
@@ -148,16 +154,16 @@ ecs_entity_t ecs__entity_create_empty(ecs_world_t *w)
 }
 
 /* Moves e to b (a neighbour of its archetype), along edge when cached. */
-static int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__archetype_t *b, const ecs__edge_t *edge)
+ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__archetype_t *b, const ecs__edge_t *edge)
 {
     ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, b);
     if (!ch) return ECS_ENOMEM;
-    if (ECS__LIKELY(edge != NULL)) ecs__entity_move_edge(w, e, rec, ch, edge);
+    if (ECS__LIKELY(edge != NULL)) move_edge(w, e, rec, ch, edge);
     else ecs__entity_move(w, e, rec, ch, 0, NULL, false);
     return ECS_OK;
 }
 
-int ecs__entity_add(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c)
+ECS__INLINE int entity_add(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c)
 {
     ecs__archetype_t *a = rec->chunk->archetype;
     ecs__edge_t *edge;
@@ -166,13 +172,23 @@ int ecs__entity_add(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
     return b == a ? ECS_OK : move_to(w, e, rec, b, edge);
 }
 
-int ecs__entity_remove(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c)
+ECS__INLINE int entity_remove(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c)
 {
     ecs__archetype_t *a = rec->chunk->archetype;
     ecs__edge_t *edge;
     ecs__archetype_t *b = ecs__archetype_without(w, a, c, &edge);
     if (!b) return ECS_ENOMEM;
     return b == a ? ECS_OK : move_to(w, e, rec, b, edge);
+}
+
+int ecs__entity_add(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c)
+{
+    return entity_add(w, e, rec, c);
+}
+
+int ecs__entity_remove(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c)
+{
+    return entity_remove(w, e, rec, c);
 }
 
 int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c, void *value, bool move)
@@ -388,7 +404,7 @@ bool ecs_is_alive(const ecs_world_t *w, ecs_entity_t e)
 }
 
 /* The common checks of the immediate-mode component calls. */
-static int immediate_target(ecs_world_t *w, ecs_entity_t e, ecs_component_t c, ecs__record_t **rec)
+ECS__INLINE int immediate_target(ecs_world_t *w, ecs_entity_t e, ecs_component_t c, ecs__record_t **rec)
 {
     if (!w) return ECS_EINVAL;
     if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
@@ -402,14 +418,14 @@ int ecs_add(ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 {
     ecs__record_t *rec;
     int err = immediate_target(w, e, c, &rec);
-    return err ? err : ecs__entity_add(w, e, rec, c);
+    return err ? err : entity_add(w, e, rec, c);
 }
 
 int ecs_remove(ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 {
     ecs__record_t *rec;
     int err = immediate_target(w, e, c, &rec);
-    return err ? err : ecs__entity_remove(w, e, rec, c);
+    return err ? err : entity_remove(w, e, rec, c);
 }
 
 int ecs_set(ecs_world_t *w, ecs_entity_t e, ecs_component_t c, const void *value)

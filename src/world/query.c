@@ -244,6 +244,13 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
     it.ctx = ctx;
     it.priv_.query = &q;
     it.priv_.field_count = (int32_t)q.term_count;
+    /* fn is told not to change the structure; if it does anyway (possible
+     * only where immediate mode is open), walking by index with chunk
+     * releases deferred keeps this loop memory-safe (entities may then be
+     * visited twice or missed). While systems run nothing can change the
+     * structure, and the world is not written. */
+    bool guard = ecs__world_immediate_ok(w) && !w->defer_chunk_release;
+    if (guard) w->defer_chunk_release = true;
     ecs__query_match_t m;
     for (uint32_t i = 0; i < w->archetype_count; i++) {
         ecs__archetype_t *a = w->archetypes[i];
@@ -255,6 +262,10 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
             ecs__iter_set_chunk(&it, &q, &m, ch);
             fn(&it);
         }
+    }
+    if (guard) {
+        w->defer_chunk_release = false;
+        ecs__archetypes_trim(w);
     }
     return ECS_OK;
 }

@@ -553,7 +553,7 @@ void ecs__world_storage_fini(ecs_world_t *w);
 /* Removes row `row`, whose values are already destroyed or moved out: the
  * chunk's last row moves into the hole (its record is updated). The chunk
  * may be released if it became empty (hysteresis). */
-static inline void ecs__chunk_remove_row(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row)
+ECS__INLINE void ecs__chunk_remove_row(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row)
 {
     ecs__archetype_t *a = ch->archetype;
     ecs__chunk_fold_marks(ch);
