@@ -198,12 +198,12 @@ ecs__archetype_t *ecs__archetype_ensure(ecs_world_t *w, const ecs_component_t *t
         c->archetypes[c->archetype_count++] = (ecs__component_record_t){a, a->type_columns[i]};
     }
     for (uint32_t i = 0; i < w->query_count; i++) {
+        /* Match into scratch: only matching queries reserved a slot. */
         ecs_query_t *q = w->queries[i];
-        ecs__query_match_t *m = &q->matches[q->match_count];
-        if (ecs__query_match(q, a, m->columns)) {
-            m->archetype = a;
-            q->match_count++;
-        }
+        if (!ecs__query_match(q, a, cols)) continue;
+        ecs__query_match_t *m = &q->matches[q->match_count++];
+        m->archetype = a;
+        memcpy(m->columns, cols, sizeof(cols));
     }
     return a;
 }

@@ -106,11 +106,10 @@ ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t
     }
     for (uint32_t i = 0; i < n; i++) {
         ecs__archetype_t *a = narrow ? w->components[narrow]->archetypes[i].archetype : w->archetypes[i];
-        ecs__query_match_t *m = &q->matches[q->match_count];
-        if (ecs__query_match(q, a, m->columns)) {
-            m->archetype = a;
-            q->match_count++;
-        }
+        if (!ecs__query_match(q, a, cols)) continue;
+        ecs__query_match_t *m = &q->matches[q->match_count++];
+        m->archetype = a;
+        memcpy(m->columns, cols, sizeof(cols));
     }
     /* The component index is in creation order too, but say so explicitly:
      * iteration order is part of the contract. */
