@@ -210,7 +210,8 @@ typedef struct {
 /**
  * Registers a component. Returns its id, or 0 on failure: NULL world or
  * desc, NULL or duplicate name, bad size/alignment, hooks on a tag, an
- * entity field outside the value, inside a frame, out of memory.
+ * entity field outside the value, called from a system that is not
+ * EXCLUSIVE, out of memory.
  */
 ECS_API ecs_component_t ecs_component_register(ecs_world_t *world, const ecs_component_desc_t *desc);
 
@@ -322,7 +323,9 @@ typedef struct {
 
 /**
  * Creates a cached query: it keeps its matching archetypes and is updated
- * when archetypes are created. Returns NULL on bad terms or out of memory.
+ * when archetypes are created. Returns NULL on bad terms, out of memory,
+ * or when called from a system that is not EXCLUSIVE. Not to be destroyed
+ * from such a system either.
  */
 ECS_API ecs_query_t *ecs_query_create(ecs_world_t *world, const ecs_query_desc_t *desc);
 

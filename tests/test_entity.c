@@ -1390,6 +1390,205 @@ static void entity_immediate_mode_open_in_exclusive_systems(void **state)
     ecs_world_destroy(f.w);
 }
 
+/* ---------------------------------------------------------------------- */
+/* Out of memory                                                           */
+/* ---------------------------------------------------------------------- */
+
+/* An allocator that fails every allocation from the k-th one on, once
+ * armed: an operation that needs memory fails at each of its allocation
+ * points in turn. */
+typedef struct {
+    long countdown; /* < 0: disarmed; else allocations left before failing */
+    size_t failed;
+    long live;
+} faulty_t;
+
+static void *faulty_alloc(size_t size, size_t align, void *ctx)
+{
+    faulty_t *f = ctx;
+    if (f->countdown == 0) {
+        f->failed++;
+        return NULL;
+    }
+    if (f->countdown > 0) f->countdown--;
+    size_t rounded = (size + align - 1) / align * align;
+    void *p = aligned_alloc(align, rounded ? rounded : align);
+    if (p) f->live++;
+    return p;
+}
+
+static void faulty_free(void *ptr, void *ctx)
+{
+    faulty_t *f = ctx;
+    if (!ptr) return;
+    f->live--;
+    free(ptr);
+}
+
+static ecs_world_t *faulty_world(faulty_t *ft)
+{
+    memset(ft, 0, sizeof(*ft));
+    ft->countdown = -1;
+    ecs_world_desc_t desc = {.allocator = {.alloc = faulty_alloc, .free = faulty_free, .ctx = ft}};
+    return ecs_world_create(&desc);
+}
+
+static void entity_world_create_out_of_memory(void **state)
+{
+    (void)state;
+    bool created = false;
+    for (long k = 0; k < 200 && !created; k++) {
+        faulty_t ft;
+        memset(&ft, 0, sizeof(ft));
+        ft.countdown = k;
+        ecs_world_desc_t desc = {.allocator = {.alloc = faulty_alloc, .free = faulty_free, .ctx = &ft}};
+        ecs_world_t *w = ecs_world_create(&desc);
+        if (w) {
+            created = true;
+            assert_int_equal(ft.failed, 0);
+            ecs_world_destroy(w);
+        } else {
+            assert_true(ft.failed > 0);
+        }
+        assert_int_equal(ft.live, 0); /* a failed create gives everything back */
+    }
+    assert_true(created);
+}
+
+typedef enum { OP_SPAWN, OP_SPAWN_WITH, OP_SPAWN_BATCH, OP_ADD, OP_SET, OP_REMOVE, OP_COUNT } oom_op_t;
+
+/* Builds a world with some entities, then runs op with allocations
+ * failing from the k-th on. Returns whether op succeeded. */
+static bool oom_try(oom_op_t op, long k)
+{
+    faulty_t ft;
+    ecs_world_t *w = faulty_world(&ft);
+    assert_non_null(w);
+    ecs_component_t pos = ECS_COMPONENT(w, Position);
+    ecs_component_t vel = ECS_COMPONENT(w, Velocity);
+    ecs_component_t hp = ECS_COMPONENT(w, Health);
+    ecs_component_t tag = ecs_component_register(w, &(ecs_component_desc_t){.name = "Tag"});
+    ecs_entity_t keep[3];
+    Position kp = {1.0f, 2.0f};
+    const void *kv[1] = {&kp};
+    for (int i = 0; i < 3; i++) keep[i] = ecs_spawn_with(w, 1, &pos, kv);
+    ecs_entity_t target = keep[1];
+    ecs_world_stats_t before = stats_of(w);
+
+    enum { NB = 20000 }; /* a batch that needs several slabs */
+    ecs_entity_t *out = malloc(NB * sizeof(*out));
+    assert_non_null(out);
+    out[0] = 111;
+    ft.countdown = k;
+    ecs_entity_t got = ECS_NULL;
+    int rc = ECS_OK;
+    ecs_component_t ids3[3] = {vel, hp, tag};
+    switch (op) {
+    case OP_SPAWN: got = ecs_spawn(w); break;
+    case OP_SPAWN_WITH: got = ecs_spawn_with(w, 3, ids3, NULL); break;
+    case OP_SPAWN_BATCH: rc = ecs_spawn_batch(w, NB, 3, ids3, NULL, out); break;
+    case OP_ADD: rc = ecs_add(w, target, vel); break;
+    case OP_SET: rc = ecs_set(w, target, hp, &(Health){5}); break;
+    case OP_REMOVE: rc = ecs_remove(w, target, pos); break;
+    default: break;
+    }
+    ft.countdown = -1;
+    bool ok;
+    if (op == OP_SPAWN || op == OP_SPAWN_WITH) ok = got != ECS_NULL;
+    else ok = rc == ECS_OK;
+    if (!ok) {
+        assert_true(ft.failed > 0);
+        if (op != OP_SPAWN && op != OP_SPAWN_WITH) assert_int_equal(rc, ECS_ENOMEM);
+        /* Nothing changed. */
+        ecs_world_stats_t after = stats_of(w);
+        assert_int_equal(after.entities, before.entities);
+        assert_int_equal(after.components, before.components);
+        if (op == OP_SPAWN_BATCH) assert_int_equal(out[0], 111);
+        for (int i = 0; i < 3; i++) {
+            assert_true(ecs_is_alive(w, keep[i]));
+            assert_true(ecs_has(w, keep[i], pos));
+            assert_false(ecs_has(w, keep[i], vel));
+            assert_false(ecs_has(w, keep[i], hp));
+            assert_pos(w, keep[i], pos, 1.0f, 2.0f);
+        }
+        /* And the world works once memory is back. */
+        switch (op) {
+        case OP_SPAWN: assert_int_not_equal(ecs_spawn(w), ECS_NULL); break;
+        case OP_SPAWN_WITH: assert_int_not_equal(ecs_spawn_with(w, 3, ids3, NULL), ECS_NULL); break;
+        case OP_SPAWN_BATCH: assert_int_equal(ecs_spawn_batch(w, NB, 3, ids3, NULL, out), ECS_OK); break;
+        case OP_ADD: assert_int_equal(ecs_add(w, target, vel), ECS_OK); break;
+        case OP_SET: assert_int_equal(ecs_set(w, target, hp, &(Health){5}), ECS_OK); break;
+        case OP_REMOVE: assert_int_equal(ecs_remove(w, target, pos), ECS_OK); break;
+        default: break;
+        }
+    } else {
+        assert_int_equal(ft.failed, 0);
+    }
+    /* Either way the end state is the successful one. */
+    switch (op) {
+    case OP_SPAWN_BATCH:
+        for (int i = 0; i < NB; i += 111) assert_true(ecs_has(w, out[i], tag));
+        assert_int_equal(stats_of(w).entities, before.entities + NB);
+        break;
+    case OP_ADD: assert_true(ecs_has(w, target, vel)); break;
+    case OP_SET: assert_int_equal(((const Health *)ecs_get(w, target, hp))->hp, 5); break;
+    case OP_REMOVE: assert_false(ecs_has(w, target, pos)); break;
+    default: break;
+    }
+    free(out);
+    ecs_world_destroy(w);
+    assert_int_equal(ft.live, 0);
+    return ok;
+}
+
+/* Fails the operation at each of its allocations in turn (k = 0, 1, ...)
+ * until it needs no more than it gets. */
+static void oom_sweep(oom_op_t op)
+{
+    long k = 0;
+    while (!oom_try(op, k)) {
+        k++;
+        assert_true(k < 1000);
+    }
+    assert_true(k > 0); /* the operation did allocate, so failures were seen */
+}
+
+static void entity_spawn_out_of_memory_changes_nothing(void **state)
+{
+    (void)state;
+    oom_sweep(OP_SPAWN);
+}
+
+static void entity_spawn_with_out_of_memory_changes_nothing(void **state)
+{
+    (void)state;
+    oom_sweep(OP_SPAWN_WITH);
+}
+
+static void entity_spawn_batch_out_of_memory_changes_nothing(void **state)
+{
+    (void)state;
+    oom_sweep(OP_SPAWN_BATCH);
+}
+
+static void entity_add_out_of_memory_changes_nothing(void **state)
+{
+    (void)state;
+    oom_sweep(OP_ADD);
+}
+
+static void entity_set_out_of_memory_changes_nothing(void **state)
+{
+    (void)state;
+    oom_sweep(OP_SET);
+}
+
+static void entity_remove_out_of_memory_changes_nothing(void **state)
+{
+    (void)state;
+    oom_sweep(OP_REMOVE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1430,6 +1629,13 @@ int main(void)
         cmocka_unit_test(entity_swap_remove_updates_moved_record),
         cmocka_unit_test(entity_immediate_mode_busy_inside_systems),
         cmocka_unit_test(entity_immediate_mode_open_in_exclusive_systems),
+        cmocka_unit_test(entity_world_create_out_of_memory),
+        cmocka_unit_test(entity_spawn_out_of_memory_changes_nothing),
+        cmocka_unit_test(entity_spawn_with_out_of_memory_changes_nothing),
+        cmocka_unit_test(entity_spawn_batch_out_of_memory_changes_nothing),
+        cmocka_unit_test(entity_add_out_of_memory_changes_nothing),
+        cmocka_unit_test(entity_set_out_of_memory_changes_nothing),
+        cmocka_unit_test(entity_remove_out_of_memory_changes_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -52,6 +52,9 @@ void *ecs__arena_alloc(ecs__arena_t *arena, size_t size, size_t align)
             return p;
         }
     }
+    /* A request the address space cannot hold fails instead of wrapping
+     * the size arithmetic below. */
+    if (size > SIZE_MAX / 2) return NULL;
     size_t bsize = size > arena->block_size ? ecs__align_up(size, 64) : arena->block_size;
     ecs__arena_block_t *b = ecs__alloc(arena->allocator, sizeof(*b) + bsize, 64);
     if (!b) return NULL;

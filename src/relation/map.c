@@ -58,7 +58,7 @@ uint64_t *ecs__map_ensure(ecs__map_t *m, const ecs_allocator_t *a, uint64_t key,
 
 bool ecs__map_remove(ecs__map_t *m, uint64_t key)
 {
-    if (!m->count) return false;
+    if (!m->count || !key) return false;
     uint32_t mask = m->cap - 1;
     uint32_t i = (uint32_t)ecs__hash_u64(key) & mask;
     while (m->entries[i].key != key) {

@@ -40,7 +40,7 @@ void ecs__map_fini(ecs__map_t *m, const ecs_allocator_t *a);
 /* The value slot of key, or NULL when absent. */
 static inline uint64_t *ecs__map_get(const ecs__map_t *m, uint64_t key)
 {
-    if (!m->count) return NULL;
+    if (!m->count || !key) return NULL; /* key 0 would match an empty slot */
     uint32_t mask = m->cap - 1;
     for (uint32_t i = (uint32_t)ecs__hash_u64(key) & mask;; i = (i + 1) & mask) {
         ecs__map_entry_t *e = &m->entries[i];

@@ -420,17 +420,19 @@ static uint32_t slab_slots_for(const ecs__archetype_t *a, uint32_t want)
 /* Makes sure the chunk list and the bitmap can take n more chunks. */
 static bool chunk_list_reserve(ecs_world_t *w, ecs__archetype_t *a, uint32_t n)
 {
-    uint32_t words_cap = (a->chunk_cap + 63) >> 6;
     if (!ecs__array_reserve(&w->allocator, (void **)&a->chunks, &a->chunk_cap, a->chunk_count + n,
                             sizeof(ecs__chunk_t *), _Alignof(ecs__chunk_t *)))
         return false;
+    /* The bitmap keeps its own size: a failure here leaves the grown chunk
+     * list as harmless spare capacity, and the next call retries. */
     uint32_t words_need = (a->chunk_cap + 63) >> 6;
-    if (words_need > words_cap) {
+    if (words_need > a->nonfull_words) {
         uint64_t *bits = ecs__calloc(&w->allocator, words_need * sizeof(uint64_t), 8);
-        if (!bits) return false; /* the grown chunk list is harmless spare capacity */
-        if (a->nonfull) memcpy(bits, a->nonfull, words_cap * sizeof(uint64_t));
+        if (!bits) return false;
+        if (a->nonfull) memcpy(bits, a->nonfull, a->nonfull_words * sizeof(uint64_t));
         ecs__free(&w->allocator, a->nonfull);
         a->nonfull = bits;
+        a->nonfull_words = words_need;
     }
     return true;
 }

@@ -56,7 +56,7 @@ ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_
     uint32_t nfields = 0;
     for (; nfields < ECS_MAX_ENTITY_FIELDS && desc->entity_fields[nfields]; nfields++) {
         size_t off = desc->entity_fields[nfields] - 1;
-        if (off + sizeof(ecs_entity_t) > size) return 0;
+        if (off >= size || size - off < sizeof(ecs_entity_t)) return 0; /* no wrap-around */
     }
     if (w->component_count == UINT32_MAX - 1) return 0;
 

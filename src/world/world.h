@@ -207,7 +207,8 @@ struct ecs__archetype {
 
     ecs__chunk_t **chunks; /* in iteration order */
     uint32_t chunk_count, chunk_cap;
-    uint64_t *nonfull;     /* bit i: chunks[i] has room; chunk_cap bits */
+    uint64_t *nonfull;     /* bit i: chunks[i] has room */
+    uint32_t nonfull_words; /* words allocated for nonfull */
     uint32_t nonfull_hint; /* every chunk below it is full */
     uint32_t empty_chunks; /* retained empty chunks (hysteresis) */
     uint32_t entity_count;

@@ -1,0 +1,1271 @@
+/*
+ * test_commands.c: contract tests of deferred command buffers, through
+ * include/ecs.h only: argument errors, when commands are applied (stage
+ * end, around EXCLUSIVE systems), provisional handles, value copies,
+ * playback order, deterministic ids, entity-field patching, skipped
+ * commands and their payloads, and arena reuse (no allocation in a steady
+ * frame).
+ *
+ * Callbacks record what they saw into the global `g`; the test asserts
+ * after ecs_world_progress returns.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecs.h"
+
+typedef struct {
+    float x, y;
+} Pos;
+
+typedef struct {
+    float x, y;
+} Vel;
+
+/* A component that owns heap memory: leaks and double frees show up
+ * under ASan. */
+typedef struct {
+    char *s;
+} Str;
+
+/* A component with an entity field. */
+typedef struct {
+    float weight;
+    ecs_entity_t target;
+} Link;
+
+static struct {
+    long ctor, dtor, move, copy;
+} hooks;
+
+static void str_ctor(void *ptr, int32_t count, const ecs_type_info_t *info)
+{
+    (void)info;
+    Str *v = ptr;
+    for (int32_t i = 0; i < count; i++) v[i].s = NULL;
+    hooks.ctor += count;
+}
+
+static void str_dtor(void *ptr, int32_t count, const ecs_type_info_t *info)
+{
+    (void)info;
+    Str *v = ptr;
+    for (int32_t i = 0; i < count; i++) free(v[i].s);
+    hooks.dtor += count;
+}
+
+static void str_move(void *dst, void *src, int32_t count, const ecs_type_info_t *info)
+{
+    (void)info;
+    Str *d = dst, *s = src;
+    for (int32_t i = 0; i < count; i++) {
+        d[i].s = s[i].s;
+        s[i].s = (char *)(uintptr_t)0xdead; /* dead: must never be freed */
+    }
+    hooks.move += count;
+}
+
+static void str_copy(void *dst, const void *src, int32_t count, const ecs_type_info_t *info)
+{
+    (void)info;
+    Str *d = dst;
+    const Str *s = src;
+    for (int32_t i = 0; i < count; i++) {
+        d[i].s = s[i].s ? malloc(strlen(s[i].s) + 1) : NULL;
+        if (d[i].s) strcpy(d[i].s, s[i].s);
+    }
+    hooks.copy += count;
+}
+
+typedef struct {
+    ecs_world_t *w;
+    ecs_component_t pos, vel, tag, str, link;
+} fixture_t;
+
+typedef struct {
+    long allocs, frees;
+} alloc_count_t;
+
+static void *count_alloc(size_t size, size_t align, void *ctx)
+{
+    ((alloc_count_t *)ctx)->allocs++;
+    size = (size + align - 1) / align * align;
+    return aligned_alloc(align, size ? size : align);
+}
+
+static void count_free(void *ptr, void *ctx)
+{
+    if (ptr) ((alloc_count_t *)ctx)->frees++;
+    free(ptr);
+}
+
+static void fixture_init_with(fixture_t *f, const ecs_world_desc_t *desc)
+{
+    memset(&hooks, 0, sizeof(hooks));
+    f->w = ecs_world_create(desc);
+    assert_non_null(f->w);
+    f->pos = ECS_COMPONENT(f->w, Pos);
+    f->vel = ECS_COMPONENT(f->w, Vel);
+    f->tag = ecs_component_register(f->w, &(ecs_component_desc_t){.name = "Tag"});
+    f->str = ecs_component_register(
+        f->w, &(ecs_component_desc_t){
+                  .name = "Str",
+                  .size = sizeof(Str),
+                  .align = _Alignof(Str),
+                  .hooks = {.ctor = str_ctor, .dtor = str_dtor, .move = str_move, .copy = str_copy}});
+    f->link = ecs_component_register(f->w, &(ecs_component_desc_t){
+                                               .name = "Link",
+                                               .size = sizeof(Link),
+                                               .align = _Alignof(Link),
+                                               .entity_fields = {offsetof(Link, target) + 1}});
+    assert_true(f->pos && f->vel && f->tag && f->str && f->link);
+}
+
+static void fixture_init(fixture_t *f) { fixture_init_with(f, NULL); }
+
+static ecs_world_stats_t stats(const ecs_world_t *w)
+{
+    ecs_world_stats_t st;
+    assert_int_equal(ecs_world_stats(w, &st), ECS_OK);
+    return st;
+}
+
+static ecs_entity_t spawn_pos(fixture_t *f, float x)
+{
+    Pos p = {x, 0.0f};
+    const void *v[] = {&p};
+    ecs_entity_t e = ecs_spawn_with(f->w, 1, &f->pos, v);
+    assert_true(ecs_is_alive(f->w, e));
+    return e;
+}
+
+static float pos_x(fixture_t *f, ecs_entity_t e)
+{
+    const Pos *p = ecs_get(f->w, e, f->pos);
+    assert_non_null(p);
+    return p->x;
+}
+
+/* The live entities whose Pos.x is x (through ecs_query_each, which
+ * systems may call). */
+typedef struct {
+    float x;
+    int n;
+    ecs_entity_t *out;
+} find_t;
+
+static void find_each(ecs_iter_t *it)
+{
+    find_t *fd = it->ctx;
+    const Pos *p = ecs_field(it, 0);
+    for (int i = 0; i < it->count; i++) {
+        if (p[i].x != fd->x) continue;
+        if (fd->out) fd->out[fd->n] = it->entities[i];
+        fd->n++;
+    }
+}
+
+static int find_pos_x(fixture_t *f, float x, ecs_entity_t *out)
+{
+    find_t fd = {x, 0, out};
+    assert_int_equal(ecs_query_each(f->w, &(ecs_query_desc_t){.terms = {{.component = f->pos}}}, find_each, &fd),
+                     ECS_OK);
+    return fd.n;
+}
+
+static ecs_entity_t the_pos_x(fixture_t *f, float x)
+{
+    ecs_entity_t e = ECS_NULL;
+    assert_int_equal(find_pos_x(f, x, &e), 1);
+    return e;
+}
+
+/* ---------------------------------------------------------------------- */
+/* What callbacks saw                                                      */
+/* ---------------------------------------------------------------------- */
+
+enum { R_MAX = 64 };
+
+static struct {
+    fixture_t *f;
+    int calls;
+    int r[R_MAX]; /* results of recording calls, in order */
+    int nr;
+    int bad;
+    ecs_entity_t e[8];       /* entities the test hands to systems */
+    ecs_entity_t handle;     /* a provisional handle passed between systems */
+    ecs_entity_t handles[8]; /* provisional handles seen */
+    int frame;
+    int seen;
+    float value;
+} g;
+
+static void g_reset(fixture_t *f)
+{
+    memset(&g, 0, sizeof(g));
+    g.f = f;
+}
+
+static void rec(int r)
+{
+    if (g.nr < R_MAX) g.r[g.nr++] = r;
+}
+
+static void assert_results(const int *expect, int n)
+{
+    assert_int_equal(g.nr, n);
+    for (int i = 0; i < n; i++) assert_int_equal(g.r[i], expect[i]);
+}
+
+static void add_system(fixture_t *f, const char *stage, void (*run)(ecs_iter_t *), uint32_t flags)
+{
+    assert_int_not_equal(ecs_system_register(f->w, &(ecs_system_desc_t){.stage = stage, .run = run, .flags = flags}),
+                         0);
+}
+
+static void add_query_system(fixture_t *f, const char *stage, void (*run)(ecs_iter_t *), ecs_component_t c)
+{
+    assert_int_not_equal(
+        ecs_system_register(f->w, &(ecs_system_desc_t){.stage = stage, .terms = {{.component = c}}, .run = run}), 0);
+}
+
+static void progress(fixture_t *f) { assert_int_equal(ecs_world_progress(f->w, 0.0f), ECS_OK); }
+
+/* ---------------------------------------------------------------------- */
+/* Argument errors                                                         */
+/* ---------------------------------------------------------------------- */
+
+static void commands_null_buffer_is_einval(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    ecs_entity_t e = spawn_pos(&f, 1.0f);
+    Pos p = {2.0f, 2.0f};
+    assert_true(ecs_cmd_spawn(NULL) == ECS_NULL);
+    assert_int_equal(ecs_cmd_despawn(NULL, e), ECS_EINVAL);
+    assert_int_equal(ecs_cmd_add(NULL, e, f.vel), ECS_EINVAL);
+    assert_int_equal(ecs_cmd_remove(NULL, e, f.pos), ECS_EINVAL);
+    assert_int_equal(ecs_cmd_set(NULL, e, f.pos, &p), ECS_EINVAL);
+    assert_true(ecs_is_alive(f.w, e));
+    assert_true(pos_x(&f, e) == 1.0f);
+    assert_false(ecs_has(f.w, e, f.vel));
+    ecs_world_destroy(f.w);
+}
+
+static void record_with_bad_handles(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    ecs_commands_t *c = it->commands;
+    Pos p = {9.0f, 9.0f};
+    ecs_entity_t live = g.e[0];
+    ecs_entity_t bad[] = {
+        ECS_NULL,
+        g.e[1],                                 /* despawned before the frame */
+        live + ((ecs_entity_t)1 << 32),         /* live index, wrong generation */
+        ((ecs_entity_t)0 << 32) | 100000u,      /* an index never handed out */
+        ((ecs_entity_t)1 << 63) | ((ecs_entity_t)0x1234 << 32), /* a made-up provisional handle */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        rec(ecs_cmd_despawn(c, bad[i]));
+        rec(ecs_cmd_add(c, bad[i], f->vel));
+        rec(ecs_cmd_remove(c, bad[i], f->pos));
+        rec(ecs_cmd_set(c, bad[i], f->pos, &p));
+    }
+    /* A provisional handle of this buffer that was never issued. */
+    ecs_entity_t mine = ecs_cmd_spawn(c);
+    if (mine == ECS_NULL) g.bad++;
+    ecs_entity_t next = mine + 1;
+    rec(ecs_cmd_despawn(c, next));
+    rec(ecs_cmd_set(c, next, f->pos, &p));
+}
+
+static void commands_stale_or_null_entity_is_estale(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    g.e[0] = spawn_pos(&f, 1.0f);
+    g.e[1] = spawn_pos(&f, 2.0f);
+    assert_int_equal(ecs_despawn(f.w, g.e[1]), ECS_OK);
+    add_system(&f, NULL, record_with_bad_handles, 0);
+    ecs_world_stats_t before = stats(f.w);
+    progress(&f);
+    assert_int_equal(g.nr, 5 * 4 + 2);
+    for (int i = 0; i < g.nr; i++) assert_int_equal(g.r[i], ECS_ESTALE);
+    assert_int_equal(g.bad, 0);
+    ecs_world_stats_t after = stats(f.w);
+    assert_int_equal(after.commands_skipped, 0);
+    assert_int_equal(after.entities, before.entities + 1); /* only the real cmd_spawn */
+    assert_true(pos_x(&f, g.e[0]) == 1.0f);
+    assert_false(ecs_has(f.w, g.e[0], f.vel));
+    ecs_world_destroy(f.w);
+}
+
+static void record_with_bad_components(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    ecs_commands_t *c = it->commands;
+    Pos p = {9.0f, 9.0f};
+    ecs_entity_t prov = ecs_cmd_spawn(c);
+    ecs_entity_t targets[] = {g.e[0], prov};
+    ecs_component_t bad[] = {0, f->link + 1, 1000};
+    for (size_t t = 0; t < 2; t++) {
+        for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+            rec(ecs_cmd_add(c, targets[t], bad[i]));
+            rec(ecs_cmd_remove(c, targets[t], bad[i]));
+            rec(ecs_cmd_set(c, targets[t], bad[i], &p));
+        }
+    }
+}
+
+static void commands_unknown_component_is_einval(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    g.e[0] = spawn_pos(&f, 1.0f);
+    add_system(&f, NULL, record_with_bad_components, 0);
+    ecs_world_stats_t before = stats(f.w);
+    progress(&f);
+    assert_int_equal(g.nr, 2 * 3 * 3);
+    for (int i = 0; i < g.nr; i++) assert_int_equal(g.r[i], ECS_EINVAL);
+    ecs_world_stats_t after = stats(f.w);
+    assert_int_equal(after.commands_skipped, 0);
+    assert_int_equal(after.archetypes, before.archetypes);
+    assert_int_equal(after.entities, before.entities + 1);
+    ecs_world_destroy(f.w);
+}
+
+static void record_set_tag_or_null(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    ecs_commands_t *c = it->commands;
+    int one = 1;
+    ecs_entity_t prov = ecs_cmd_spawn(c);
+    rec(ecs_cmd_set(c, g.e[0], f->tag, &one));
+    rec(ecs_cmd_set(c, g.e[0], f->pos, NULL));
+    rec(ecs_cmd_set(c, g.e[0], f->str, NULL));
+    rec(ecs_cmd_set(c, prov, f->tag, &one));
+    rec(ecs_cmd_set(c, prov, f->pos, NULL));
+}
+
+static void commands_set_tag_or_null_value_is_einval(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    g.e[0] = spawn_pos(&f, 1.0f);
+    add_system(&f, NULL, record_set_tag_or_null, 0);
+    progress(&f);
+    const int expect[] = {ECS_EINVAL, ECS_EINVAL, ECS_EINVAL, ECS_EINVAL, ECS_EINVAL};
+    assert_results(expect, 5);
+    assert_false(ecs_has(f.w, g.e[0], f.tag));
+    assert_false(ecs_has(f.w, g.e[0], f.str));
+    assert_true(pos_x(&f, g.e[0]) == 1.0f);
+    assert_int_equal(hooks.copy, 0);
+    assert_int_equal(stats(f.w).commands_skipped, 0);
+    /* The provisional entity was spawned, with no tag. */
+    assert_int_equal(stats(f.w).entities, 2);
+    ecs_world_destroy(f.w);
+}
+
+/* ---------------------------------------------------------------------- */
+/* When commands are applied                                               */
+/* ---------------------------------------------------------------------- */
+
+/* Update, first: records a spawn, a set, an add and a despawn, once. */
+static void record_changes_once(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    if (g.frame++) return;
+    Pos p50 = {50.0f, 0.0f}, p60 = {60.0f, 0.0f};
+    ecs_entity_t n = ecs_cmd_spawn(it->commands);
+    rec(ecs_cmd_set(it->commands, n, f->pos, &p50));
+    rec(ecs_cmd_set(it->commands, g.e[0], f->pos, &p60));
+    rec(ecs_cmd_add(it->commands, g.e[0], f->vel));
+    rec(ecs_cmd_despawn(it->commands, g.e[1]));
+    /* Not applied while the system runs either. */
+    if (pos_x(f, g.e[0]) != 1.0f || !ecs_is_alive(it->world, g.e[1])) g.bad++;
+}
+
+/* Update, later: nothing applied yet. */
+static void check_not_applied(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    if (g.frame != 1) return;
+    g.calls++;
+    if (find_pos_x(f, 50.0f, NULL) != 0) g.bad++;
+    if (pos_x(f, g.e[0]) != 1.0f) g.bad++;
+    if (ecs_has(it->world, g.e[0], f->vel)) g.bad++;
+    if (!ecs_is_alive(it->world, g.e[1])) g.bad++;
+}
+
+/* PostUpdate: everything applied. */
+static void check_applied(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    if (g.frame != 1) return;
+    g.calls++;
+    if (find_pos_x(f, 50.0f, NULL) != 1) g.bad++;
+    if (pos_x(f, g.e[0]) != 60.0f) g.bad++;
+    if (!ecs_has(it->world, g.e[0], f->vel)) g.bad++;
+    if (ecs_is_alive(it->world, g.e[1])) g.bad++;
+}
+
+static void commands_are_applied_at_stage_end(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    g.e[0] = spawn_pos(&f, 1.0f);
+    g.e[1] = spawn_pos(&f, 2.0f);
+    add_system(&f, "Update", record_changes_once, 0);
+    add_system(&f, "Update", check_not_applied, 0);
+    add_system(&f, "PostUpdate", check_applied, 0);
+    progress(&f);
+    const int expect[] = {ECS_OK, ECS_OK, ECS_OK, ECS_OK};
+    assert_results(expect, 4);
+    assert_int_equal(g.calls, 2);
+    assert_int_equal(g.bad, 0);
+    ecs_world_destroy(f.w);
+}
+
+/* A later ordinary system of the same stage sees the old state through its
+ * own query and through reads. */
+static void count_pos_rows(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    if (g.frame != 1) return;
+    g.calls++;
+    const Pos *p = ecs_field(it, 0);
+    for (int i = 0; i < it->count; i++) {
+        if (p[i].x == 50.0f) g.bad++;
+        g.seen++;
+    }
+    if (pos_x(f, g.e[0]) != 1.0f) g.bad++;
+    if (ecs_has(it->world, g.e[0], f->vel)) g.bad++;
+    if (!ecs_is_alive(it->world, g.e[1])) g.bad++;
+}
+
+static void commands_are_not_visible_later_in_the_same_stage(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    g.e[0] = spawn_pos(&f, 1.0f);
+    g.e[1] = spawn_pos(&f, 2.0f);
+    add_system(&f, "Update", record_changes_once, 0);
+    add_query_system(&f, "Update", count_pos_rows, f.pos);
+    progress(&f);
+    assert_int_equal(g.bad, 0);
+    assert_int_equal(g.calls, 1);
+    assert_int_equal(g.seen, 2); /* the two old entities, not the spawned one */
+    assert_int_equal(find_pos_x(&f, 50.0f, NULL), 1);
+    assert_false(ecs_is_alive(f.w, g.e[1]));
+    ecs_world_destroy(f.w);
+}
+
+static void commands_are_visible_in_the_next_stage(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    g.e[0] = spawn_pos(&f, 1.0f);
+    g.e[1] = spawn_pos(&f, 2.0f);
+    add_system(&f, "PreUpdate", record_changes_once, 0);
+    add_system(&f, "PreUpdate", check_not_applied, 0);
+    add_system(&f, "Update", check_applied, 0);
+    add_system(&f, "PostUpdate", check_applied, 0);
+    progress(&f);
+    assert_int_equal(g.calls, 3);
+    assert_int_equal(g.bad, 0);
+    ecs_world_destroy(f.w);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Provisional handles                                                     */
+/* ---------------------------------------------------------------------- */
+
+static void record_with_provisional(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    ecs_commands_t *c = it->commands;
+    ecs_world_t *w = it->world;
+    Pos p5 = {5.0f, 0.0f}, p6 = {6.0f, 0.0f};
+    Vel v = {1.0f, 1.0f};
+    ecs_entity_t a = ecs_cmd_spawn(c);
+    ecs_entity_t b = ecs_cmd_spawn(c);
+    ecs_entity_t d = ecs_cmd_spawn(c);
+    g.handles[0] = a;
+    g.handles[1] = b;
+    g.handles[2] = d;
+    if (!a || !b || !d || a == b || b == d || a == d) g.bad++;
+    /* Not alive, nothing to read. */
+    if (ecs_is_alive(w, a) || ecs_get(w, a, f->pos) || ecs_has(w, a, f->pos)) g.bad++;
+    rec(ecs_cmd_add(c, a, f->tag));
+    rec(ecs_cmd_set(c, a, f->pos, &p5));
+    rec(ecs_cmd_set(c, a, f->vel, &v));
+    rec(ecs_cmd_remove(c, a, f->vel));
+    rec(ecs_cmd_set(c, b, f->pos, &p6));
+    rec(ecs_cmd_despawn(c, b));
+}
+
+static void commands_spawn_gives_usable_provisional_handle(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    add_system(&f, NULL, record_with_provisional, 0);
+    progress(&f);
+    const int expect[] = {ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK};
+    assert_results(expect, 6);
+    assert_int_equal(g.bad, 0);
+    for (int i = 0; i < 3; i++) assert_false(ecs_is_alive(f.w, g.handles[i]));
+    ecs_world_stats_t st = stats(f.w);
+    assert_int_equal(st.entities, 2); /* a and d; b was despawned */
+    assert_int_equal(st.commands_skipped, 0);
+    ecs_entity_t a = the_pos_x(&f, 5.0f);
+    assert_true(ecs_has(f.w, a, f.tag));
+    assert_false(ecs_has(f.w, a, f.vel));
+    assert_int_equal(find_pos_x(&f, 6.0f, NULL), 0);
+    ecs_world_destroy(f.w);
+}
+
+static void spawn_and_publish(ecs_iter_t *it)
+{
+    g.handle = ecs_cmd_spawn(it->commands);
+    if (!g.handle) g.bad++;
+}
+
+static void use_foreign_handle(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    ecs_commands_t *c = it->commands;
+    Pos p = {3.0f, 3.0f};
+    rec(ecs_cmd_despawn(c, g.handle));
+    rec(ecs_cmd_add(c, g.handle, f->tag));
+    rec(ecs_cmd_remove(c, g.handle, f->pos));
+    rec(ecs_cmd_set(c, g.handle, f->pos, &p));
+}
+
+static void commands_foreign_provisional_handle_is_estale(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    add_system(&f, NULL, spawn_and_publish, 0);
+    add_system(&f, NULL, use_foreign_handle, 0);
+    progress(&f);
+    const int expect[] = {ECS_ESTALE, ECS_ESTALE, ECS_ESTALE, ECS_ESTALE};
+    assert_results(expect, 4);
+    assert_int_equal(g.bad, 0);
+    assert_int_equal(stats(f.w).entities, 1);
+    assert_int_equal(stats(f.w).commands_skipped, 0);
+    assert_int_equal(find_pos_x(&f, 3.0f, NULL), 0);
+    ecs_world_destroy(f.w);
+}
+
+/* A handle kept from an earlier frame belongs to a buffer that was flushed. */
+static void reuse_old_handle(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    Pos p = {4.0f, 4.0f};
+    if (g.frame++ == 0) {
+        g.handle = ecs_cmd_spawn(it->commands);
+        return;
+    }
+    rec(ecs_cmd_set(it->commands, g.handle, f->pos, &p));
+    rec(ecs_cmd_despawn(it->commands, g.handle));
+}
+
+static void commands_provisional_handle_from_earlier_frame_is_estale(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    add_system(&f, NULL, reuse_old_handle, 0);
+    progress(&f);
+    progress(&f);
+    const int expect[] = {ECS_ESTALE, ECS_ESTALE};
+    assert_results(expect, 2);
+    assert_int_equal(stats(f.w).entities, 1);
+    assert_int_equal(find_pos_x(&f, 4.0f, NULL), 0);
+    ecs_world_destroy(f.w);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Values                                                                  */
+/* ---------------------------------------------------------------------- */
+
+static void record_then_mutate(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    Pos p = {1.5f, 2.5f};
+    char text[16] = "hello";
+    Str s = {text};
+    rec(ecs_cmd_set(it->commands, g.e[0], f->pos, &p));
+    rec(ecs_cmd_set(it->commands, g.e[0], f->str, &s));
+    if (hooks.copy != 1) g.bad++; /* copied when recorded */
+    p.x = 99.0f;
+    p.y = 99.0f;
+    strcpy(text, "XXXXX");
+    s.s = NULL;
+}
+
+static void commands_set_copies_value_when_recorded(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    g.e[0] = spawn_pos(&f, 0.0f);
+    add_system(&f, NULL, record_then_mutate, 0);
+    progress(&f);
+    const int expect[] = {ECS_OK, ECS_OK};
+    assert_results(expect, 2);
+    assert_int_equal(g.bad, 0);
+    const Pos *p = ecs_get(f.w, g.e[0], f.pos);
+    assert_true(p->x == 1.5f && p->y == 2.5f);
+    const Str *s = ecs_get(f.w, g.e[0], f.str);
+    assert_non_null(s);
+    assert_string_equal(s->s, "hello");
+    /* Playback moved the recorded copy: no second copy, no dtor on it. */
+    assert_int_equal(hooks.copy, 1);
+    assert_int_equal(hooks.dtor, 0);
+    ecs_world_destroy(f.w);
+    assert_int_equal(hooks.dtor, 1);
+}
+
+/* Setting a value the entity already has replaces it (old one destroyed). */
+static void record_str_sets(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    char a[] = "first", b[] = "second";
+    rec(ecs_cmd_set(it->commands, g.e[0], f->str, &(Str){a}));
+    rec(ecs_cmd_set(it->commands, g.e[0], f->str, &(Str){b}));
+}
+
+static void commands_set_replaces_owned_value(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    char init[] = "init";
+    ecs_component_t ids[] = {f.pos, f.str};
+    const void *vals[] = {NULL, &(Str){init}};
+    g.e[0] = ecs_spawn_with(f.w, 2, ids, vals);
+    assert_true(ecs_is_alive(f.w, g.e[0]));
+    add_system(&f, NULL, record_str_sets, 0);
+    progress(&f);
+    const Str *s = ecs_get(f.w, g.e[0], f.str);
+    assert_string_equal(s->s, "second");
+    assert_int_equal(hooks.dtor, 2); /* "init" and "first" */
+    ecs_world_destroy(f.w);
+    assert_int_equal(hooks.dtor, 3);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Playback order                                                          */
+/* ---------------------------------------------------------------------- */
+
+/* Records its value for the target from the LAST chunk it visits (the
+ * query spans several archetypes), after recording other things first. */
+static void set_from_last_chunk(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    g.calls++;
+    for (int i = 0; i < it->count; i++) {
+        if (it->entities[i] != g.e[1]) continue; /* the marker lives in the last archetype */
+        Vel v = {1.0f, 0.0f};
+        for (int k = 0; k < 5; k++) rec(ecs_cmd_add(it->commands, g.e[2], f->tag));
+        rec(ecs_cmd_set(it->commands, g.e[0], f->vel, &v));
+    }
+}
+
+static void set_two(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    Vel v = {2.0f, 0.0f};
+    rec(ecs_cmd_set(it->commands, g.e[0], f->vel, &v));
+}
+
+static void build_order_world(fixture_t *f, bool chunked_first)
+{
+    fixture_init(f);
+    g_reset(f);
+    g.e[0] = spawn_pos(f, 0.0f);
+    ecs_component_t pv[] = {f->pos, f->vel};
+    assert_int_equal(ecs_spawn_batch(f->w, 2000, 1, &f->pos, NULL, NULL), ECS_OK);
+    ecs_component_t pt[] = {f->pos, f->tag};
+    assert_int_equal(ecs_spawn_batch(f->w, 10, 2, pv, NULL, NULL), ECS_OK);
+    g.e[1] = ecs_spawn_with(f->w, 2, pt, NULL); /* last archetype */
+    g.e[2] = spawn_pos(f, 0.0f);
+    if (chunked_first) {
+        add_query_system(f, NULL, set_from_last_chunk, f->pos);
+        add_system(f, NULL, set_two, 0);
+    } else {
+        add_system(f, NULL, set_two, 0);
+        add_query_system(f, NULL, set_from_last_chunk, f->pos);
+    }
+}
+
+static void commands_later_registered_system_wins(void **state)
+{
+    (void)state;
+    fixture_t f;
+    /* The first system records later in its chunk order and more; the
+     * second still wins. */
+    build_order_world(&f, true);
+    progress(&f);
+    assert_true(g.calls > 2); /* several chunks */
+    const Vel *v = ecs_get(f.w, g.e[0], f.vel);
+    assert_non_null(v);
+    assert_true(v->x == 2.0f);
+    ecs_world_destroy(f.w);
+    /* Swapped registration: the chunked system wins. */
+    build_order_world(&f, false);
+    progress(&f);
+    v = ecs_get(f.w, g.e[0], f.vel);
+    assert_non_null(v);
+    assert_true(v->x == 1.0f);
+    ecs_world_destroy(f.w);
+}
+
+static void remove_vel(ecs_iter_t *it) { rec(ecs_cmd_remove(it->commands, g.e[0], g.f->vel)); }
+
+static void add_vel(ecs_iter_t *it) { rec(ecs_cmd_add(it->commands, g.e[0], g.f->vel)); }
+
+static void commands_structural_order_follows_registration(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        fixture_t f;
+        fixture_init(&f);
+        g_reset(&f);
+        g.e[0] = spawn_pos(&f, 0.0f);
+        add_system(&f, NULL, k ? remove_vel : add_vel, 0);
+        add_system(&f, NULL, k ? add_vel : remove_vel, 0);
+        progress(&f);
+        /* k == 0: add then remove; k == 1: remove then add. */
+        assert_int_equal(ecs_has(f.w, g.e[0], f.vel), k == 1);
+        assert_int_equal(stats(f.w).commands_skipped, 0);
+        ecs_world_destroy(f.w);
+    }
+}
+
+/* Within one system: later record wins; a later chunk wins over an earlier
+ * one. */
+static void set_per_chunk(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    Pos a = {(float)(10 + g.calls), 0.0f}, b = {(float)(100 + g.calls), 0.0f};
+    g.calls++;
+    rec(ecs_cmd_set(it->commands, g.e[0], f->pos, &a));
+    rec(ecs_cmd_set(it->commands, g.e[0], f->pos, &b));
+}
+
+static void commands_within_system_later_record_wins(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    g.e[0] = spawn_pos(&f, 0.0f);
+    assert_int_equal(ecs_spawn_batch(f.w, 3000, 1, &f.vel, NULL, NULL), ECS_OK);
+    add_query_system(&f, NULL, set_per_chunk, f.vel);
+    progress(&f);
+    assert_true(g.calls >= 2);
+    assert_true(pos_x(&f, g.e[0]) == (float)(100 + g.calls - 1));
+    ecs_world_destroy(f.w);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Deterministic ids                                                       */
+/* ---------------------------------------------------------------------- */
+
+static void spawn_marked(ecs_iter_t *it, float base, int n)
+{
+    fixture_t *f = g.f;
+    for (int k = 0; k < n; k++) {
+        Pos p = {base + (float)(g.frame * 1000) + (float)k, 0.0f};
+        ecs_entity_t e = ecs_cmd_spawn(it->commands);
+        if (ecs_cmd_set(it->commands, e, f->pos, &p) != ECS_OK) g.bad++;
+    }
+}
+
+static void spawn_a(ecs_iter_t *it)
+{
+    spawn_marked(it, 100.0f, 3);
+    /* and despawn one old entity per frame, so ids get recycled */
+    if (g.frame > 0 && ecs_cmd_despawn(it->commands, g.e[g.frame % 4]) != ECS_OK) g.bad++;
+}
+
+static void spawn_b(ecs_iter_t *it) { spawn_marked(it, 200.0f, 2); }
+
+static void spawn_pre(ecs_iter_t *it)
+{
+    spawn_marked(it, 300.0f, 1);
+    g.frame++;
+}
+
+static void build_id_world(fixture_t *f)
+{
+    fixture_init(f);
+    g_reset(f);
+    for (int i = 0; i < 8; i++) g.e[i] = spawn_pos(f, -1.0f - (float)i);
+    assert_int_equal(ecs_despawn(f->w, g.e[5]), ECS_OK);
+    assert_int_equal(ecs_despawn(f->w, g.e[6]), ECS_OK);
+    add_system(f, "Update", spawn_a, 0);
+    add_system(f, "Update", spawn_b, 0);
+    add_system(f, "PreUpdate", spawn_pre, 0);
+}
+
+/* Every entity's Pos.x and id, in query order. */
+static int snapshot(fixture_t *f, float *xs, ecs_entity_t *es, int max)
+{
+    int n = 0;
+    ecs_query_t *q = ecs_query_create(f->w, &(ecs_query_desc_t){.terms = {{.component = f->pos}}});
+    assert_non_null(q);
+    ecs_iter_t it = ecs_query_iter(f->w, q);
+    while (ecs_query_next(&it)) {
+        const Pos *p = ecs_field(&it, 0);
+        for (int i = 0; i < it.count && n < max; i++, n++) {
+            xs[n] = p[i].x;
+            es[n] = it.entities[i];
+        }
+    }
+    ecs_query_destroy(q);
+    return n;
+}
+
+static void commands_spawn_ids_are_deterministic(void **state)
+{
+    (void)state;
+    enum { MAX = 128 };
+    float xa[MAX], xb[MAX];
+    ecs_entity_t ea[MAX], eb[MAX];
+    fixture_t a, b;
+    build_id_world(&a);
+    for (int i = 0; i < 4; i++) progress(&a);
+    assert_int_equal(g.bad, 0);
+    int na = snapshot(&a, xa, ea, MAX);
+    build_id_world(&b);
+    for (int i = 0; i < 4; i++) progress(&b);
+    assert_int_equal(g.bad, 0);
+    int nb = snapshot(&b, xb, eb, MAX);
+    assert_int_equal(na, nb);
+    assert_true(na > 20);
+    for (int i = 0; i < na; i++) {
+        assert_true(xa[i] == xb[i]);
+        assert_true(ea[i] == eb[i]);
+    }
+    ecs_world_destroy(a.w);
+    ecs_world_destroy(b.w);
+}
+
+static void commands_spawn_ids_follow_key_order(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    /* No free slots: ids are handed out in ascending index order, so the
+     * order of indices is the playback order. */
+    add_system(&f, "Update", spawn_a, 0);
+    add_system(&f, "Update", spawn_b, 0);
+    progress(&f);
+    assert_int_equal(g.bad, 0);
+    uint32_t idx[5];
+    float marks[5] = {100.0f, 101.0f, 102.0f, 200.0f, 201.0f};
+    for (int k = 0; k < 5; k++) idx[k] = ecs_entity_index(the_pos_x(&f, marks[k]));
+    for (int k = 1; k < 5; k++) assert_true(idx[k - 1] < idx[k]);
+    ecs_world_destroy(f.w);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Entity fields                                                           */
+/* ---------------------------------------------------------------------- */
+
+static void record_links(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    ecs_commands_t *c = it->commands;
+    Pos pa = {31.0f, 0.0f}, pb = {32.0f, 0.0f};
+    ecs_entity_t a = ecs_cmd_spawn(c);
+    ecs_entity_t b = ecs_cmd_spawn(c);
+    rec(ecs_cmd_set(c, a, f->pos, &pa));
+    rec(ecs_cmd_set(c, b, f->pos, &pb));
+    /* b -> a, both provisional; live e0 -> b; live e1 -> live e0 (untouched);
+     * a -> itself. */
+    rec(ecs_cmd_set(c, b, f->link, &(Link){1.0f, a}));
+    rec(ecs_cmd_set(c, g.e[0], f->link, &(Link){2.0f, b}));
+    rec(ecs_cmd_set(c, g.e[1], f->link, &(Link){3.0f, g.e[0]}));
+    rec(ecs_cmd_set(c, a, f->link, &(Link){4.0f, a}));
+    g.handles[0] = a;
+    g.handles[1] = b;
+}
+
+static void commands_entity_fields_are_patched(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    g.e[0] = spawn_pos(&f, 1.0f);
+    g.e[1] = spawn_pos(&f, 2.0f);
+    add_system(&f, NULL, record_links, 0);
+    progress(&f);
+    const int expect[] = {ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK};
+    assert_results(expect, 6);
+    ecs_entity_t a = the_pos_x(&f, 31.0f), b = the_pos_x(&f, 32.0f);
+    assert_true(a != g.handles[0] && b != g.handles[1]);
+    const Link *lb = ecs_get(f.w, b, f.link);
+    const Link *l0 = ecs_get(f.w, g.e[0], f.link);
+    const Link *l1 = ecs_get(f.w, g.e[1], f.link);
+    const Link *la = ecs_get(f.w, a, f.link);
+    assert_true(lb && l0 && l1 && la);
+    assert_true(lb->weight == 1.0f && lb->target == a);
+    assert_true(l0->weight == 2.0f && l0->target == b);
+    assert_true(l1->weight == 3.0f && l1->target == g.e[0]);
+    assert_true(la->weight == 4.0f && la->target == a);
+    assert_true(ecs_is_alive(f.w, lb->target));
+    assert_true(ecs_is_alive(f.w, l0->target));
+    ecs_world_destroy(f.w);
+}
+
+static void link_to_foreign(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    ecs_commands_t *c = it->commands;
+    ecs_entity_t mine = ecs_cmd_spawn(c);
+    rec(ecs_cmd_set(c, g.e[0], f->link, &(Link){1.0f, g.handle}));
+    rec(ecs_cmd_set(c, mine, f->link, &(Link){1.0f, g.handle}));
+    rec(ecs_cmd_set(c, g.e[0], f->link, &(Link){1.0f, mine + 1})); /* not issued yet */
+    rec(ecs_cmd_set(c, g.e[0], f->link, &(Link){5.0f, mine}));     /* fine */
+}
+
+static void commands_entity_field_with_foreign_handle_is_estale(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    g.e[0] = spawn_pos(&f, 1.0f);
+    add_system(&f, NULL, spawn_and_publish, 0);
+    add_system(&f, NULL, link_to_foreign, 0);
+    progress(&f);
+    const int expect[] = {ECS_ESTALE, ECS_ESTALE, ECS_ESTALE, ECS_OK};
+    assert_results(expect, 4);
+    const Link *l = ecs_get(f.w, g.e[0], f.link);
+    assert_non_null(l);
+    assert_true(l->weight == 5.0f);
+    assert_true(ecs_is_alive(f.w, l->target));
+    assert_int_equal(stats(f.w).commands_skipped, 0);
+    ecs_world_destroy(f.w);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Skipped commands                                                        */
+/* ---------------------------------------------------------------------- */
+
+static void despawn_then_use(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    ecs_commands_t *c = it->commands;
+    char text[] = "payload";
+    Pos p = {1.0f, 1.0f};
+    rec(ecs_cmd_despawn(c, g.e[0]));
+    rec(ecs_cmd_add(c, g.e[0], f->vel));
+    rec(ecs_cmd_remove(c, g.e[0], f->pos));
+    rec(ecs_cmd_set(c, g.e[0], f->pos, &p));
+    rec(ecs_cmd_set(c, g.e[0], f->str, &(Str){text}));
+}
+
+static void later_system_uses_dead(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    char text[] = "another payload";
+    rec(ecs_cmd_set(it->commands, g.e[0], f->str, &(Str){text}));
+    rec(ecs_cmd_add(it->commands, g.e[0], f->tag));
+}
+
+static void commands_on_despawned_entity_are_skipped(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    g.e[0] = spawn_pos(&f, 1.0f);
+    g.e[1] = spawn_pos(&f, 2.0f);
+    add_system(&f, NULL, despawn_then_use, 0);
+    add_system(&f, NULL, later_system_uses_dead, 0);
+    ecs_world_stats_t before = stats(f.w);
+    progress(&f);
+    const int expect[] = {ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK};
+    assert_results(expect, 7); /* recording succeeds: the entity was alive */
+    ecs_world_stats_t after = stats(f.w);
+    assert_int_equal(after.commands_skipped, before.commands_skipped + 6);
+    assert_int_equal(after.entities, before.entities - 1);
+    assert_false(ecs_is_alive(f.w, g.e[0]));
+    assert_true(ecs_is_alive(f.w, g.e[1]));
+    /* Both skipped Str payloads were destroyed (ASan: no leak). */
+    assert_int_equal(hooks.copy, 2);
+    assert_int_equal(hooks.dtor, 2);
+    ecs_world_destroy(f.w);
+    assert_int_equal(hooks.dtor, 2);
+}
+
+static void double_despawn(ecs_iter_t *it)
+{
+    rec(ecs_cmd_despawn(it->commands, g.e[0]));
+    rec(ecs_cmd_despawn(it->commands, g.e[0]));
+    rec(ecs_cmd_despawn(it->commands, g.e[1]));
+}
+
+static void despawn_again(ecs_iter_t *it) { rec(ecs_cmd_despawn(it->commands, g.e[1])); }
+
+static void commands_double_despawn_counts_one_skip(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    g.e[0] = spawn_pos(&f, 1.0f);
+    g.e[1] = spawn_pos(&f, 2.0f);
+    g.e[2] = spawn_pos(&f, 3.0f);
+    add_system(&f, NULL, double_despawn, 0);
+    add_system(&f, NULL, despawn_again, 0);
+    progress(&f);
+    const int expect[] = {ECS_OK, ECS_OK, ECS_OK, ECS_OK};
+    assert_results(expect, 4);
+    ecs_world_stats_t st = stats(f.w);
+    assert_int_equal(st.commands_skipped, 2); /* one per entity despawned twice */
+    assert_int_equal(st.entities, 1);
+    assert_true(ecs_is_alive(f.w, g.e[2]));
+    ecs_world_destroy(f.w);
+}
+
+static void spawn_then_despawn(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    ecs_commands_t *c = it->commands;
+    char text[] = "short-lived";
+    Pos p = {77.0f, 0.0f};
+    ecs_entity_t a = ecs_cmd_spawn(c);
+    rec(ecs_cmd_set(c, a, f->pos, &p));
+    rec(ecs_cmd_set(c, a, f->str, &(Str){text}));
+    rec(ecs_cmd_despawn(c, a));
+    ecs_entity_t b = ecs_cmd_spawn(c);
+    rec(ecs_cmd_despawn(c, b));
+    rec(ecs_cmd_add(c, b, f->tag)); /* after its despawn: skipped */
+}
+
+static void commands_spawn_then_despawn_leaves_nothing(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    spawn_pos(&f, 1.0f);
+    add_system(&f, NULL, spawn_then_despawn, 0);
+    ecs_world_stats_t before = stats(f.w);
+    progress(&f);
+    const int expect[] = {ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK};
+    assert_results(expect, 5);
+    ecs_world_stats_t after = stats(f.w);
+    assert_int_equal(after.entities, before.entities);
+    assert_int_equal(after.commands_skipped, 1);
+    assert_int_equal(find_pos_x(&f, 77.0f, NULL), 0);
+    assert_int_equal(hooks.copy, 1);
+    assert_int_equal(hooks.dtor, 1); /* the despawn destroyed the value */
+    ecs_world_destroy(f.w);
+}
+
+/* ---------------------------------------------------------------------- */
+/* EXCLUSIVE systems                                                       */
+/* ---------------------------------------------------------------------- */
+
+static void exclusive_records(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    Pos p88 = {88.0f, 0.0f}, p89 = {89.0f, 0.0f};
+    ecs_entity_t e = ecs_cmd_spawn(it->commands);
+    rec(ecs_cmd_set(it->commands, e, f->pos, &p88));
+    rec(ecs_cmd_set(it->commands, g.e[0], f->pos, &p89));
+    /* Deferred even here: not applied until the system returns. */
+    if (pos_x(f, g.e[0]) != 1.0f) g.bad++;
+    if (ecs_is_alive(it->world, e)) g.bad++;
+}
+
+static void after_exclusive(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    const Pos *p = ecs_field(it, 0);
+    for (int i = 0; i < it->count; i++) g.seen += p[i].x == 88.0f;
+    g.value = pos_x(f, g.e[0]);
+    g.calls++;
+}
+
+static void commands_of_exclusive_system_apply_right_after_it(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    g.e[0] = spawn_pos(&f, 1.0f);
+    add_system(&f, NULL, exclusive_records, ECS_SYSTEM_EXCLUSIVE);
+    add_query_system(&f, NULL, after_exclusive, f.pos);
+    progress(&f);
+    const int expect[] = {ECS_OK, ECS_OK};
+    assert_results(expect, 2);
+    assert_int_equal(g.bad, 0);
+    assert_true(g.calls >= 1);
+    assert_int_equal(g.seen, 1);
+    assert_true(g.value == 89.0f);
+    ecs_world_destroy(f.w);
+}
+
+/* A command recorded by an EXCLUSIVE system whose entity the same system
+ * then despawns immediately cannot be applied: it is dropped, counted, and
+ * its payload destroyed. */
+static void exclusive_record_then_despawn(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    char text[] = "orphan";
+    rec(ecs_cmd_set(it->commands, g.e[0], f->str, &(Str){text}));
+    rec(ecs_despawn(it->world, g.e[0]));
+}
+
+static void commands_of_exclusive_system_on_entity_it_despawned_are_skipped(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    g.e[0] = spawn_pos(&f, 1.0f);
+    add_system(&f, NULL, exclusive_record_then_despawn, ECS_SYSTEM_EXCLUSIVE);
+    progress(&f);
+    const int expect[] = {ECS_OK, ECS_OK};
+    assert_results(expect, 2);
+    assert_false(ecs_is_alive(f.w, g.e[0]));
+    assert_int_equal(stats(f.w).commands_skipped, 1);
+    assert_int_equal(hooks.copy, 1);
+    assert_int_equal(hooks.dtor, 1);
+    ecs_world_destroy(f.w);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Arena reuse                                                             */
+/* ---------------------------------------------------------------------- */
+
+static void set_every_row(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    const Pos *p = ecs_field(it, 0);
+    for (int i = 0; i < it->count; i++) {
+        Pos n = {p[i].x + 1.0f, p[i].y};
+        if (ecs_cmd_set(it->commands, it->entities[i], f->pos, &n) != ECS_OK) g.bad++;
+        if (ecs_cmd_add(it->commands, it->entities[i], f->vel) != ECS_OK) g.bad++; /* present: no-op */
+    }
+}
+
+static void respawn_every_row(ecs_iter_t *it)
+{
+    fixture_t *f = g.f;
+    const Pos *p = ecs_field(it, 0);
+    for (int i = 0; i < it->count; i++) {
+        Pos n = {p[i].x + 1.0f, p[i].y};
+        if (ecs_cmd_despawn(it->commands, it->entities[i]) != ECS_OK) g.bad++;
+        ecs_entity_t e = ecs_cmd_spawn(it->commands);
+        if (ecs_cmd_set(it->commands, e, f->pos, &n) != ECS_OK) g.bad++;
+        if (ecs_cmd_add(it->commands, e, f->vel) != ECS_OK) g.bad++;
+    }
+}
+
+static void check_steady_frames_allocate_nothing(void (*run)(ecs_iter_t *))
+{
+    alloc_count_t counts = {0, 0};
+    fixture_t f;
+    fixture_init_with(&f, &(ecs_world_desc_t){.allocator = {.alloc = count_alloc, .free = count_free, .ctx = &counts}});
+    g_reset(&f);
+    enum { N = 3000 };
+    ecs_component_t pv[] = {f.pos, f.vel};
+    assert_int_equal(ecs_spawn_batch(f.w, N, 2, pv, NULL, NULL), ECS_OK);
+    add_query_system(&f, "PreUpdate", run, f.pos);
+    add_query_system(&f, "Update", run, f.pos);
+    for (int i = 0; i < 5; i++) progress(&f); /* warm-up */
+    long allocs = counts.allocs, frees = counts.frees;
+    for (int i = 0; i < 5; i++) progress(&f);
+    assert_int_equal(g.bad, 0);
+    assert_int_equal(counts.allocs - allocs, 0);
+    assert_int_equal(counts.frees - frees, 0);
+    ecs_world_stats_t st = stats(f.w);
+    assert_int_equal(st.entities, N);
+    assert_int_equal(st.commands_skipped, 0);
+    /* Every value moved on by one per stage per frame. */
+    assert_int_equal(find_pos_x(&f, 20.0f, NULL), N);
+    ecs_world_destroy(f.w);
+    assert_int_equal(counts.allocs, counts.frees);
+}
+
+static void commands_steady_set_frames_allocate_nothing(void **state)
+{
+    (void)state;
+    check_steady_frames_allocate_nothing(set_every_row);
+}
+
+static void commands_steady_respawn_frames_allocate_nothing(void **state)
+{
+    (void)state;
+    check_steady_frames_allocate_nothing(respawn_every_row);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(commands_null_buffer_is_einval),
+        cmocka_unit_test(commands_stale_or_null_entity_is_estale),
+        cmocka_unit_test(commands_unknown_component_is_einval),
+        cmocka_unit_test(commands_set_tag_or_null_value_is_einval),
+        cmocka_unit_test(commands_are_applied_at_stage_end),
+        cmocka_unit_test(commands_are_not_visible_later_in_the_same_stage),
+        cmocka_unit_test(commands_are_visible_in_the_next_stage),
+        cmocka_unit_test(commands_spawn_gives_usable_provisional_handle),
+        cmocka_unit_test(commands_foreign_provisional_handle_is_estale),
+        cmocka_unit_test(commands_provisional_handle_from_earlier_frame_is_estale),
+        cmocka_unit_test(commands_set_copies_value_when_recorded),
+        cmocka_unit_test(commands_set_replaces_owned_value),
+        cmocka_unit_test(commands_later_registered_system_wins),
+        cmocka_unit_test(commands_structural_order_follows_registration),
+        cmocka_unit_test(commands_within_system_later_record_wins),
+        cmocka_unit_test(commands_spawn_ids_are_deterministic),
+        cmocka_unit_test(commands_spawn_ids_follow_key_order),
+        cmocka_unit_test(commands_entity_fields_are_patched),
+        cmocka_unit_test(commands_entity_field_with_foreign_handle_is_estale),
+        cmocka_unit_test(commands_on_despawned_entity_are_skipped),
+        cmocka_unit_test(commands_double_despawn_counts_one_skip),
+        cmocka_unit_test(commands_spawn_then_despawn_leaves_nothing),
+        cmocka_unit_test(commands_of_exclusive_system_apply_right_after_it),
+        cmocka_unit_test(commands_of_exclusive_system_on_entity_it_despawned_are_skipped),
+        cmocka_unit_test(commands_steady_set_frames_allocate_nothing),
+        cmocka_unit_test(commands_steady_respawn_frames_allocate_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
