@@ -48,6 +48,40 @@ bool ecs__array_reserve(const ecs_allocator_t *a, void **ptr, uint32_t *cap, uin
     return true;
 }
 
+static void swap_bytes(unsigned char *a, unsigned char *b, size_t size)
+{
+    while (size--) {
+        unsigned char t = *a;
+        *a++ = *b;
+        *b++ = t;
+    }
+}
+
+static void sift_down(unsigned char *base, size_t root, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    for (;;) {
+        size_t child = 2 * root + 1;
+        if (child >= n) return;
+        if (child + 1 < n && cmp(base + child * size, base + (child + 1) * size) < 0) child++;
+        if (cmp(base + root * size, base + child * size) >= 0) return;
+        swap_bytes(base + root * size, base + child * size, size);
+        root = child;
+    }
+}
+
+void ecs__sort(void *base_, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    unsigned char *base = base_;
+    size_t i = 1;
+    while (i < n && cmp(base + (i - 1) * size, base + i * size) <= 0) i++;
+    if (i >= n) return; /* already sorted */
+    for (size_t k = n / 2; k-- > 0;) sift_down(base, k, n, size, cmp);
+    for (size_t end = n - 1; end > 0; end--) {
+        swap_bytes(base, base + end * size, size);
+        sift_down(base, 0, end, size, cmp);
+    }
+}
+
 char *ecs__strdup(const ecs_allocator_t *a, const char *s)
 {
     size_t n = strlen(s) + 1;

@@ -65,6 +65,12 @@ static inline void ecs__free(const ecs_allocator_t *a, void *p)
 bool ecs__array_reserve(const ecs_allocator_t *a, void **ptr, uint32_t *cap, uint32_t need, size_t elem,
                         size_t align);
 
+/* Sorts n elements in place without allocating (the C library's qsort
+ * may call malloc, which would bypass the allocator hook). Heapsort, with
+ * a linear check first because inputs are usually sorted already. cmp
+ * must be a total order. */
+void ecs__sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
+
 /* Copies a NUL-terminated string into allocator memory, or NULL. */
 char *ecs__strdup(const ecs_allocator_t *a, const char *s);
 

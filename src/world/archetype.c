@@ -276,8 +276,10 @@ static ecs__edge_t *edge_new(ecs_world_t *w, ecs__archetype_t *a, ecs__archetype
 static ecs__edge_t *edge_cache(ecs_world_t *w, ecs__map_t *edges, ecs__archetype_t *from, ecs__archetype_t *to,
                                ecs_component_t c)
 {
+    ecs__edge_t *e = ecs__edge_get(edges, c);
+    if (e) return e; /* cached earlier (the other direction's call) */
     if (!ecs__map_reserve(edges, &w->allocator, 1)) return NULL;
-    ecs__edge_t *e = edge_new(w, from, to);
+    e = edge_new(w, from, to);
     if (!e) return NULL;
     *ecs__map_ensure(edges, &w->allocator, c, NULL) = (uint64_t)(uintptr_t)e;
     return e;

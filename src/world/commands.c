@@ -267,6 +267,182 @@ static int apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c)
     return err;
 }
 
+/* ---------------------------------------------------------------------- */
+/* Coalesced runs                                                          */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A run is a sequence of consecutive add/remove/set commands of one
+ * segment on one entity handle (optionally right after the spawn that
+ * made it). Applied one by one, each would be an archetype move; folded,
+ * the entity moves once, straight to its final archetype, with the same
+ * result: per component, the last command decides presence and value
+ * (add keeps an existing value; remove then add gives a fresh default;
+ * set replaces). Superseded set values are destroyed, as they would have
+ * been when overwritten.
+ */
+#define RUN_MAX_COMPONENTS 32
+
+enum { RUN_DEFAULT = 1, RUN_SET, RUN_REMOVED };
+
+typedef struct {
+    ecs_component_t component;
+    uint32_t state;
+    ecs__cmd_t *set; /* RUN_SET: the command whose value wins */
+} run_entry_t;
+
+typedef struct {
+    run_entry_t entries[RUN_MAX_COMPONENTS];
+    uint32_t count;
+} run_t;
+
+static run_entry_t *run_entry(run_t *r, ecs_component_t c)
+{
+    for (uint32_t k = 0; k < r->count; k++) {
+        if (r->entries[k].component == c) return &r->entries[k];
+    }
+    return NULL;
+}
+
+static inline bool is_structural(const ecs__cmd_t *c)
+{
+    return c->kind == CMD_ADD || c->kind == CMD_REMOVE || c->kind == CMD_SET;
+}
+
+/* The end of the run starting at first (exclusive), limited to
+ * RUN_MAX_COMPONENTS distinct components; *len receives its length. */
+static ecs__cmd_t *run_end(ecs__cmd_t *first, uint32_t *len)
+{
+    ecs_component_t seen[RUN_MAX_COMPONENTS];
+    uint32_t nseen = 0, n = 0;
+    ecs__cmd_t *c = first;
+    for (; c && is_structural(c) && c->entity == first->entity; c = c->next, n++) {
+        uint32_t k = 0;
+        while (k < nseen && seen[k] != c->component) k++;
+        if (k == nseen) {
+            if (nseen == RUN_MAX_COMPONENTS) break;
+            seen[nseen++] = c->component;
+        }
+    }
+    *len = n;
+    return c;
+}
+
+/* Folds the run's commands into per-component end states. */
+static void run_fold(run_t *r, const ecs__archetype_t *a, ecs__cmd_t *first, const ecs__cmd_t *end)
+{
+    r->count = 0;
+    for (ecs__cmd_t *c = first; c != end; c = c->next) {
+        run_entry_t *en = run_entry(r, c->component);
+        /* Untouched (state 0, e.g. after a no-op remove): as in the source. */
+        bool present = en && en->state ? en->state != RUN_REMOVED : ecs__archetype_type_index(a, c->component) >= 0;
+        if (!en) {
+            en = &r->entries[r->count++];
+            en->component = c->component;
+            en->state = 0; /* untouched: as in the source archetype */
+            en->set = NULL;
+        }
+        switch (c->kind) {
+        case CMD_ADD:
+            if (!present) en->state = RUN_DEFAULT;
+            break;
+        case CMD_REMOVE:
+            if (present) en->state = RUN_REMOVED;
+            en->set = NULL;
+            break;
+        case CMD_SET:
+            en->state = RUN_SET;
+            en->set = c;
+            break;
+        }
+    }
+}
+
+/* Destroys the values of a run's set commands that were not consumed. */
+static void run_drop_values(ecs_world_t *w, ecs__cmd_t *first, const ecs__cmd_t *end)
+{
+    for (ecs__cmd_t *c = first; c != end; c = c->next) {
+        if (c->kind == CMD_SET && c->value) ecs__value_fini(w->components[c->component], c->value, 1);
+    }
+}
+
+/* Applies a run of n >= 2 commands. Returns ECS_OK, or the error for which
+ * every command of the run was skipped. */
+static int apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *first, const ecs__cmd_t *end)
+{
+    ecs_entity_t e = resolve(w, owner, first->entity);
+    ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
+    if (!rec) {
+        run_drop_values(w, first, end);
+        return ECS_ESTALE;
+    }
+    ecs__archetype_t *a = rec->chunk->archetype;
+    run_t run;
+    run_fold(&run, a, first, end);
+
+    /* The final type set: the source's minus removed, plus added. */
+    ecs_component_t stack[64];
+    uint32_t cap = a->type_count + run.count;
+    ecs_component_t *types = cap <= 64 ? stack : ecs__alloc(&w->allocator, cap * sizeof(ecs_component_t), 4);
+    if (!types) {
+        run_drop_values(w, first, end);
+        return ECS_ENOMEM;
+    }
+    uint32_t n = 0;
+    for (uint32_t t = 0; t < a->type_count; t++) {
+        const run_entry_t *en = run_entry(&run, a->types[t]);
+        if (!en || en->state != RUN_REMOVED) types[n++] = a->types[t];
+    }
+    for (uint32_t k = 0; k < run.count; k++) {
+        const run_entry_t *en = &run.entries[k];
+        if (!en->state || en->state == RUN_REMOVED || ecs__archetype_type_index(a, en->component) >= 0) continue;
+        uint32_t at = n++;
+        while (at > 0 && types[at - 1] > en->component) {
+            types[at] = types[at - 1];
+            at--;
+        }
+        types[at] = en->component;
+    }
+    ecs__archetype_t *b = ecs__archetype_ensure(w, types, n);
+    if (types != stack) ecs__free(&w->allocator, types);
+    ecs__chunk_t *ch = b && b != a ? ecs__archetype_chunk_with_room(w, b) : NULL;
+    if (!b || (b != a && !ch)) {
+        run_drop_values(w, first, end);
+        return ECS_ENOMEM;
+    }
+
+    ecs__init_t inits[RUN_MAX_COMPONENTS];
+    uint32_t ninit = 0;
+    for (uint32_t k = 0; k < run.count; k++) {
+        run_entry_t *en = &run.entries[k];
+        if (en->state != RUN_DEFAULT && en->state != RUN_SET) continue;
+        const ecs__component_t *comp = w->components[en->component];
+        if (!comp->info.size) continue; /* a tag: presence only */
+        void *value = NULL;
+        if (en->state == RUN_SET) {
+            value = en->set->value;
+            patch_entity_fields(w, owner, comp, value);
+            en->set->value = NULL; /* consumed below */
+        }
+        inits[ninit++] = (ecs__init_t){en->component, value};
+    }
+    if (b != a) {
+        ecs__entity_move(w, e, rec, ch, inits, ninit, true);
+    } else {
+        /* Same archetype (e.g. remove then add, or sets only): in place. */
+        for (uint32_t k = 0; k < ninit; k++) {
+            int32_t col = ecs__archetype_column(a, inits[k].component);
+            const ecs__component_t *comp = a->columns[col].comp;
+            void *dst = (unsigned char *)rec->chunk->cols[col] + (size_t)rec->row * comp->info.size;
+            ecs__value_fini(comp, dst, 1);
+            if (inits[k].value) ecs__value_move(comp, dst, inits[k].value, 1);
+            else ecs__value_init(comp, dst, 1);
+        }
+    }
+    run_drop_values(w, first, end); /* the superseded ones */
+    return ECS_OK;
+}
+
 int ecs__commands_flush(ecs_world_t *w)
 {
     ecs__cmd_state_t *s = &w->cmd;
@@ -305,16 +481,25 @@ int ecs__commands_flush(ecs_world_t *w)
         if (!ok) {
             result = ECS_ENOMEM;
         } else {
-            qsort(s->sorted, segs, sizeof(*s->sorted), cmp_segment);
+            ecs__sort(s->sorted, segs, sizeof(*s->sorted), cmp_segment);
             if (spawns) memset(s->spawned, 0, spawns * sizeof(ecs_entity_t));
             for (uint32_t i = 0; i < segs; i++) {
                 ecs__cmd_segment_t *seg = s->sorted[i];
-                for (ecs__cmd_t *c = seg->first; c; c = c->next) {
-                    int err = apply(w, seg->owner, c);
+                for (ecs__cmd_t *c = seg->first; c;) {
+                    uint32_t len = 1;
+                    ecs__cmd_t *end = c->next;
+                    int err;
+                    /* A spawn or despawn is applied alone; a run of
+                     * add/remove/set on one entity (such as the commands on
+                     * a new entity that follow its spawn) is folded. */
+                    if (is_structural(c)) end = run_end(c, &len);
+                    if (len > 1) err = apply_run(w, seg->owner, c, end);
+                    else err = apply(w, seg->owner, c);
                     if (err) {
-                        w->commands_skipped++;
+                        w->commands_skipped += len;
                         if (err == ECS_ENOMEM) result = ECS_ENOMEM;
                     }
+                    c = end;
                 }
             }
         }

@@ -54,17 +54,38 @@ static void move_trackers(const ecs__chunk_t *src, uint32_t srow, ecs__chunk_t *
     }
 }
 
+static inline const ecs__init_t *init_find(const ecs__init_t *inits, uint32_t n, ecs_component_t c)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        if (inits[k].component == c) return &inits[k];
+    }
+    return NULL;
+}
+
 void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
-                      ecs_component_t vc, void *value, bool move)
+                      const ecs__init_t *inits, uint32_t init_count, bool move)
 {
     ecs__chunk_t *src = rec->chunk;
     uint32_t srow = rec->row;
     const ecs__archetype_t *sa = src->archetype, *da = dst_chunk->archetype;
     ecs__assert(sa != da, "move to the same archetype");
     uint32_t drow = ecs__chunk_push(dst_chunk, e);
+    const ecs__column_t *scols = sa->columns, *dcols = da->columns;
+
+    /* Supplied values first: one may be another component of this very
+     * row (ecs_set(w, e, B, ecs_get(w, e, A))), which the walk below is
+     * about to move out. */
+    for (uint32_t k = 0; k < init_count; k++) {
+        int32_t j = ecs__archetype_column(da, inits[k].component);
+        if (j < 0) continue;
+        const ecs__column_t *dcol = &dcols[j];
+        void *dst = (unsigned char *)dst_chunk->cols[j] + (size_t)drow * dcol->size;
+        if (!inits[k].value) value_init1(dcol, dst);
+        else if (move) value_move1(dcol, dst, inits[k].value);
+        else value_copy1(dcol, dst, inits[k].value);
+    }
 
     /* Both column lists are sorted by component id: one merge walk. */
-    const ecs__column_t *scols = sa->columns, *dcols = da->columns;
     uint32_t i = 0, ns = sa->column_count;
     for (uint32_t j = 0; j < da->column_count; j++) {
         const ecs__column_t *dcol = &dcols[j];
@@ -77,11 +98,9 @@ void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
         bool shared = i < ns && scols[i].id == dc;
         void *old = shared ? (unsigned char *)src->cols[i] + (size_t)srow * dcol->size : NULL;
         i += shared;
-        if (ECS__UNLIKELY(dc == vc)) {
-            /* The caller's value wins over any old one. */
+        if (ECS__UNLIKELY(init_count && init_find(inits, init_count, dc))) {
+            /* Constructed above; the old value, if any, is replaced. */
             if (old) value_fini1(dcol, old);
-            if (move) value_move1(dcol, dst, value);
-            else value_copy1(dcol, dst, value);
         } else if (old) {
             value_move1(dcol, dst, old);
         } else {
@@ -102,7 +121,7 @@ ECS__INLINE void move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, e
 {
     ecs__chunk_t *src = rec->chunk;
     if (ECS__UNLIKELY(!edge->plain || src->trackers || dst_chunk->trackers)) {
-        ecs__entity_move(w, e, rec, dst_chunk, 0, NULL, false);
+        ecs__entity_move(w, e, rec, dst_chunk, NULL, 0, false);
         return;
     }
     uint32_t srow = rec->row;
@@ -159,7 +178,7 @@ ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_
     ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, b);
     if (!ch) return ECS_ENOMEM;
     if (ECS__LIKELY(edge != NULL)) move_edge(w, e, rec, ch, edge);
-    else ecs__entity_move(w, e, rec, ch, 0, NULL, false);
+    else ecs__entity_move(w, e, rec, ch, NULL, 0, false);
     return ECS_OK;
 }
 
@@ -209,7 +228,8 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
     if (!b) return ECS_ENOMEM;
     ecs__chunk_t *dst = ecs__archetype_chunk_with_room(w, b);
     if (!dst) return ECS_ENOMEM;
-    ecs__entity_move(w, e, rec, dst, c, value, move);
+    ecs__init_t init = {c, value};
+    ecs__entity_move(w, e, rec, dst, &init, 1, move);
     return ECS_OK;
 }
 

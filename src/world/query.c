@@ -113,7 +113,7 @@ ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t
     }
     /* The component index is in creation order too, but say so explicitly:
      * iteration order is part of the contract. */
-    if (narrow && q->match_count > 1) qsort(q->matches, q->match_count, sizeof(*q->matches), cmp_match);
+    if (narrow && q->match_count > 1) ecs__sort(q->matches, q->match_count, sizeof(*q->matches), cmp_match);
     q->world_index = w->query_count;
     w->queries[w->query_count++] = q;
     return q;

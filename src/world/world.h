@@ -383,15 +383,24 @@ void ecs__archetypes_trim(ecs_world_t *w);
 /* Structural operations (entity.c), shared by immediate mode and playback */
 /* ---------------------------------------------------------------------- */
 
+/* A value the caller supplies for one component of a move's destination:
+ * value NULL means default-construct (ctor or zero), replacing any old
+ * value; otherwise the value is moved out of *value (dead afterwards) or
+ * copied, per the move's flag. */
+typedef struct {
+    ecs_component_t component;
+    void *value;
+} ecs__init_t;
+
 /* Moves the live entity at rec into dst_chunk (from
- * ecs__archetype_chunk_with_room, so it has room). Values of shared
- * components move, components dropped are destroyed, components new in
- * the destination are default constructed, except component vc (0: none),
- * which is constructed from *value: moved out of it when move is true
- * (value is dead afterwards), else copied. value may point into the
- * source chunk: it is consumed before any row of that chunk moves. */
+ * ecs__archetype_chunk_with_room, so it has room). For each destination
+ * column: a component listed in inits is constructed as that entry says
+ * (its old value, if any, is destroyed); otherwise a shared value moves
+ * and a new component is default-constructed. Components dropped are
+ * destroyed. A supplied value may point into the source chunk: it is
+ * consumed before any row of that chunk moves. */
 void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
-                      ecs_component_t vc, void *value, bool move);
+                      const ecs__init_t *inits, uint32_t init_count, bool move);
 /* The same move along a cached edge (no caller value). */
 void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
                            const ecs__edge_t *edge);
