@@ -2,7 +2,7 @@
 # deps.sh: `make deps`. Checks for cmake (>= 3.21, for CMakePresets.json
 # version 3), gcc, make, pkg-config and the pkg-config modules ck and
 # cmocka; installs only what is missing, with apt-get, as root or through
-# passwordless sudo. Does nothing (and never calls apt-get) when all is
+# passwordless sudo (libc6-dev too, which gcc only recommends). Does nothing (and never calls apt-get) when all is
 # present.
 set -eu
 
@@ -28,6 +28,9 @@ check() {
     missing=""
     have cmake || add cmake
     have gcc || add gcc
+    # gcc only recommends the C library headers; installs below skip
+    # recommends, so ask for them by name.
+    [ -f /usr/include/stdio.h ] || add libc6-dev
     have make || add make
     if have pkg-config; then
         pkg-config --exists ck || add libck-dev
