@@ -24,7 +24,7 @@ typedef struct {
     float value;
 } Mass;
 
-static int reps = 11;
+static int reps = 21;
 
 static double now_ns(void)
 {

@@ -150,7 +150,8 @@ void ecs__components_fini(ecs_world_t *w);
 /* ---------------------------------------------------------------------- */
 
 #define ECS__CHUNK_BYTES (16u * 1024u) /* budget for a chunk's entity ids + columns */
-#define ECS__SLAB_MAX_CHUNKS 16u       /* chunks per slab, once an archetype is large */
+#define ECS__SLAB_MAX_CHUNKS 32u       /* chunks per slab once an archetype is large; <= 32 (used_mask) */
+_Static_assert(ECS__SLAB_MAX_CHUNKS <= 32, "slab slots are a uint32_t mask");
 #define ECS__EDGE_CACHE 8u             /* direct-mapped edge cache entries per direction */
 
 enum { ECS__HOOK_CTOR = 1, ECS__HOOK_DTOR = 2, ECS__HOOK_MOVE = 4, ECS__HOOK_COPY = 8 };
@@ -189,7 +190,7 @@ struct ecs__chunk {
 struct ecs__slab {
     ecs__slab_t *next;
     uint32_t slots;     /* chunks it can hold */
-    uint32_t used_mask; /* bit i: slot i holds a chunk */
+    uint32_t used_mask; /* bit i: slot i holds a chunk (so at most 32 slots) */
 };
 
 struct ecs__archetype {
