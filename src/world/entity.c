@@ -384,14 +384,7 @@ int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids
         uint32_t k = a->capacity - ch->count;
         if (k > (uint32_t)n - done) k = (uint32_t)n - done;
         uint32_t base = ecs__chunk_push_n(ch, k);
-        for (uint32_t i = 0; i < k; i++) {
-            ecs__record_t *rec;
-            ecs_entity_t e = ecs__entity_index_new(&w->entity_index, &rec);
-            rec->chunk = ch;
-            rec->row = base + i;
-            ch->entities[base + i] = e;
-            if (out) out[done + i] = e;
-        }
+        ecs__entity_index_new_n(&w->entity_index, k, ch, base, ch->entities + base, out ? out + done : NULL);
         for (uint32_t t = 0; t < a->type_count; t++) {
             int32_t col = a->type_columns[t];
             if (col < 0) continue;

@@ -1,9 +1,10 @@
 /*
  * entity_index.c: the entity index maps an entity id to the chunk and row
  * that hold it. Records live in fixed pages that never move, so a record
- * pointer stays valid while the index grows. Dead slots form a LIFO free
- * list threaded through their row field; despawn bumps the generation, so
- * the old handle no longer matches and is reported as stale.
+ * pointer stays valid while the index grows. Dead indices go on a LIFO
+ * stack (recently freed records are still in cache); despawn bumps the
+ * generation, so the old handle no longer matches and is reported as
+ * stale.
  */
 #include "world/world.h"
 
@@ -17,6 +18,7 @@ void ecs__entity_index_fini(ecs__entity_index_t *ix, const ecs_allocator_t *a)
 {
     for (uint32_t i = 0; i < ix->page_count; i++) ecs__free(a, ix->pages[i]);
     ecs__free(a, ix->pages);
+    ecs__free(a, ix->free);
     ecs__entity_index_init(ix);
 }
 
@@ -30,6 +32,12 @@ bool ecs__entity_index_reserve_slow(ecs__entity_index_t *ix, const ecs_allocator
     if (pages_needed <= ix->page_count) return true;
     if (!ecs__array_reserve(a, (void **)&ix->pages, &ix->page_cap, pages_needed, sizeof(ecs__record_t *),
                             _Alignof(ecs__record_t *)))
+        return false;
+    /* The free stack must be able to take every record the new pages add,
+     * so that despawn never needs memory. Grown before the pages: failing
+     * here leaves only spare capacity. */
+    if (!ecs__array_reserve(a, (void **)&ix->free, &ix->free_cap, pages_needed * ECS__PAGE_SIZE, sizeof(uint32_t),
+                            _Alignof(uint32_t)))
         return false;
     uint32_t first_new = ix->page_count;
     for (uint32_t p = first_new; p < pages_needed; p++) {

@@ -33,8 +33,8 @@ typedef struct ecs__scheduler ecs__scheduler_t;
 #define ECS__PAGE_BITS 12
 #define ECS__PAGE_SIZE (1u << ECS__PAGE_BITS)
 
-/* Where an entity lives. chunk == NULL: the slot is dead (free or retired),
- * and row then links the free list. Records sit in pages that never move. */
+/* Where an entity lives. chunk == NULL: the slot is dead (free or
+ * retired). Records sit in pages that never move. */
 typedef struct {
     ecs__chunk_t *chunk;
     uint32_t row;
@@ -45,8 +45,11 @@ typedef struct {
     ecs__record_t **pages;
     uint32_t page_count, page_cap;
     uint32_t next_index; /* first index never handed out; index 0 is reserved */
-    uint32_t free_head;  /* most recently freed index, 0 = none (LIFO) */
-    uint32_t free_count;
+    /* Dead indices, a LIFO stack. Its capacity covers every record the
+     * pages hold, so despawn never allocates, and popping a run of ids
+     * (a batch spawn) is independent loads, not a chase through records. */
+    uint32_t *free;
+    uint32_t free_count, free_cap;
     uint32_t alive;
 } ecs__entity_index_t;
 
@@ -82,11 +85,9 @@ static inline ecs_entity_t ecs__entity_index_new(ecs__entity_index_t *ix, ecs__r
 {
     uint32_t index;
     ecs__record_t *r;
-    if (ix->free_head) {
-        index = ix->free_head;
+    if (ix->free_count) {
+        index = ix->free[--ix->free_count];
         r = ecs__record_at(ix, index);
-        ix->free_head = r->row;
-        ix->free_count--;
     } else {
         index = ix->next_index++;
         ecs__assert((index >> ECS__PAGE_BITS) < ix->page_count, "entity index reserved");
@@ -98,6 +99,37 @@ static inline ecs_entity_t ecs__entity_index_new(ecs__entity_index_t *ix, ecs__r
     return ((ecs_entity_t)r->generation << 32) | index;
 }
 
+/* Creates n ids for rows [row, row + n) of chunk ch (reserved first),
+ * writing them to ids (the chunk's entity column at row) and, when out is
+ * not NULL, to out. The counters live in locals: stores through records would
+ * otherwise force the compiler to reload them for every entity. */
+static inline void ecs__entity_index_new_n(ecs__entity_index_t *ix, uint32_t n, ecs__chunk_t *ch, uint32_t row,
+                                           ecs_entity_t *ids, ecs_entity_t *out)
+{
+    uint32_t free_count = ix->free_count, next = ix->next_index;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t index;
+        ecs__record_t *r;
+        if (free_count) {
+            index = ix->free[--free_count];
+            r = ecs__record_at(ix, index);
+        } else {
+            index = next++;
+            r = ecs__record_at(ix, index);
+            r->generation = 0;
+        }
+        r->chunk = ch;
+        r->row = row + i;
+        ecs_entity_t e = ((ecs_entity_t)r->generation << 32) | index;
+        ids[i] = e;
+        if (out) out[i] = e;
+    }
+    ecs__assert(next <= ix->page_count * ECS__PAGE_SIZE, "entity index reserved");
+    ix->free_count = free_count;
+    ix->next_index = next;
+    ix->alive += n;
+}
+
 /* Kills a live id: bumps the generation and frees (or retires) the slot. */
 static inline void ecs__entity_index_delete(ecs__entity_index_t *ix, ecs_entity_t e)
 {
@@ -107,13 +139,9 @@ static inline void ecs__entity_index_delete(ecs__entity_index_t *ix, ecs_entity_
     r->chunk = NULL;
     r->generation++;
     ix->alive--;
-    if (ECS__UNLIKELY(r->generation >= ECS__GEN_MAX)) {
-        r->row = 0; /* retired: reusing the slot would bring back an old handle */
-        return;
-    }
-    r->row = ix->free_head;
-    ix->free_head = index;
-    ix->free_count++;
+    if (ECS__UNLIKELY(r->generation >= ECS__GEN_MAX)) return; /* retired: never reused */
+    ecs__assert(ix->free_count < ix->free_cap, "free stack covers every record");
+    ix->free[ix->free_count++] = index;
 }
 
 /* ---------------------------------------------------------------------- */
