@@ -1237,6 +1237,129 @@ static void commands_steady_respawn_frames_allocate_nothing(void **state)
     check_steady_frames_allocate_nothing(respawn_every_row);
 }
 
+/* ---------------------------------------------------------------------- */
+/* Runs of commands on one entity fold into one archetype move             */
+/* ---------------------------------------------------------------------- */
+
+static struct {
+    fixture_t *f;
+    ecs_entity_t target;
+    int scenario;
+} fold;
+
+static void fold_system(ecs_iter_t *it)
+{
+    fixture_t *f = fold.f;
+    ecs_commands_t *c = it->commands;
+    ecs_entity_t e = fold.target;
+    switch (fold.scenario) {
+    case 0: { /* several adds and a set on an existing entity */
+        Link l = {1.5f, ECS_NULL};
+        assert_int_equal(ecs_cmd_add(c, e, f->vel), ECS_OK);
+        assert_int_equal(ecs_cmd_add(c, e, f->tag), ECS_OK);
+        assert_int_equal(ecs_cmd_set(c, e, f->link, &l), ECS_OK);
+        break;
+    }
+    case 1: { /* every folding rule in one run */
+        Vel v1 = {1, 2}, v2 = {3, 4};
+        Str y = {"y"};
+        assert_int_equal(ecs_cmd_remove(c, e, f->pos), ECS_OK); /* remove, then add: a fresh default */
+        assert_int_equal(ecs_cmd_add(c, e, f->pos), ECS_OK);
+        assert_int_equal(ecs_cmd_set(c, e, f->vel, &v1), ECS_OK); /* the later set wins */
+        assert_int_equal(ecs_cmd_set(c, e, f->vel, &v2), ECS_OK);
+        assert_int_equal(ecs_cmd_remove(c, e, f->str), ECS_OK); /* remove, then set: the new value */
+        assert_int_equal(ecs_cmd_set(c, e, f->str, &y), ECS_OK);
+        assert_int_equal(ecs_cmd_add(c, e, f->tag), ECS_OK); /* add, then remove: absent */
+        assert_int_equal(ecs_cmd_remove(c, e, f->tag), ECS_OK);
+        assert_int_equal(ecs_cmd_remove(c, e, f->link), ECS_OK); /* removing an absent one: no-op */
+        assert_int_equal(ecs_cmd_add(c, e, f->link), ECS_OK);    /* then adding it: a default */
+        break;
+    }
+    case 2: { /* a spawn and the commands on the new entity */
+        ecs_entity_t n = ecs_cmd_spawn(c);
+        Pos p = {9, 9};
+        Vel v = {8, 8};
+        assert_int_equal(ecs_cmd_set(c, n, f->pos, &p), ECS_OK);
+        assert_int_equal(ecs_cmd_set(c, n, f->vel, &v), ECS_OK);
+        assert_int_equal(ecs_cmd_add(c, n, f->tag), ECS_OK);
+        break;
+    }
+    }
+}
+
+static void fold_setup(fixture_t *f, int scenario)
+{
+    fixture_init(f);
+    fold.f = f;
+    fold.scenario = scenario;
+    assert_true(ecs_system_register(f->w, &(ecs_system_desc_t){.name = "fold", .run = fold_system}) != 0);
+}
+
+static void commands_several_adds_on_one_entity_are_one_move(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fold_setup(&f, 0);
+    fold.target = spawn_pos(&f, 7.0f);
+    ecs_world_stats_t before = stats(f.w);
+    assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
+    /* Only the final archetype {Pos, Vel, Tag, Link} is new: no
+     * intermediate {Pos, Vel} or {Pos, Vel, Tag}. */
+    assert_int_equal(stats(f.w).archetypes, before.archetypes + 1);
+    assert_true(ecs_has(f.w, fold.target, f.vel) && ecs_has(f.w, fold.target, f.tag));
+    assert_float_equal(pos_x(&f, fold.target), 7.0f, 0.0f);
+    const Vel *v = ecs_get(f.w, fold.target, f.vel);
+    assert_true(v->x == 0.0f && v->y == 0.0f);
+    const Link *l = ecs_get(f.w, fold.target, f.link);
+    assert_float_equal(l->weight, 1.5f, 0.0f);
+    assert_int_equal(stats(f.w).commands_skipped, 0);
+    ecs_world_destroy(f.w);
+}
+
+static void commands_folded_run_matches_one_by_one(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fold_setup(&f, 1);
+    Pos p = {7, 7};
+    Str x = {"x"};
+    ecs_component_t ids[2] = {f.pos, f.str};
+    const void *vals[2] = {&p, &x};
+    fold.target = ecs_spawn_with(f.w, 2, ids, vals);
+    assert_true(ecs_is_alive(f.w, fold.target));
+    assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
+    ecs_entity_t e = fold.target;
+    const Pos *pp = ecs_get(f.w, e, f.pos);
+    assert_true(pp && pp->x == 0.0f && pp->y == 0.0f);
+    const Vel *v = ecs_get(f.w, e, f.vel);
+    assert_true(v && v->x == 3.0f && v->y == 4.0f);
+    const Str *s = ecs_get(f.w, e, f.str);
+    assert_true(s && s->s && !strcmp(s->s, "y"));
+    assert_false(ecs_has(f.w, e, f.tag));
+    const Link *l = ecs_get(f.w, e, f.link);
+    assert_true(l && l->weight == 0.0f && l->target == ECS_NULL);
+    assert_int_equal(stats(f.w).commands_skipped, 0);
+    ecs_world_destroy(f.w);
+    /* Every Str value ever made (the spawn's copy, the recorded copy) was
+     * destroyed exactly once. */
+    assert_int_equal(hooks.copy + hooks.ctor, hooks.dtor);
+}
+
+static void commands_spawn_run_creates_no_intermediate_archetypes(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fold_setup(&f, 2);
+    ecs_world_stats_t before = stats(f.w);
+    assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
+    assert_int_equal(stats(f.w).archetypes, before.archetypes + 1); /* {Pos, Vel, Tag} only */
+    ecs_entity_t e = the_pos_x(&f, 9.0f);
+    const Vel *v = ecs_get(f.w, e, f.vel);
+    assert_true(v && v->x == 8.0f);
+    assert_true(ecs_has(f.w, e, f.tag));
+    ecs_world_destroy(f.w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1266,6 +1389,9 @@ int main(void)
         cmocka_unit_test(commands_of_exclusive_system_on_entity_it_despawned_are_skipped),
         cmocka_unit_test(commands_steady_set_frames_allocate_nothing),
         cmocka_unit_test(commands_steady_respawn_frames_allocate_nothing),
+        cmocka_unit_test(commands_several_adds_on_one_entity_are_one_move),
+        cmocka_unit_test(commands_folded_run_matches_one_by_one),
+        cmocka_unit_test(commands_spawn_run_creates_no_intermediate_archetypes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
