@@ -182,32 +182,25 @@ ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_
     return ECS_OK;
 }
 
-ECS__INLINE int entity_add(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c)
+/* Adds (add true) or removes component c: a no-op when there is nothing
+ * to do, else one move to the neighbouring archetype. */
+ECS__INLINE int entity_toggle(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c, bool add)
 {
     ecs__archetype_t *a = rec->chunk->archetype;
     ecs__edge_t *edge;
-    ecs__archetype_t *b = ecs__archetype_with(w, a, c, &edge);
-    if (!b) return ECS_ENOMEM;
-    return b == a ? ECS_OK : move_to(w, e, rec, b, edge);
-}
-
-ECS__INLINE int entity_remove(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c)
-{
-    ecs__archetype_t *a = rec->chunk->archetype;
-    ecs__edge_t *edge;
-    ecs__archetype_t *b = ecs__archetype_without(w, a, c, &edge);
+    ecs__archetype_t *b = ecs__archetype_step(w, a, c, add, &edge);
     if (!b) return ECS_ENOMEM;
     return b == a ? ECS_OK : move_to(w, e, rec, b, edge);
 }
 
 int ecs__entity_add(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c)
 {
-    return entity_add(w, e, rec, c);
+    return entity_toggle(w, e, rec, c, true);
 }
 
 int ecs__entity_remove(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c)
 {
-    return entity_remove(w, e, rec, c);
+    return entity_toggle(w, e, rec, c, false);
 }
 
 int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c, void *value, bool move)
@@ -431,14 +424,14 @@ int ecs_add(ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 {
     ecs__record_t *rec;
     int err = immediate_target(w, e, c, &rec);
-    return err ? err : entity_add(w, e, rec, c);
+    return err ? err : entity_toggle(w, e, rec, c, true);
 }
 
 int ecs_remove(ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 {
     ecs__record_t *rec;
     int err = immediate_target(w, e, c, &rec);
-    return err ? err : entity_remove(w, e, rec, c);
+    return err ? err : entity_toggle(w, e, rec, c, false);
 }
 
 int ecs_set(ecs_world_t *w, ecs_entity_t e, ecs_component_t c, const void *value)

@@ -334,27 +334,23 @@ ecs__archetype_t *ecs__archetype_ensure(ecs_world_t *w, const ecs_component_t *t
  * or NULL when there is none (no transition, or it could not be cached). */
 ecs__archetype_t *ecs__archetype_neighbour(ecs_world_t *w, ecs__archetype_t *a, ecs_component_t c, bool add,
                                            ecs__edge_t **edge);
+/* The cached fast path of ecs__archetype_neighbour; add false = remove.
+ * Callers pass a constant, so each call site compiles to one branch. */
+ECS__INLINE ecs__archetype_t *ecs__archetype_step(ecs_world_t *w, ecs__archetype_t *a, ecs_component_t c, bool add,
+                                                  ecs__edge_t **edge)
+{
+    uint32_t slot = c & (ECS__EDGE_CACHE - 1);
+    if (ECS__LIKELY(a->edge_cache[!add][slot].component == c)) {
+        ecs__edge_t *e = a->edge_cache[!add][slot].edge;
+        if (edge) *edge = e;
+        return e->dst;
+    }
+    return ecs__archetype_neighbour(w, a, c, add, edge);
+}
 static inline ecs__archetype_t *ecs__archetype_with(ecs_world_t *w, ecs__archetype_t *a, ecs_component_t c,
                                                    ecs__edge_t **edge)
 {
-    uint32_t slot = c & (ECS__EDGE_CACHE - 1);
-    if (ECS__LIKELY(a->edge_cache[0][slot].component == c)) {
-        ecs__edge_t *e = a->edge_cache[0][slot].edge;
-        if (edge) *edge = e;
-        return e->dst;
-    }
-    return ecs__archetype_neighbour(w, a, c, true, edge);
-}
-static inline ecs__archetype_t *ecs__archetype_without(ecs_world_t *w, ecs__archetype_t *a, ecs_component_t c,
-                                                      ecs__edge_t **edge)
-{
-    uint32_t slot = c & (ECS__EDGE_CACHE - 1);
-    if (ECS__LIKELY(a->edge_cache[1][slot].component == c)) {
-        ecs__edge_t *e = a->edge_cache[1][slot].edge;
-        if (edge) *edge = e;
-        return e->dst;
-    }
-    return ecs__archetype_neighbour(w, a, c, false, edge);
+    return ecs__archetype_step(w, a, c, true, edge);
 }
 void ecs__archetypes_fini(ecs_world_t *w);
 
