@@ -166,10 +166,15 @@ static int run_system(ecs_world_t *w, const ecs__system_t *sys, uint32_t slot, f
     it.priv_.field_count = (int32_t)q->term_count;
     /* An exclusive system may change the structure while it iterates, so
      * walk by index (arrays may grow) and keep emptied chunks alive until
-     * it returns. Others cannot: immediate mode is closed for them. */
+     * it returns. The walk covers the archetypes that matched when it
+     * started and, in each, the chunks present when it got there, so a
+     * system that spawns into what it iterates still ends. Others cannot
+     * change the structure: immediate mode is closed for them. */
     if (exclusive) w->defer_chunk_release = true;
-    for (uint32_t m = 0; m < q->match_count; m++) {
-        for (uint32_t c = 0; c < q->matches[m].archetype->chunk_count; c++) {
+    uint32_t nm = q->match_count;
+    for (uint32_t m = 0; m < nm; m++) {
+        uint32_t nc = q->matches[m].archetype->chunk_count;
+        for (uint32_t c = 0; c < nc; c++) {
             const ecs__chunk_t *ch = q->matches[m].archetype->chunks[c];
             if (!ch->count) continue;
             ecs__commands_set_chunk(cmd, ((uint64_t)m << 32) | c);

@@ -1146,6 +1146,35 @@ static void system_exclusive_churn_while_iterating_is_memory_safe(void **state)
     ecs_world_destroy(f.w);
 }
 
+/* Each call spawns twice a chunk's worth of entities into the archetype
+ * being walked: the walk still ends, covering only the chunks that were
+ * there when it reached the archetype. */
+static void exclusive_spawn_into_own(ecs_iter_t *it)
+{
+    g.calls++;
+    fixture_t *f = g.f;
+    assert_int_equal(ecs_spawn_batch(it->world, 2048, 1, &f->pos, NULL, NULL), ECS_OK);
+}
+
+static void system_exclusive_spawning_into_its_query_ends(void **state)
+{
+    (void)state;
+    g_reset();
+    fixture_t f;
+    fixture_init(&f);
+    g.f = &f;
+    spawn_many(&f, 10, 1, &f.pos);
+    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {{.component = f.pos}},
+                                                                        .run = exclusive_spawn_into_own,
+                                                                        .flags = ECS_SYSTEM_EXCLUSIVE}),
+                         0);
+    assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
+    /* One chunk existed when the walk reached the archetype. */
+    assert_int_equal(g.calls, 1);
+    assert_int_equal(stats(f.w).entities, 10 + 2048);
+    ecs_world_destroy(f.w);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Registration calls from inside systems                                  */
 /* ---------------------------------------------------------------------- */
@@ -1221,6 +1250,7 @@ int main(void)
         cmocka_unit_test(system_exclusive_sees_earlier_commands_of_stage),
         cmocka_unit_test(system_later_systems_see_exclusive_changes),
         cmocka_unit_test(system_exclusive_despawn_while_iterating),
+        cmocka_unit_test(system_exclusive_spawning_into_its_query_ends),
         cmocka_unit_test(system_exclusive_despawn_other_chunks_while_iterating),
         cmocka_unit_test(system_exclusive_add_while_iterating),
         cmocka_unit_test(system_exclusive_churn_while_iterating_is_memory_safe),

@@ -247,15 +247,19 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
      * only where immediate mode is open), walking by index with chunk
      * releases deferred keeps this loop memory-safe (entities may then be
      * visited twice or missed). While systems run nothing can change the
-     * structure, and the world is not written. */
+     * structure, and the world is not written. Like an exclusive system's
+     * walk, it covers the archetypes and chunks present when it reached
+     * them, so it always ends. */
     bool guard = ecs__world_immediate_ok(w) && !w->defer_chunk_release;
     if (guard) w->defer_chunk_release = true;
     ecs__query_match_t m;
-    for (uint32_t i = 0; i < w->archetype_count; i++) {
+    uint32_t na = w->archetype_count;
+    for (uint32_t i = 0; i < na; i++) {
         ecs__archetype_t *a = w->archetypes[i];
         if (!a->entity_count || !ecs__query_match(&q, a, m.columns)) continue;
         m.archetype = a;
-        for (uint32_t c = 0; c < a->chunk_count; c++) {
+        uint32_t nc = a->chunk_count;
+        for (uint32_t c = 0; c < nc; c++) {
             const ecs__chunk_t *ch = a->chunks[c];
             if (!ch->count) continue;
             ecs__iter_set_chunk(&it, &q, &m, ch);
