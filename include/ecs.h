@@ -123,7 +123,8 @@ ECS_API ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc);
  * Destroys the world: runs the dtor of every live component value, frees
  * every allocation. Handles, queries and pointers obtained from the world
  * are invalid afterwards. NULL is ignored. Must not be called from inside
- * ecs_world_progress() (it is then ignored and nothing is freed).
+ * ecs_world_progress() or an ecs_query_each() callback (it is then
+ * ignored and nothing is freed).
  */
 ECS_API void ecs_world_destroy(ecs_world_t *world);
 
@@ -132,7 +133,7 @@ ECS_API void ecs_world_destroy(ecs_world_t *world);
  * registration order, with each stage's deferred commands applied at its
  * end (and around every EXCLUSIVE system).
  * Returns ECS_OK; ECS_EINVAL for a NULL world; ECS_EBUSY when called from
- * inside a system; ECS_ENOMEM when a deferred command could not be applied
+ * inside a system or an ecs_query_each() callback; ECS_ENOMEM when a deferred command could not be applied
  * for lack of memory (that command is skipped, the others are applied).
  */
 ECS_API int ecs_world_progress(ecs_world_t *world, float delta_time);

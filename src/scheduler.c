@@ -160,7 +160,7 @@ static int run_system(ecs_world_t *w, const ecs__system_t *sys, uint32_t slot, f
     const ecs_query_t *q = sys->query;
     if (!q) {
         sys->run(&it);
-        return cmd ? ECS_OK : ECS_ENOMEM;
+        return cmd->failed ? ECS_ENOMEM : ECS_OK;
     }
     it.priv_.query = q;
     it.priv_.field_count = (int32_t)q->term_count;
@@ -186,13 +186,15 @@ static int run_system(ecs_world_t *w, const ecs__system_t *sys, uint32_t slot, f
         w->defer_chunk_release = false;
         ecs__archetypes_trim(w);
     }
-    return cmd ? ECS_OK : ECS_ENOMEM;
+    return cmd->failed ? ECS_ENOMEM : ECS_OK;
 }
 
 int ecs_world_progress(ecs_world_t *w, float delta_time)
 {
     if (!w) return ECS_EINVAL;
-    if (w->phase != ECS__PHASE_IDLE) return ECS_EBUSY;
+    /* Not from a system, nor from an ecs_query_each callback (whose walk
+     * must not see chunks released under it). */
+    if (w->phase != ECS__PHASE_IDLE || w->defer_chunk_release) return ECS_EBUSY;
     const ecs__scheduler_t *s = w->scheduler;
     int result = ECS_OK;
     for (uint32_t si = 0; si < s->stage_count; si++) {

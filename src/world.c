@@ -29,7 +29,7 @@ ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc)
 
 void ecs_world_destroy(ecs_world_t *w)
 {
-    if (!w || w->phase != ECS__PHASE_IDLE) return;
+    if (!w || w->phase != ECS__PHASE_IDLE || w->defer_chunk_release) return;
     ecs_allocator_t a = w->allocator;
     ecs__scheduler_destroy(w, w->scheduler);
     ecs__world_storage_fini(w);

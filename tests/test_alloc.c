@@ -590,7 +590,7 @@ typedef struct {
     ecs_entity_t base[20];
     ecs_entity_t extra[4];
     long sys_rows, sys2_rows;
-    bool null_buffer; /* a system ran without a command buffer (out of memory) */
+    bool null_buffer; /* a system ran with the out-of-memory stand-in buffer */
     /* the operation's results */
     int err;
     ecs_entity_t made;
@@ -610,10 +610,18 @@ typedef struct {
 
 enum { BATCH_N = 5000 };
 
+/* A system whose command buffer could not be allocated gets a stand-in
+ * that answers every call with ECS_ENOMEM; a real buffer answers this
+ * probe with ECS_ESTALE and records nothing. */
+static bool buffer_failed(const ecs_iter_t *it)
+{
+    return !it->commands || ecs_cmd_despawn(it->commands, ECS_NULL) == ECS_ENOMEM;
+}
+
 static void fx_count_rows(ecs_iter_t *it)
 {
     fx_t *fx = it->ctx;
-    if (!it->commands) fx->null_buffer = true;
+    if (buffer_failed(it)) fx->null_buffer = true;
     fx->sys_rows += it->count;
 }
 
@@ -1329,7 +1337,7 @@ static void note_err(pstate_t *ps, int err)
 
 static void note_null_buffer(pstate_t *ps, const ecs_iter_t *it)
 {
-    if (it->commands) return;
+    if (!buffer_failed(it)) return;
     pthread_mutex_lock(&ps_lock);
     ps->null_buffer = true;
     pthread_mutex_unlock(&ps_lock);
@@ -1529,6 +1537,149 @@ static void alloc_oom_progress_with_commands(void **state)
     run_isolated("ecs_world_progress", progress_loop);
 }
 
+/* ---------------------------------------------------------------------- */
+/* Review regressions: what a failure may and may not leave behind         */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t v;
+} small_t;
+
+typedef struct {
+    t_alloc_t al;
+    ecs_world_t *w;
+    ecs_component_t a, b, z;
+    ecs_entity_t e;
+    int mode;
+} rv_t;
+
+static void rv_init(rv_t *rv)
+{
+    memset(rv, 0, sizeof(*rv));
+    rv->w = ecs_world_create(&(ecs_world_desc_t){.allocator = {t_alloc, t_free, &rv->al}});
+    assert_non_null(rv->w);
+    rv->a = ecs_component_register(rv->w, &(ecs_component_desc_t){.name = "A", .size = sizeof(small_t)});
+    rv->b = ecs_component_register(rv->w, &(ecs_component_desc_t){.name = "B", .size = sizeof(small_t)});
+    rv->z = ecs_component_register(rv->w, &(ecs_component_desc_t){.name = "Z", .size = sizeof(small_t)});
+    assert_true(rv->a && rv->b && rv->z);
+}
+
+static void rv_fini(rv_t *rv)
+{
+    rv->al.failing = false;
+    rv->al.fail_in = 0;
+    ecs_world_destroy(rv->w);
+    assert_int_equal(rv->al.live, 0);
+}
+
+/* Records its commands, then makes every later allocation (the flush's)
+ * fail. mode 0: 100 in-place sets; mode 1: a set in place, then an add
+ * that needs a new archetype, on the same entity. */
+static void rv_recorder(ecs_iter_t *it)
+{
+    rv_t *rv = it->ctx;
+    for (int i = 0; i < it->count; i++) {
+        small_t v = {1000 + i};
+        assert_int_equal(ecs_cmd_set(it->commands, it->entities[i], rv->a, &v), ECS_OK);
+        if (rv->mode == 1) assert_int_equal(ecs_cmd_add(it->commands, it->entities[i], rv->b), ECS_OK);
+    }
+    pthread_mutex_lock(&t_lock);
+    rv->al.failing = true;
+    pthread_mutex_unlock(&t_lock);
+}
+
+static void alloc_flush_needs_no_memory(void **state)
+{
+    (void)state;
+    rv_t rv;
+    rv_init(&rv);
+    ecs_entity_t ids[100];
+    assert_int_equal(ecs_spawn_batch(rv.w, 100, 1, &rv.a, NULL, ids), ECS_OK);
+    assert_true(ecs_system_register(rv.w, &(ecs_system_desc_t){.terms = {{.component = rv.a, .access = ECS_WRITE}},
+                                                               .run = rv_recorder,
+                                                               .ctx = &rv}) != 0);
+    /* Ordering and applying 100 commands that need no storage must not
+     * need memory either. */
+    assert_int_equal(ecs_world_progress(rv.w, 0.0f), ECS_OK);
+    rv.al.failing = false;
+    ecs_world_stats_t st;
+    ecs_world_stats(rv.w, &st);
+    assert_int_equal(st.commands_skipped, 0);
+    for (int i = 0; i < 100; i++) assert_int_equal(((const small_t *)ecs_get(rv.w, ids[i], rv.a))->v, 1000 + i);
+    rv_fini(&rv);
+}
+
+static void alloc_oom_folded_run_applies_what_it_can(void **state)
+{
+    (void)state;
+    rv_t rv;
+    rv_init(&rv);
+    rv.mode = 1;
+    ecs_entity_t e = ecs_spawn_with(rv.w, 1, &rv.a, NULL);
+    assert_true(ecs_system_register(rv.w, &(ecs_system_desc_t){.terms = {{.component = rv.a, .access = ECS_WRITE}},
+                                                               .run = rv_recorder,
+                                                               .ctx = &rv}) != 0);
+    ecs_world_stats_t before;
+    ecs_world_stats(rv.w, &before);
+    /* {A, B} does not exist and cannot be made: the add is skipped, but
+     * the set, which needs no memory, is applied as it would be alone. */
+    assert_int_equal(ecs_world_progress(rv.w, 0.0f), ECS_ENOMEM);
+    rv.al.failing = false;
+    ecs_world_stats_t st;
+    ecs_world_stats(rv.w, &st);
+    assert_int_equal(st.commands_skipped, 1);
+    assert_int_equal(st.archetypes, before.archetypes);
+    assert_int_equal(((const small_t *)ecs_get(rv.w, e, rv.a))->v, 1000);
+    assert_false(ecs_has(rv.w, e, rv.b));
+    rv_fini(&rv);
+}
+
+/* Each call creates an archetype on its way and then fails for lack of
+ * memory: it must leave no archetype behind. */
+static void alloc_oom_leaves_no_new_archetype(void **state)
+{
+    (void)state;
+    for (int op = 0; op < 5; op++) {
+        for (long k = 1;; k++) {
+            rv_t rv;
+            rv_init(&rv);
+            ecs_entity_t e = ecs_spawn_with(rv.w, 1, &rv.a, NULL);
+            ecs_query_t *q = ecs_query_create(rv.w, &(ecs_query_desc_t){.terms = {{.component = rv.a}}});
+            assert_non_null(q);
+            ecs_world_stats_t before;
+            ecs_world_stats(rv.w, &before);
+            rv.al.fail_in = k;
+            rv.al.persistent = true;
+            small_t v = {7};
+            ecs_component_t ab[2] = {rv.a, rv.b}, bz[2] = {rv.b, rv.z};
+            bool ok;
+            switch (op) {
+            case 0: ok = ecs_add(rv.w, e, rv.b) == ECS_OK; break;
+            case 1: ok = ecs_set(rv.w, e, rv.z, &v) == ECS_OK; break;
+            case 2: ok = ecs_spawn_with(rv.w, 2, ab, NULL) != ECS_NULL; break;
+            case 3: ok = ecs_spawn_batch(rv.w, 3000, 2, bz, NULL, NULL) == ECS_OK; break;
+            default: ok = ecs_remove(rv.w, ecs_spawn_with(rv.w, 2, bz, NULL), rv.b) == ECS_OK; break;
+            }
+            bool injected = rv.al.injected > 0;
+            rv.al.failing = false;
+            rv.al.fail_in = 0;
+            ecs_world_stats_t st;
+            ecs_world_stats(rv.w, &st);
+            if (!ok) {
+                assert_true(injected);
+                if (op < 4) assert_int_equal(st.archetypes, before.archetypes);
+                /* The query still iterates exactly the one entity. */
+                int rows = 0;
+                ecs_iter_t it = ecs_query_iter(rv.w, q);
+                while (ecs_query_next(&it)) rows += it.count;
+                assert_int_equal(rows, 1);
+            }
+            rv_fini(&rv);
+            if (ok && !injected) break;
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1548,6 +1699,9 @@ int main(void)
         cmocka_unit_test(alloc_oom_system_register),
         cmocka_unit_test(alloc_oom_stage_add),
         cmocka_unit_test(alloc_oom_progress_with_commands),
+        cmocka_unit_test(alloc_flush_needs_no_memory),
+        cmocka_unit_test(alloc_oom_folded_run_applies_what_it_can),
+        cmocka_unit_test(alloc_oom_leaves_no_new_archetype),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

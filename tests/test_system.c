@@ -1175,6 +1175,33 @@ static void system_exclusive_spawning_into_its_query_ends(void **state)
     ecs_world_destroy(f.w);
 }
 
+/* A frame, or destroying the world, from inside an ecs_query_each
+ * callback would release chunks under the walk: both are refused. */
+static int each_progress_result;
+
+static void each_calls_progress(ecs_iter_t *it)
+{
+    each_progress_result = ecs_world_progress(it->world, 0.0f);
+    ecs_world_destroy(it->world); /* ignored */
+}
+
+static void system_progress_inside_query_each_is_busy(void **state)
+{
+    (void)state;
+    g_reset();
+    fixture_t f;
+    fixture_init(&f);
+    spawn_many(&f, 100, 1, &f.pos);
+    each_progress_result = 12345;
+    assert_int_equal(
+        ecs_query_each(f.w, &(ecs_query_desc_t){.terms = {{.component = f.pos}}}, each_calls_progress, NULL), ECS_OK);
+    assert_int_equal(each_progress_result, ECS_EBUSY);
+    assert_int_equal(ecs_world_frame(f.w), 0);
+    assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK); /* the world is intact */
+    assert_int_equal(stats(f.w).entities, 100);
+    ecs_world_destroy(f.w);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Registration calls from inside systems                                  */
 /* ---------------------------------------------------------------------- */
@@ -1251,6 +1278,7 @@ int main(void)
         cmocka_unit_test(system_later_systems_see_exclusive_changes),
         cmocka_unit_test(system_exclusive_despawn_while_iterating),
         cmocka_unit_test(system_exclusive_spawning_into_its_query_ends),
+        cmocka_unit_test(system_progress_inside_query_each_is_busy),
         cmocka_unit_test(system_exclusive_despawn_other_chunks_while_iterating),
         cmocka_unit_test(system_exclusive_add_while_iterating),
         cmocka_unit_test(system_exclusive_churn_while_iterating_is_memory_safe),

@@ -501,7 +501,8 @@ ecs__chunk_t *ecs__archetype_chunk_with_room_slow(ecs_world_t *w, ecs__archetype
 bool ecs__archetype_reserve_rows(ecs_world_t *w, ecs__archetype_t *a, uint32_t n)
 {
     uint64_t room = 0;
-    for (uint32_t i = 0; i < a->chunk_count && room < n; i++) room += a->capacity - a->chunks[i]->count;
+    /* Every chunk below the hint is full. */
+    for (uint32_t i = a->nonfull_hint; i < a->chunk_count && room < n; i++) room += a->capacity - a->chunks[i]->count;
     if (room >= n) return true;
     uint32_t need = (uint32_t)((n - room + a->capacity - 1) / a->capacity);
     uint32_t first_new = a->chunk_count;
@@ -553,7 +554,8 @@ void ecs__chunk_emptied(ecs_world_t *w, ecs__chunk_t *ch)
 
 void ecs__archetypes_trim(ecs_world_t *w)
 {
-    if (!w->trim_pending) return;
+    /* While a walk defers releases, its chunks must stay where they are. */
+    if (!w->trim_pending || w->defer_chunk_release) return;
     w->trim_pending = false;
     for (uint32_t i = 0; i < w->archetype_count; i++) {
         ecs__archetype_t *a = w->archetypes[i];
@@ -561,6 +563,72 @@ void ecs__archetypes_trim(ecs_world_t *w)
             if (c < a->chunk_count && a->chunks[c]->count == 0) chunk_release(w, a->chunks[c]);
         }
     }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Undoing a creation                                                      */
+/* ---------------------------------------------------------------------- */
+
+/* Drops the edges of x that lead to a (and their cache slots). */
+static void edges_drop_to(ecs_world_t *w, ecs__archetype_t *x, ecs__archetype_t *a)
+{
+    for (int dir = 0; dir < 2; dir++) {
+        ecs__map_t *m = dir ? &x->remove_edges : &x->add_edges;
+        for (uint32_t i = 0; i < m->cap;) {
+            ecs__map_entry_t *en = &m->entries[i];
+            ecs__edge_t *e = (ecs__edge_t *)(uintptr_t)en->value;
+            if (!en->key || e->dst != a) {
+                i++;
+                continue;
+            }
+            uint32_t slot = (uint32_t)en->key & (ECS__EDGE_CACHE - 1);
+            if (x->edge_cache[dir][slot].edge == e) {
+                x->edge_cache[dir][slot].component = 0;
+                x->edge_cache[dir][slot].edge = NULL;
+            }
+            ecs__map_remove(m, en->key); /* may shift a later entry into i */
+            ecs__free(&w->allocator, e);
+        }
+    }
+}
+
+static void table_remove(ecs_world_t *w, ecs__archetype_t *a)
+{
+    uint32_t mask = w->archetype_table_cap - 1;
+    uint32_t i = (uint32_t)a->hash & mask;
+    while (w->archetype_table[i] != a) i = (i + 1) & mask;
+    /* Backward shift, as in the u64 map. */
+    uint32_t hole = i;
+    for (uint32_t j = (i + 1) & mask; w->archetype_table[j]; j = (j + 1) & mask) {
+        uint32_t home = (uint32_t)w->archetype_table[j]->hash & mask;
+        bool stays = hole < j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (!stays) {
+            w->archetype_table[hole] = w->archetype_table[j];
+            hole = j;
+        }
+    }
+    w->archetype_table[hole] = NULL;
+}
+
+void ecs__archetype_discard_unused(ecs_world_t *w, ecs__archetype_t *a)
+{
+    if (!a || a == w->root || a->chunk_count || a->slabs || a->entity_count) return;
+    if (!w->archetype_count || w->archetypes[w->archetype_count - 1] != a) return;
+    /* It is the last entry of every list it joined: pop it everywhere. */
+    for (uint32_t i = 0; i + 1 < w->archetype_count; i++) edges_drop_to(w, w->archetypes[i], a);
+    for (uint32_t t = 0; t < a->type_count; t++) {
+        ecs__component_t *c = w->components[a->types[t]];
+        ecs__assert(c->archetype_count && c->archetypes[c->archetype_count - 1].archetype == a, "index tail");
+        c->archetype_count--;
+    }
+    for (uint32_t i = 0; i < w->query_count; i++) {
+        ecs_query_t *q = w->queries[i];
+        if (q->match_count && q->matches[q->match_count - 1].archetype == a) q->match_count--;
+    }
+    table_remove(w, a);
+    w->archetype_count--;
+    if (w->spawn_cache.archetype == a) w->spawn_cache.count = 0;
+    archetype_free(w, a);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -5,15 +5,15 @@
  * records, in its worker's arena. Commands are grouped in segments, one
  * per (system plan slot, chunk order) run, so playback order can be fixed
  * by key (slot, chunk order, recording order) whatever the job split or
- * the timing. At the barrier every segment of every worker is sorted by
- * that key and applied; real ids for ecs_cmd_spawn are handed out then,
- * in key order, so they do not depend on the worker count either. The
- * arenas are then reset: after the first frames, recording and playback
- * allocate nothing.
+ * the timing. At the barrier the segments of every worker are merge-sorted
+ * by that key (a linked-list sort: no allocation) and applied; real ids
+ * for ecs_cmd_spawn are handed out then, in key order, so they do not
+ * depend on the worker count either. The arenas are then reset: after the
+ * first frames, recording and playback allocate nothing.
  *
- * Provisional handles: bit 63 set, bits 32..62 the buffer's tag, bits
- * 0..31 the spawn ordinal within the buffer. Only the buffer that issued
- * a handle accepts it.
+ * Provisional handles (world.h, ECS__PROVISIONAL_*): only the buffer that
+ * issued one accepts it; playback maps it through that buffer's table of
+ * real ids.
  */
 #include "world/world.h"
 
@@ -24,11 +24,12 @@ struct ecs__cmd {
     ecs_entity_t entity; /* real or provisional */
     ecs_component_t component;
     uint32_t kind;
-    void *value; /* CMD_SET: the recorded copy, in the arena */
+    void *value; /* CMD_SET: the recorded copy, in the arena; NULL once consumed */
 };
 
 struct ecs__cmd_segment {
-    ecs__cmd_segment_t *next; /* in the owner's list */
+    ecs__cmd_segment_t *next;      /* in the owner's list */
+    ecs__cmd_segment_t *sort_next; /* in the flush's sorted list */
     ecs_commands_t *owner;
     uint64_t chunk_order;
     uint32_t slot;
@@ -44,44 +45,68 @@ bool ecs__commands_init(ecs_world_t *w, uint32_t workers)
     if (!s->workers) return false;
     s->worker_count = workers;
     for (uint32_t i = 0; i < workers; i++) ecs__arena_init(&s->workers[i].arena, &w->allocator, 0);
-    s->next_tag = 1;
+    s->oom.world = w;
+    s->oom.failed = true;
     return true;
+}
+
+static inline bool is_provisional(ecs_entity_t e) { return (e & ECS__PROVISIONAL_BIT) != 0; }
+
+static inline uint64_t provisional_tag(ecs_entity_t e)
+{
+    return (e >> ECS__PROVISIONAL_ORDINAL_BITS) & ECS__PROVISIONAL_TAG_MASK;
+}
+
+static inline uint32_t provisional_ordinal(ecs_entity_t e)
+{
+    return (uint32_t)(e & ((1u << ECS__PROVISIONAL_ORDINAL_BITS) - 1));
+}
+
+/* Calls fn on every recorded command of every open buffer. */
+static void for_each_pending(ecs_world_t *w, void (*fn)(ecs_world_t *, ecs__cmd_t *))
+{
+    ecs__cmd_state_t *s = &w->cmd;
+    for (uint32_t i = 0; i < s->worker_count; i++) {
+        for (ecs_commands_t *cmd = s->workers[i].first; cmd; cmd = cmd->next) {
+            for (ecs__cmd_segment_t *seg = cmd->seg_first; seg; seg = seg->next) {
+                for (ecs__cmd_t *c = seg->first; c; c = c->next) fn(w, c);
+            }
+        }
+    }
+}
+
+static void drop_value(ecs_world_t *w, ecs__cmd_t *c)
+{
+    if (c->kind == CMD_SET && c->value) {
+        ecs__value_fini(w->components[c->component], c->value, 1);
+        c->value = NULL;
+    }
 }
 
 void ecs__commands_fini(ecs_world_t *w)
 {
     ecs__cmd_state_t *s = &w->cmd;
-    /* Values of commands that were never flushed are still owned here. */
-    for (uint32_t i = 0; i < s->worker_count; i++) {
-        for (ecs_commands_t *cmd = s->workers[i].first; cmd; cmd = cmd->next) {
-            for (ecs__cmd_segment_t *seg = cmd->seg_first; seg; seg = seg->next) {
-                for (ecs__cmd_t *c = seg->first; c; c = c->next) {
-                    if (c->kind == CMD_SET) ecs__value_fini(w->components[c->component], c->value, 1);
-                }
-            }
-        }
-    }
+    for_each_pending(w, drop_value); /* values never flushed are still owned here */
     for (uint32_t i = 0; i < s->worker_count; i++) ecs__arena_fini(&s->workers[i].arena);
     ecs__free(&w->allocator, s->workers);
-    ecs__free(&w->allocator, s->sorted);
-    ecs__free(&w->allocator, s->spawned);
     memset(s, 0, sizeof(*s));
 }
 
 ecs_commands_t *ecs__commands_begin(ecs_world_t *w, uint32_t worker, uint32_t slot)
 {
+    ecs__assert(worker < w->cmd.worker_count, "worker index");
     ecs__cmd_worker_t *wk = &w->cmd.workers[worker];
     ecs_commands_t *cmd = ecs__arena_alloc(&wk->arena, sizeof(*cmd), _Alignof(ecs_commands_t));
-    if (!cmd) return NULL;
+    if (!cmd) return &w->cmd.oom;
     memset(cmd, 0, sizeof(*cmd));
     cmd->world = w;
     cmd->worker = wk;
     cmd->slot = slot;
-    cmd->tag = w->cmd.next_tag;
     /* Tags only need to differ between buffers alive at the same time and
-     * from recent frames' buffers; 31 bits wrap after two billion jobs. */
-    w->cmd.next_tag = (w->cmd.next_tag + 1) & 0x7fffffffu;
-    if (!w->cmd.next_tag) w->cmd.next_tag = 1;
+     * from recent frames' buffers. Interleaving a per-worker counter with
+     * the worker index keeps them unique without shared state. */
+    uint64_t n = ++wk->tag_counter * w->cmd.worker_count + worker;
+    cmd->tag = (n & ECS__PROVISIONAL_TAG_MASK) ? n & ECS__PROVISIONAL_TAG_MASK : 1;
     if (wk->last) wk->last->next = cmd;
     else wk->first = cmd;
     wk->last = cmd;
@@ -92,17 +117,21 @@ ecs_commands_t *ecs__commands_begin(ecs_world_t *w, uint32_t worker, uint32_t sl
 /* Recording                                                               */
 /* ---------------------------------------------------------------------- */
 
-static inline bool is_provisional(ecs_entity_t e) { return (e & ECS__PROVISIONAL_BIT) != 0; }
-
-static inline uint32_t provisional_tag(ecs_entity_t e) { return (uint32_t)(e >> 32) & 0x7fffffffu; }
-
 /* A handle this buffer may record against: live, or provisional from it. */
 static int check_entity(const ecs_commands_t *cmd, ecs_entity_t e)
 {
     if (is_provisional(e)) {
-        return provisional_tag(e) == cmd->tag && (uint32_t)e < cmd->spawn_count ? ECS_OK : ECS_ESTALE;
+        return provisional_tag(e) == cmd->tag && provisional_ordinal(e) < cmd->spawn_count ? ECS_OK : ECS_ESTALE;
     }
     return ecs__record_from_entity(&cmd->world->entity_index, e) ? ECS_OK : ECS_ESTALE;
+}
+
+/* The checks every recording call starts with. */
+static int check_buffer(const ecs_commands_t *cmd, ecs_entity_t e)
+{
+    if (!cmd) return ECS_EINVAL;
+    if (cmd->failed) return ECS_ENOMEM;
+    return check_entity(cmd, e);
 }
 
 /* A command at the end of the current segment, opening a new segment when
@@ -124,7 +153,7 @@ static ecs__cmd_t *cmd_append(ecs_commands_t *cmd, uint32_t kind, ecs_entity_t e
     if (!p) return NULL;
     if (new_seg) {
         seg = (ecs__cmd_segment_t *)p;
-        seg->next = NULL;
+        seg->next = seg->sort_next = NULL;
         seg->owner = cmd;
         seg->chunk_order = cmd->chunk_order;
         seg->slot = cmd->slot;
@@ -148,25 +177,33 @@ static ecs__cmd_t *cmd_append(ecs_commands_t *cmd, uint32_t kind, ecs_entity_t e
 
 ecs_entity_t ecs_cmd_spawn(ecs_commands_t *cmd)
 {
-    if (!cmd || cmd->spawn_count == UINT32_MAX) return ECS_NULL;
-    ecs_entity_t e = ECS__PROVISIONAL_BIT | ((ecs_entity_t)cmd->tag << 32) | cmd->spawn_count;
+    if (!cmd || cmd->failed || cmd->spawn_count == (1u << ECS__PROVISIONAL_ORDINAL_BITS)) return ECS_NULL;
+    /* The table of real ids grows here, in the arena, so playback needs no
+     * memory to resolve provisional handles. */
+    if (cmd->spawn_count == cmd->spawned_cap) {
+        uint32_t cap = cmd->spawned_cap ? cmd->spawned_cap * 2 : 16;
+        ecs_entity_t *t = ecs__arena_alloc(&cmd->worker->arena, cap * sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
+        if (!t) return ECS_NULL;
+        if (cmd->spawn_count) memcpy(t, cmd->spawned, cmd->spawn_count * sizeof(ecs_entity_t));
+        cmd->spawned = t;
+        cmd->spawned_cap = cap;
+    }
+    ecs_entity_t e = ECS__PROVISIONAL_BIT | (cmd->tag << ECS__PROVISIONAL_ORDINAL_BITS) | cmd->spawn_count;
     if (!cmd_append(cmd, CMD_SPAWN, e, 0, 0, 0)) return ECS_NULL;
-    cmd->spawn_count++;
+    cmd->spawned[cmd->spawn_count++] = ECS_NULL;
     return e;
 }
 
 int ecs_cmd_despawn(ecs_commands_t *cmd, ecs_entity_t e)
 {
-    if (!cmd) return ECS_EINVAL;
-    int err = check_entity(cmd, e);
+    int err = check_buffer(cmd, e);
     if (err) return err;
     return cmd_append(cmd, CMD_DESPAWN, e, 0, 0, 0) ? ECS_OK : ECS_ENOMEM;
 }
 
 static int cmd_component(ecs_commands_t *cmd, uint32_t kind, ecs_entity_t e, ecs_component_t c)
 {
-    if (!cmd) return ECS_EINVAL;
-    int err = check_entity(cmd, e);
+    int err = check_buffer(cmd, e);
     if (err) return err;
     if (!ecs__component_get(cmd->world, c)) return ECS_EINVAL;
     return cmd_append(cmd, kind, e, c, 0, 0) ? ECS_OK : ECS_ENOMEM;
@@ -184,8 +221,7 @@ int ecs_cmd_remove(ecs_commands_t *cmd, ecs_entity_t e, ecs_component_t c)
 
 int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t e, ecs_component_t c, const void *value)
 {
-    if (!cmd) return ECS_EINVAL;
-    int err = check_entity(cmd, e);
+    int err = check_buffer(cmd, e);
     if (err) return err;
     const ecs__component_t *comp = ecs__component_get(cmd->world, c);
     if (!comp || !comp->info.size || !value) return ECS_EINVAL;
@@ -203,68 +239,119 @@ int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t e, ecs_component_t c, const vo
 }
 
 /* ---------------------------------------------------------------------- */
+/* Ordering                                                                */
+/* ---------------------------------------------------------------------- */
+
+static inline bool seg_before_or_equal(const ecs__cmd_segment_t *a, const ecs__cmd_segment_t *b)
+{
+    if (a->slot != b->slot) return a->slot < b->slot;
+    if (a->chunk_order != b->chunk_order) return a->chunk_order < b->chunk_order;
+    return a->seq <= b->seq;
+}
+
+/* Merges two sorted lists; ties take from a, so the sort is stable. */
+static ecs__cmd_segment_t *seg_merge(ecs__cmd_segment_t *a, ecs__cmd_segment_t *b)
+{
+    ecs__cmd_segment_t head, *tail = &head;
+    while (a && b) {
+        if (seg_before_or_equal(a, b)) {
+            tail->sort_next = a;
+            a = a->sort_next;
+        } else {
+            tail->sort_next = b;
+            b = b->sort_next;
+        }
+        tail = tail->sort_next;
+    }
+    tail->sort_next = a ? a : b;
+    return head.sort_next;
+}
+
+/* Bottom-up merge sort of a linked list: bin i holds a sorted run of 2^i
+ * segments. No allocation, O(n log n), stable. */
+static ecs__cmd_segment_t *seg_sort(ecs__cmd_segment_t *list)
+{
+    ecs__cmd_segment_t *bins[64] = {0};
+    while (list) {
+        ecs__cmd_segment_t *carry = list;
+        list = list->sort_next;
+        carry->sort_next = NULL;
+        uint32_t i = 0;
+        for (; i < 63 && bins[i]; i++) {
+            carry = seg_merge(bins[i], carry); /* older run first: stable */
+            bins[i] = NULL;
+        }
+        bins[i] = carry;
+    }
+    ecs__cmd_segment_t *sorted = NULL;
+    for (uint32_t i = 0; i < 64; i++) {
+        if (bins[i]) sorted = seg_merge(bins[i], sorted);
+    }
+    return sorted;
+}
+
+/* ---------------------------------------------------------------------- */
 /* Playback                                                                */
 /* ---------------------------------------------------------------------- */
 
-static int cmp_segment(const void *x, const void *y)
+typedef struct {
+    uint64_t skipped;
+    int result;
+} playback_t;
+
+static inline void skip(playback_t *pb, int err)
 {
-    const ecs__cmd_segment_t *a = *(ecs__cmd_segment_t *const *)x;
-    const ecs__cmd_segment_t *b = *(ecs__cmd_segment_t *const *)y;
-    if (a->slot != b->slot) return a->slot < b->slot ? -1 : 1;
-    if (a->chunk_order != b->chunk_order) return a->chunk_order < b->chunk_order ? -1 : 1;
-    if (a->seq != b->seq) return a->seq < b->seq ? -1 : 1;
-    return 0;
+    pb->skipped++;
+    if (err == ECS_ENOMEM) pb->result = ECS_ENOMEM;
 }
 
 /* The real id behind a handle at playback: provisional handles map
- * through the id table (ECS_NULL when their spawn failed). */
-static inline ecs_entity_t resolve(const ecs_world_t *w, const ecs_commands_t *owner, ecs_entity_t e)
+ * through their buffer's table (ECS_NULL until, or when, their spawn
+ * could not be applied). */
+static inline ecs_entity_t resolve(const ecs_commands_t *owner, ecs_entity_t e)
 {
-    if (!is_provisional(e)) return e;
-    return w->cmd.spawned[owner->spawn_base + (uint32_t)e];
+    return is_provisional(e) ? owner->spawned[provisional_ordinal(e)] : e;
 }
 
-static void patch_entity_fields(const ecs_world_t *w, const ecs_commands_t *owner, const ecs__component_t *comp,
-                                void *value)
+static void patch_entity_fields(const ecs_commands_t *owner, const ecs__component_t *comp, void *value)
 {
     for (uint32_t i = 0; i < comp->entity_field_count; i++) {
         unsigned char *at = (unsigned char *)value + comp->entity_fields[i];
         ecs_entity_t ref;
         memcpy(&ref, at, sizeof(ref));
         if (!is_provisional(ref)) continue;
-        ref = resolve(w, owner, ref);
+        ref = resolve(owner, ref);
         memcpy(at, &ref, sizeof(ref));
     }
 }
 
-/* Applies one command. Returns ECS_OK, or ECS_ESTALE / ECS_ENOMEM when the
- * command was skipped (a skipped set's value is destroyed here). */
-static int apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c)
+/* Applies one command; a command that cannot be applied is skipped (its
+ * value destroyed). */
+static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, playback_t *pb)
 {
     if (c->kind == CMD_SPAWN) {
         ecs_entity_t e = ecs__entity_create_empty(w);
-        w->cmd.spawned[owner->spawn_base + (uint32_t)c->entity] = e;
-        return e ? ECS_OK : ECS_ENOMEM;
+        owner->spawned[provisional_ordinal(c->entity)] = e;
+        if (!e) skip(pb, ECS_ENOMEM);
+        return;
     }
-    ecs_entity_t e = resolve(w, owner, c->entity);
+    ecs_entity_t e = resolve(owner, c->entity);
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     int err = ECS_ESTALE;
     if (rec) {
         switch (c->kind) {
-        case CMD_DESPAWN: ecs__entity_destroy(w, e, rec); return ECS_OK;
-        case CMD_ADD: return ecs__entity_add(w, e, rec, c->component);
-        case CMD_REMOVE: return ecs__entity_remove(w, e, rec, c->component);
-        case CMD_SET: {
-            const ecs__component_t *comp = w->components[c->component];
-            patch_entity_fields(w, owner, comp, c->value);
+        case CMD_DESPAWN: ecs__entity_destroy(w, e, rec); return;
+        case CMD_ADD: err = ecs__entity_add(w, e, rec, c->component); break;
+        case CMD_REMOVE: err = ecs__entity_remove(w, e, rec, c->component); break;
+        case CMD_SET:
+            patch_entity_fields(owner, w->components[c->component], c->value);
             err = ecs__entity_set(w, e, rec, c->component, c->value, true);
-            if (err == ECS_OK) return ECS_OK;
+            if (err == ECS_OK) c->value = NULL; /* moved into storage */
             break;
         }
-        }
     }
-    if (c->kind == CMD_SET) ecs__value_fini(w->components[c->component], c->value, 1);
-    return err;
+    drop_value(w, c);
+    if (err) skip(pb, err);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -273,13 +360,18 @@ static int apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c)
 
 /*
  * A run is a sequence of consecutive add/remove/set commands of one
- * segment on one entity handle (optionally right after the spawn that
- * made it). Applied one by one, each would be an archetype move; folded,
- * the entity moves once, straight to its final archetype, with the same
- * result: per component, the last command decides presence and value
- * (add keeps an existing value; remove then add gives a fresh default;
- * set replaces). Superseded set values are destroyed, as they would have
- * been when overwritten.
+ * segment on one entity handle, optionally right after the spawn that
+ * made it. Applied one by one, each would be an archetype move; folded,
+ * the entity moves (or is created) once, straight in its final archetype.
+ * The entity ends with the same components and values, hooks run on
+ * every value exactly as often, and skips are counted alike: per
+ * component, the last command decides (add keeps an existing value;
+ * remove then add gives a fresh default; set replaces); superseded set
+ * values are destroyed, as they would have been when overwritten. What
+ * may differ is layout: rows and intermediate archetypes that one-by-one
+ * application would have created. If the run cannot get the memory it
+ * needs, it is applied one by one instead, so only the commands that need
+ * memory are skipped.
  */
 #define RUN_MAX_COMPONENTS 32
 
@@ -287,7 +379,7 @@ enum { RUN_DEFAULT = 1, RUN_SET, RUN_REMOVED };
 
 typedef struct {
     ecs_component_t component;
-    uint32_t state;
+    uint32_t state; /* 0: untouched, as in the source archetype */
     ecs__cmd_t *set; /* RUN_SET: the command whose value wins */
 } run_entry_t;
 
@@ -334,12 +426,11 @@ static void run_fold(run_t *r, const ecs__archetype_t *a, ecs__cmd_t *first, con
     r->count = 0;
     for (ecs__cmd_t *c = first; c != end; c = c->next) {
         run_entry_t *en = run_entry(r, c->component);
-        /* Untouched (state 0, e.g. after a no-op remove): as in the source. */
         bool present = en && en->state ? en->state != RUN_REMOVED : ecs__archetype_type_index(a, c->component) >= 0;
         if (!en) {
             en = &r->entries[r->count++];
             en->component = c->component;
-            en->state = 0; /* untouched: as in the source archetype */
+            en->state = 0;
             en->set = NULL;
         }
         switch (c->kind) {
@@ -358,43 +449,17 @@ static void run_fold(run_t *r, const ecs__archetype_t *a, ecs__cmd_t *first, con
     }
 }
 
-/* Destroys the values of a run's set commands that were not consumed. */
-static void run_drop_values(ecs_world_t *w, ecs__cmd_t *first, const ecs__cmd_t *end)
+/* The final type set of a run folded over archetype a, into types (room
+ * for a->type_count + r->count). Returns its length. */
+static uint32_t run_types(const run_t *r, const ecs__archetype_t *a, ecs_component_t *types)
 {
-    for (ecs__cmd_t *c = first; c != end; c = c->next) {
-        if (c->kind == CMD_SET && c->value) ecs__value_fini(w->components[c->component], c->value, 1);
-    }
-}
-
-/* Applies a run of n >= 2 commands. Returns ECS_OK, or the error for which
- * every command of the run was skipped. */
-static int apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *first, const ecs__cmd_t *end)
-{
-    ecs_entity_t e = resolve(w, owner, first->entity);
-    ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
-    if (!rec) {
-        run_drop_values(w, first, end);
-        return ECS_ESTALE;
-    }
-    ecs__archetype_t *a = rec->chunk->archetype;
-    run_t run;
-    run_fold(&run, a, first, end);
-
-    /* The final type set: the source's minus removed, plus added. */
-    ecs_component_t stack[64];
-    uint32_t cap = a->type_count + run.count;
-    ecs_component_t *types = cap <= 64 ? stack : ecs__alloc(&w->allocator, cap * sizeof(ecs_component_t), 4);
-    if (!types) {
-        run_drop_values(w, first, end);
-        return ECS_ENOMEM;
-    }
     uint32_t n = 0;
     for (uint32_t t = 0; t < a->type_count; t++) {
-        const run_entry_t *en = run_entry(&run, a->types[t]);
+        const run_entry_t *en = run_entry((run_t *)r, a->types[t]);
         if (!en || en->state != RUN_REMOVED) types[n++] = a->types[t];
     }
-    for (uint32_t k = 0; k < run.count; k++) {
-        const run_entry_t *en = &run.entries[k];
+    for (uint32_t k = 0; k < r->count; k++) {
+        const run_entry_t *en = &r->entries[k];
         if (!en->state || en->state == RUN_REMOVED || ecs__archetype_type_index(a, en->component) >= 0) continue;
         uint32_t at = n++;
         while (at > 0 && types[at - 1] > en->component) {
@@ -403,12 +468,59 @@ static int apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *fi
         }
         types[at] = en->component;
     }
-    ecs__archetype_t *b = ecs__archetype_ensure(w, types, n);
-    if (types != stack) ecs__free(&w->allocator, types);
-    ecs__chunk_t *ch = b && b != a ? ecs__archetype_chunk_with_room(w, b) : NULL;
-    if (!b || (b != a && !ch)) {
-        run_drop_values(w, first, end);
-        return ECS_ENOMEM;
+    return n;
+}
+
+static void apply_each(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *first, const ecs__cmd_t *end,
+                       playback_t *pb)
+{
+    for (ecs__cmd_t *c = first; c != end; c = c->next) apply(w, owner, c, pb);
+}
+
+static void drop_values(ecs_world_t *w, ecs__cmd_t *first, const ecs__cmd_t *end)
+{
+    for (ecs__cmd_t *c = first; c != end; c = c->next) drop_value(w, c);
+}
+
+/* Applies the run [first, end) of n >= 1 commands, after spawn when spawn
+ * is not NULL (the run then targets the spawned entity). */
+static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *spawn, ecs__cmd_t *first,
+                      const ecs__cmd_t *end, uint32_t n, playback_t *pb)
+{
+    ecs_entity_t e = ECS_NULL;
+    ecs__record_t *rec = NULL;
+    ecs__archetype_t *a = w->root;
+    if (!spawn) {
+        e = resolve(owner, first->entity);
+        rec = ecs__record_from_entity(&w->entity_index, e);
+        if (!rec) {
+            drop_values(w, first, end);
+            pb->skipped += n;
+            return;
+        }
+        a = rec->chunk->archetype;
+    }
+    run_t run;
+    run_fold(&run, a, first, end);
+
+    /* Everything that can fail, before anything changes. */
+    ecs_component_t stack[64];
+    uint32_t cap = a->type_count + run.count;
+    ecs_component_t *types = cap <= 64 ? stack : ecs__alloc(&w->allocator, cap * sizeof(ecs_component_t), 4);
+    ecs__archetype_t *b = NULL;
+    ecs__chunk_t *ch = NULL;
+    if (types) {
+        b = ecs__archetype_ensure(w, types, run_types(&run, a, types));
+        if (types != stack) ecs__free(&w->allocator, types);
+    }
+    bool ok = b != NULL;
+    if (ok && spawn) ok = ecs__entity_index_reserve(&w->entity_index, &w->allocator, 1);
+    if (ok && (spawn || b != a)) ok = (ch = ecs__archetype_chunk_with_room(w, b)) != NULL;
+    if (!ok) {
+        ecs__archetype_discard_unused(w, b);
+        if (spawn) apply(w, owner, spawn, pb);
+        apply_each(w, owner, first, end, pb);
+        return;
     }
 
     ecs__init_t inits[RUN_MAX_COMPONENTS];
@@ -421,12 +533,24 @@ static int apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *fi
         void *value = NULL;
         if (en->state == RUN_SET) {
             value = en->set->value;
-            patch_entity_fields(w, owner, comp, value);
+            /* Patched after a spawn's id is known: it may be in the field. */
+            if (!spawn) patch_entity_fields(owner, comp, value);
             en->set->value = NULL; /* consumed below */
         }
         inits[ninit++] = (ecs__init_t){en->component, value};
     }
-    if (b != a) {
+    if (spawn) {
+        /* The id first (in key order, like any spawn), then the values,
+         * whose entity fields may name it. */
+        e = ecs__entity_index_peek(&w->entity_index);
+        owner->spawned[provisional_ordinal(spawn->entity)] = e;
+        for (uint32_t k = 0; k < ninit; k++) {
+            if (inits[k].value) patch_entity_fields(owner, w->components[inits[k].component], inits[k].value);
+        }
+        ecs_entity_t made = ecs__entity_create_in(w, ch, inits, ninit, true);
+        ecs__assert(made == e, "the reserved id is the one created");
+        (void)made;
+    } else if (b != a) {
         ecs__entity_move(w, e, rec, ch, inits, ninit, true);
     } else {
         /* Same archetype (e.g. remove then add, or sets only): in place. */
@@ -439,74 +563,47 @@ static int apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *fi
             else ecs__value_init(comp, dst, 1);
         }
     }
-    run_drop_values(w, first, end); /* the superseded ones */
-    return ECS_OK;
+    drop_values(w, first, end); /* the superseded ones */
 }
 
 int ecs__commands_flush(ecs_world_t *w)
 {
     ecs__cmd_state_t *s = &w->cmd;
-    uint32_t segs = 0, spawns = 0;
+    /* One list of every segment, then sorted by key. */
+    ecs__cmd_segment_t *list = NULL, **tail = &list;
     for (uint32_t i = 0; i < s->worker_count; i++) {
         for (ecs_commands_t *cmd = s->workers[i].first; cmd; cmd = cmd->next) {
-            segs += cmd->seg_count;
-            cmd->spawn_base = spawns;
-            spawns += cmd->spawn_count;
-        }
-    }
-    int result = ECS_OK;
-    if (segs) {
-        /* Scratch grows to the largest flush seen and is then reused. If it
-         * cannot grow, nothing can be ordered: every command is dropped
-         * (values destroyed) and counted, and the flush reports ENOMEM. */
-        bool ok = ecs__array_reserve(&w->allocator, (void **)&s->sorted, &s->sorted_cap, segs,
-                                     sizeof(ecs__cmd_segment_t *), _Alignof(ecs__cmd_segment_t *)) &&
-                  ecs__array_reserve(&w->allocator, (void **)&s->spawned, &s->spawned_cap, spawns ? spawns : 1,
-                                     sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
-        uint32_t k = 0;
-        for (uint32_t i = 0; i < s->worker_count; i++) {
-            for (ecs_commands_t *cmd = s->workers[i].first; cmd; cmd = cmd->next) {
-                for (ecs__cmd_segment_t *seg = cmd->seg_first; seg; seg = seg->next) {
-                    if (ok) {
-                        s->sorted[k++] = seg;
-                        continue;
-                    }
-                    for (ecs__cmd_t *c = seg->first; c; c = c->next) {
-                        if (c->kind == CMD_SET) ecs__value_fini(w->components[c->component], c->value, 1);
-                        w->commands_skipped++;
-                    }
-                }
-            }
-        }
-        if (!ok) {
-            result = ECS_ENOMEM;
-        } else {
-            ecs__sort(s->sorted, segs, sizeof(*s->sorted), cmp_segment);
-            if (spawns) memset(s->spawned, 0, spawns * sizeof(ecs_entity_t));
-            for (uint32_t i = 0; i < segs; i++) {
-                ecs__cmd_segment_t *seg = s->sorted[i];
-                for (ecs__cmd_t *c = seg->first; c;) {
-                    uint32_t len = 1;
-                    ecs__cmd_t *end = c->next;
-                    int err;
-                    /* A spawn or despawn is applied alone; a run of
-                     * add/remove/set on one entity (such as the commands on
-                     * a new entity that follow its spawn) is folded. */
-                    if (is_structural(c)) end = run_end(c, &len);
-                    if (len > 1) err = apply_run(w, seg->owner, c, end);
-                    else err = apply(w, seg->owner, c);
-                    if (err) {
-                        w->commands_skipped += len;
-                        if (err == ECS_ENOMEM) result = ECS_ENOMEM;
-                    }
-                    c = end;
-                }
+            for (ecs__cmd_segment_t *seg = cmd->seg_first; seg; seg = seg->next) {
+                *tail = seg;
+                tail = &seg->sort_next;
             }
         }
     }
+    *tail = NULL;
+    playback_t pb = {0, ECS_OK};
+    for (ecs__cmd_segment_t *seg = seg_sort(list); seg; seg = seg->sort_next) {
+        for (ecs__cmd_t *c = seg->first; c;) {
+            /* A despawn is applied alone; a run of add/remove/set on one
+             * entity is folded, together with the spawn it may follow. */
+            ecs__cmd_t *spawn = NULL, *first = c;
+            if (c->kind == CMD_SPAWN && c->next && is_structural(c->next) && c->next->entity == c->entity) {
+                spawn = c;
+                first = c->next;
+            }
+            uint32_t len = 0;
+            ecs__cmd_t *end = is_structural(first) ? run_end(first, &len) : first->next;
+            if (spawn || len > 1) {
+                apply_run(w, seg->owner, spawn, first, end, len, &pb);
+            } else {
+                apply(w, seg->owner, first, &pb);
+            }
+            c = end;
+        }
+    }
+    w->commands_skipped += pb.skipped;
     for (uint32_t i = 0; i < s->worker_count; i++) {
         ecs__arena_reset(&s->workers[i].arena);
         s->workers[i].first = s->workers[i].last = NULL;
     }
-    return result;
+    return pb.result;
 }

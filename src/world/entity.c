@@ -69,6 +69,9 @@ void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
     uint32_t srow = rec->row;
     const ecs__archetype_t *sa = src->archetype, *da = dst_chunk->archetype;
     ecs__assert(sa != da, "move to the same archetype");
+    /* A pending chunk-level change mark becomes per-row ticks first, so the
+     * tracker state read below carries it. */
+    ecs__chunk_fold_marks(src);
     uint32_t drow = ecs__chunk_push(dst_chunk, e);
     const ecs__column_t *scols = sa->columns, *dcols = da->columns;
 
@@ -147,6 +150,27 @@ void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, e
     move_edge(w, e, rec, dst_chunk, edge);
 }
 
+ecs_entity_t ecs__entity_create_in(ecs_world_t *w, ecs__chunk_t *ch, const ecs__init_t *inits, uint32_t init_count,
+                                   bool move)
+{
+    ecs__record_t *rec;
+    ecs_entity_t e = ecs__entity_index_new(&w->entity_index, &rec);
+    uint32_t row = ecs__chunk_push(ch, e);
+    rec->chunk = ch;
+    rec->row = row;
+    const ecs__archetype_t *a = ch->archetype;
+    for (uint32_t j = 0; j < a->column_count; j++) {
+        const ecs__column_t *col = &a->columns[j];
+        void *dst = (unsigned char *)ch->cols[j] + (size_t)row * col->size;
+        const ecs__init_t *init = init_count ? init_find(inits, init_count, col->id) : NULL;
+        if (!init || !init->value) value_init1(col, dst);
+        else if (move) value_move1(col, dst, init->value);
+        else value_copy1(col, dst, init->value);
+    }
+    w->structure_version++;
+    return e;
+}
+
 void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
 {
     ecs__chunk_t *ch = rec->chunk;
@@ -163,20 +187,17 @@ ecs_entity_t ecs__entity_create_empty(ecs_world_t *w)
 {
     if (!ecs__entity_index_reserve(&w->entity_index, &w->allocator, 1)) return ECS_NULL;
     ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, w->root);
-    if (!ch) return ECS_NULL;
-    ecs__record_t *rec;
-    ecs_entity_t e = ecs__entity_index_new(&w->entity_index, &rec);
-    rec->chunk = ch;
-    rec->row = ecs__chunk_push(ch, e);
-    w->structure_version++;
-    return e;
+    return ch ? ecs__entity_create_in(w, ch, NULL, 0, false) : ECS_NULL;
 }
 
 /* Moves e to b (a neighbour of its archetype), along edge when cached. */
 ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__archetype_t *b, const ecs__edge_t *edge)
 {
     ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, b);
-    if (!ch) return ECS_ENOMEM;
+    if (!ch) {
+        ecs__archetype_discard_unused(w, b);
+        return ECS_ENOMEM;
+    }
     if (ECS__LIKELY(edge != NULL)) move_edge(w, e, rec, ch, edge);
     else ecs__entity_move(w, e, rec, ch, NULL, 0, false);
     return ECS_OK;
@@ -220,7 +241,10 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
     ecs__archetype_t *b = ecs__archetype_with(w, a, c, NULL);
     if (!b) return ECS_ENOMEM;
     ecs__chunk_t *dst = ecs__archetype_chunk_with_room(w, b);
-    if (!dst) return ECS_ENOMEM;
+    if (!dst) {
+        ecs__archetype_discard_unused(w, b);
+        return ECS_ENOMEM;
+    }
     ecs__init_t init = {c, value};
     ecs__entity_move(w, e, rec, dst, &init, 1, move);
     return ECS_OK;
@@ -349,6 +373,7 @@ ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *id
         if (s.types) scratch_fini(w, &s);
         return e;
     }
+    ecs__archetype_discard_unused(w, a);
     if (s.types) scratch_fini(w, &s);
     return ECS_NULL;
 }
@@ -368,6 +393,7 @@ int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids
     }
     if (!ecs__entity_index_reserve(&w->entity_index, &w->allocator, (uint32_t)n) ||
         !ecs__archetype_reserve_rows(w, a, (uint32_t)n)) {
+        ecs__archetype_discard_unused(w, a);
         scratch_fini(w, &s);
         return ECS_ENOMEM;
     }

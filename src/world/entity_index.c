@@ -27,7 +27,9 @@ bool ecs__entity_index_reserve_slow(ecs__entity_index_t *ix, const ecs_allocator
     if (n <= ix->free_count) return true;
     uint64_t fresh = (uint64_t)n - ix->free_count;
     uint64_t last = (uint64_t)ix->next_index + fresh; /* one past the last index needed */
-    if (last > UINT32_MAX) return false;              /* index space exhausted */
+    /* The index space ends one page short of 2^32, so page and slot
+     * counts below never wrap a uint32_t. */
+    if (last > (uint64_t)UINT32_MAX - ECS__PAGE_SIZE) return false;
     uint32_t pages_needed = (uint32_t)((last + ECS__PAGE_SIZE - 1) >> ECS__PAGE_BITS);
     if (pages_needed <= ix->page_count) return true;
     if (!ecs__array_reserve(a, (void **)&ix->pages, &ix->page_cap, pages_needed, sizeof(ecs__record_t *),

@@ -99,6 +99,16 @@ static inline ecs_entity_t ecs__entity_index_new(ecs__entity_index_t *ix, ecs__r
     return ((ecs_entity_t)r->generation << 32) | index;
 }
 
+/* The id the next ecs__entity_index_new will return (reserved first). */
+static inline ecs_entity_t ecs__entity_index_peek(const ecs__entity_index_t *ix)
+{
+    if (ix->free_count) {
+        uint32_t index = ix->free[ix->free_count - 1];
+        return ((ecs_entity_t)ecs__record_at(ix, index)->generation << 32) | index;
+    }
+    return ix->next_index;
+}
+
 /* Creates n ids for rows [row, row + n) of chunk ch (reserved first),
  * writing them to ids (the chunk's entity column at row) and, when out is
  * not NULL, to out. The counters live in locals: stores through records would
@@ -124,7 +134,7 @@ static inline void ecs__entity_index_new_n(ecs__entity_index_t *ix, uint32_t n, 
         ids[i] = e;
         if (out) out[i] = e;
     }
-    ecs__assert(next <= ix->page_count * ECS__PAGE_SIZE, "entity index reserved");
+    ecs__assert((uint64_t)next <= (uint64_t)ix->page_count * ECS__PAGE_SIZE, "entity index reserved");
     ix->free_count = free_count;
     ix->next_index = next;
     ix->alive += n;
@@ -352,6 +362,10 @@ static inline ecs__archetype_t *ecs__archetype_with(ecs_world_t *w, ecs__archety
 {
     return ecs__archetype_step(w, a, c, true, edge);
 }
+/* Undoes the creation of a (when it is the newest archetype and has
+ * never held a chunk): a call that created it on the way and then failed
+ * leaves no archetype behind. A no-op for any other archetype. */
+void ecs__archetype_discard_unused(ecs_world_t *w, ecs__archetype_t *a);
 void ecs__archetypes_fini(ecs_world_t *w);
 
 /* A chunk with a free row (the lowest-index one), allocating a new chunk
@@ -429,6 +443,11 @@ void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
 /* The same move along a cached edge (no caller value). */
 void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
                            const ecs__edge_t *edge);
+/* Creates an entity in chunk ch (which has room; one id must be
+ * reserved), constructing its columns as ecs__entity_move constructs new
+ * ones: from inits where listed, else default. */
+ecs_entity_t ecs__entity_create_in(ecs_world_t *w, ecs__chunk_t *ch, const ecs__init_t *inits, uint32_t init_count,
+                                   bool move);
 /* Despawns a live entity (dtors run). */
 void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec);
 /* Spawns an entity with no components. ECS_NULL on OOM. */
@@ -477,11 +496,19 @@ void ecs__iter_set_chunk(ecs_iter_t *it, const ecs_query_t *q, const ecs__query_
 typedef struct ecs__cmd ecs__cmd_t;
 typedef struct ecs__cmd_segment ecs__cmd_segment_t;
 
+/* Provisional handles from ecs_cmd_spawn: bit 63 set, then a 39-bit tag
+ * naming the buffer that issued it, then a 24-bit spawn ordinal within
+ * that buffer. Tags come from a per-worker counter, so they repeat only
+ * after 2^39 / workers buffers. */
+#define ECS__PROVISIONAL_ORDINAL_BITS 24u
+#define ECS__PROVISIONAL_TAG_MASK ((1ull << 39) - 1)
+
 /* Per-worker command memory: the arena commands are recorded into, and
  * the buffers opened on it since the last flush. */
 typedef struct {
     ecs__arena_t arena;
     ecs_commands_t *first, *last;
+    uint64_t tag_counter;
 } ecs__cmd_worker_t;
 
 struct ecs_commands {
@@ -490,35 +517,38 @@ struct ecs_commands {
     ecs_commands_t *next;           /* in the worker's list */
     ecs__cmd_segment_t *seg_first, *seg_last;
     uint64_t chunk_order;           /* key of the chunk being processed */
-    uint32_t slot;                  /* system plan slot */
-    uint32_t tag;                   /* provisional-handle tag, 31 bits, != 0 */
+    uint64_t tag;                   /* provisional-handle tag, != 0 */
+    ecs_entity_t *spawned;          /* ordinal -> real id, filled at playback */
     uint32_t spawn_count;           /* provisional handles issued */
-    uint32_t spawn_base;            /* playback: first entry in the id table */
+    uint32_t spawned_cap;
+    uint32_t slot;                  /* system plan slot */
     uint32_t seg_count;
+    bool failed;                    /* the out-of-memory stand-in buffer */
 };
 
 typedef struct {
     ecs__cmd_worker_t *workers;
     uint32_t worker_count;
-    uint32_t next_tag;
-    ecs__cmd_segment_t **sorted; /* flush scratch, kept across frames */
-    uint32_t sorted_cap;
-    ecs_entity_t *spawned;       /* provisional ordinal -> real id, flush scratch */
-    uint32_t spawned_cap;
+    /* Handed to a job when its buffer cannot be allocated: every
+     * ecs_cmd_* call on it returns ECS_ENOMEM (or ECS_NULL). Never
+     * written after initialisation, so jobs may share it. */
+    ecs_commands_t oom;
 } ecs__cmd_state_t;
 
 bool ecs__commands_init(ecs_world_t *w, uint32_t workers);
 void ecs__commands_fini(ecs_world_t *w);
 /* Opens a buffer for one job on worker `worker`, keyed by plan slot.
- * NULL on OOM. */
+ * Out of memory, it returns the world's failed stand-in buffer (check
+ * ->failed), which answers every call with ECS_ENOMEM. */
 ecs_commands_t *ecs__commands_begin(ecs_world_t *w, uint32_t worker, uint32_t slot);
 /* Every command recorded from now on belongs to this chunk position. */
 static inline void ecs__commands_set_chunk(ecs_commands_t *cmd, uint64_t chunk_order)
 {
-    if (cmd) cmd->chunk_order = chunk_order;
+    if (!cmd->failed) cmd->chunk_order = chunk_order;
 }
-/* Applies every open buffer in key order, then resets the arenas.
- * ECS_OK, or ECS_ENOMEM when some command could not be applied. */
+/* Applies every open buffer in key order, then resets the arenas. Never
+ * allocates itself: only applied commands may need storage. ECS_OK, or
+ * ECS_ENOMEM when some command could not be applied (it was skipped). */
 int ecs__commands_flush(ecs_world_t *w);
 
 /* ---------------------------------------------------------------------- */
