@@ -330,7 +330,11 @@ typedef struct {
  */
 ECS_API ecs_query_t *ecs_query_create(ecs_world_t *world, const ecs_query_desc_t *desc);
 
-/** Destroys a query made by ecs_query_create. NULL is ignored. */
+/**
+ * Destroys a query made by ecs_query_create. NULL is ignored, and so is a
+ * call from a system that is not EXCLUSIVE (the world frees the query when
+ * it is destroyed).
+ */
 ECS_API void ecs_query_destroy(ecs_query_t *query);
 
 struct ecs_iter {

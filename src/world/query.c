@@ -141,7 +141,10 @@ ecs_query_t *ecs_query_create(ecs_world_t *w, const ecs_query_desc_t *desc)
 
 void ecs_query_destroy(ecs_query_t *q)
 {
-    if (q) ecs__query_free(q);
+    /* Not while systems run or commands apply: the world's query list is
+     * shared state then (the query is freed with the world instead). */
+    if (!q || q->world->phase == ECS__PHASE_SYSTEMS || q->world->phase == ECS__PHASE_FLUSH) return;
+    ecs__query_free(q);
 }
 
 /* ---------------------------------------------------------------------- */
