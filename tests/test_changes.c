@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "changes/changes.h"
+#include "support.h"
 
 /* ---------------------------------------------------------------------- */
 /* Helpers                                                                 */
@@ -571,14 +572,6 @@ static void tracker_create_oom_returns_null(void **state)
 /* ---------------------------------------------------------------------- */
 /* Randomized invariant check against a reference model                    */
 /* ---------------------------------------------------------------------- */
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 static void tracker_random_ops_keep_invariant(void **state)
 {

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ecs.h"
+#include "support.h"
 
 typedef struct {
     float x, y;
@@ -128,13 +129,6 @@ static void fixture_init_with(fixture_t *f, const ecs_world_desc_t *desc)
 }
 
 static void fixture_init(fixture_t *f) { fixture_init_with(f, NULL); }
-
-static ecs_world_stats_t stats(const ecs_world_t *w)
-{
-    ecs_world_stats_t st;
-    assert_int_equal(ecs_world_stats(w, &st), ECS_OK);
-    return st;
-}
 
 static ecs_entity_t spawn_pos(fixture_t *f, float x)
 {
@@ -296,12 +290,12 @@ static void commands_stale_or_null_entity_is_estale(void **state)
     g.e[1] = spawn_pos(&f, 2.0f);
     assert_int_equal(ecs_despawn(f.w, g.e[1]), ECS_OK);
     add_system(&f, NULL, record_with_bad_handles, 0);
-    ecs_world_stats_t before = stats(f.w);
+    ecs_world_stats_t before = stats_of(f.w);
     progress(&f);
     assert_int_equal(g.nr, 5 * 4 + 2);
     for (int i = 0; i < g.nr; i++) assert_int_equal(g.r[i], ECS_ESTALE);
     assert_int_equal(g.bad, 0);
-    ecs_world_stats_t after = stats(f.w);
+    ecs_world_stats_t after = stats_of(f.w);
     assert_int_equal(after.commands_skipped, 0);
     assert_int_equal(after.entities, before.entities + 1); /* only the real cmd_spawn */
     assert_true(pos_x(&f, g.e[0]) == 1.0f);
@@ -334,11 +328,11 @@ static void commands_unknown_component_is_einval(void **state)
     g_reset(&f);
     g.e[0] = spawn_pos(&f, 1.0f);
     add_system(&f, NULL, record_with_bad_components, 0);
-    ecs_world_stats_t before = stats(f.w);
+    ecs_world_stats_t before = stats_of(f.w);
     progress(&f);
     assert_int_equal(g.nr, 2 * 3 * 3);
     for (int i = 0; i < g.nr; i++) assert_int_equal(g.r[i], ECS_EINVAL);
-    ecs_world_stats_t after = stats(f.w);
+    ecs_world_stats_t after = stats_of(f.w);
     assert_int_equal(after.commands_skipped, 0);
     assert_int_equal(after.archetypes, before.archetypes);
     assert_int_equal(after.entities, before.entities + 1);
@@ -373,9 +367,9 @@ static void commands_set_tag_or_null_value_is_einval(void **state)
     assert_false(ecs_has(f.w, g.e[0], f.str));
     assert_true(pos_x(&f, g.e[0]) == 1.0f);
     assert_int_equal(hooks.copy, 0);
-    assert_int_equal(stats(f.w).commands_skipped, 0);
+    assert_int_equal(stats_of(f.w).commands_skipped, 0);
     /* The provisional entity was spawned, with no tag. */
-    assert_int_equal(stats(f.w).entities, 2);
+    assert_int_equal(stats_of(f.w).entities, 2);
     ecs_world_destroy(f.w);
 }
 
@@ -535,7 +529,7 @@ static void commands_spawn_gives_usable_provisional_handle(void **state)
     assert_results(expect, 6);
     assert_int_equal(g.bad, 0);
     for (int i = 0; i < 3; i++) assert_false(ecs_is_alive(f.w, g.handles[i]));
-    ecs_world_stats_t st = stats(f.w);
+    ecs_world_stats_t st = stats_of(f.w);
     assert_int_equal(st.entities, 2); /* a and d; b was despawned */
     assert_int_equal(st.commands_skipped, 0);
     ecs_entity_t a = the_pos_x(&f, 5.0f);
@@ -574,8 +568,8 @@ static void commands_foreign_provisional_handle_is_estale(void **state)
     const int expect[] = {ECS_ESTALE, ECS_ESTALE, ECS_ESTALE, ECS_ESTALE};
     assert_results(expect, 4);
     assert_int_equal(g.bad, 0);
-    assert_int_equal(stats(f.w).entities, 1);
-    assert_int_equal(stats(f.w).commands_skipped, 0);
+    assert_int_equal(stats_of(f.w).entities, 1);
+    assert_int_equal(stats_of(f.w).commands_skipped, 0);
     assert_int_equal(find_pos_x(&f, 3.0f, NULL), 0);
     ecs_world_destroy(f.w);
 }
@@ -604,7 +598,7 @@ static void commands_provisional_handle_from_earlier_frame_is_estale(void **stat
     progress(&f);
     const int expect[] = {ECS_ESTALE, ECS_ESTALE};
     assert_results(expect, 2);
-    assert_int_equal(stats(f.w).entities, 1);
+    assert_int_equal(stats_of(f.w).entities, 1);
     assert_int_equal(find_pos_x(&f, 4.0f, NULL), 0);
     ecs_world_destroy(f.w);
 }
@@ -765,7 +759,7 @@ static void commands_structural_order_follows_registration(void **state)
         progress(&f);
         /* k == 0: add then remove; k == 1: remove then add. */
         assert_int_equal(ecs_has(f.w, g.e[0], f.vel), k == 1);
-        assert_int_equal(stats(f.w).commands_skipped, 0);
+        assert_int_equal(stats_of(f.w).commands_skipped, 0);
         ecs_world_destroy(f.w);
     }
 }
@@ -977,7 +971,7 @@ static void commands_entity_field_with_foreign_handle_is_estale(void **state)
     assert_non_null(l);
     assert_true(l->weight == 5.0f);
     assert_true(ecs_is_alive(f.w, l->target));
-    assert_int_equal(stats(f.w).commands_skipped, 0);
+    assert_int_equal(stats_of(f.w).commands_skipped, 0);
     ecs_world_destroy(f.w);
 }
 
@@ -1016,11 +1010,11 @@ static void commands_on_despawned_entity_are_skipped(void **state)
     g.e[1] = spawn_pos(&f, 2.0f);
     add_system(&f, NULL, despawn_then_use, 0);
     add_system(&f, NULL, later_system_uses_dead, 0);
-    ecs_world_stats_t before = stats(f.w);
+    ecs_world_stats_t before = stats_of(f.w);
     progress(&f);
     const int expect[] = {ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK};
     assert_results(expect, 7); /* recording succeeds: the entity was alive */
-    ecs_world_stats_t after = stats(f.w);
+    ecs_world_stats_t after = stats_of(f.w);
     assert_int_equal(after.commands_skipped, before.commands_skipped + 6);
     assert_int_equal(after.entities, before.entities - 1);
     assert_false(ecs_is_alive(f.w, g.e[0]));
@@ -1055,7 +1049,7 @@ static void commands_double_despawn_counts_one_skip(void **state)
     progress(&f);
     const int expect[] = {ECS_OK, ECS_OK, ECS_OK, ECS_OK};
     assert_results(expect, 4);
-    ecs_world_stats_t st = stats(f.w);
+    ecs_world_stats_t st = stats_of(f.w);
     assert_int_equal(st.commands_skipped, 2); /* one per entity despawned twice */
     assert_int_equal(st.entities, 1);
     assert_true(ecs_is_alive(f.w, g.e[2]));
@@ -1085,11 +1079,11 @@ static void commands_spawn_then_despawn_leaves_nothing(void **state)
     g_reset(&f);
     spawn_pos(&f, 1.0f);
     add_system(&f, NULL, spawn_then_despawn, 0);
-    ecs_world_stats_t before = stats(f.w);
+    ecs_world_stats_t before = stats_of(f.w);
     progress(&f);
     const int expect[] = {ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK};
     assert_results(expect, 5);
-    ecs_world_stats_t after = stats(f.w);
+    ecs_world_stats_t after = stats_of(f.w);
     assert_int_equal(after.entities, before.entities);
     assert_int_equal(after.commands_skipped, 1);
     assert_int_equal(find_pos_x(&f, 77.0f, NULL), 0);
@@ -1165,7 +1159,7 @@ static void commands_of_exclusive_system_on_entity_it_despawned_are_skipped(void
     const int expect[] = {ECS_OK, ECS_OK};
     assert_results(expect, 2);
     assert_false(ecs_is_alive(f.w, g.e[0]));
-    assert_int_equal(stats(f.w).commands_skipped, 1);
+    assert_int_equal(stats_of(f.w).commands_skipped, 1);
     assert_int_equal(hooks.copy, 1);
     assert_int_equal(hooks.dtor, 1);
     ecs_world_destroy(f.w);
@@ -1216,7 +1210,7 @@ static void check_steady_frames_allocate_nothing(void (*run)(ecs_iter_t *))
     assert_int_equal(g.bad, 0);
     assert_int_equal(counts.allocs - allocs, 0);
     assert_int_equal(counts.frees - frees, 0);
-    ecs_world_stats_t st = stats(f.w);
+    ecs_world_stats_t st = stats_of(f.w);
     assert_int_equal(st.entities, N);
     assert_int_equal(st.commands_skipped, 0);
     /* Every value moved on by one per stage per frame. */
@@ -1301,18 +1295,18 @@ static void commands_several_adds_on_one_entity_are_one_move(void **state)
     fixture_t f;
     fold_setup(&f, 0);
     fold.target = spawn_pos(&f, 7.0f);
-    ecs_world_stats_t before = stats(f.w);
+    ecs_world_stats_t before = stats_of(f.w);
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
     /* Only the final archetype {Pos, Vel, Tag, Link} is new: no
      * intermediate {Pos, Vel} or {Pos, Vel, Tag}. */
-    assert_int_equal(stats(f.w).archetypes, before.archetypes + 1);
+    assert_int_equal(stats_of(f.w).archetypes, before.archetypes + 1);
     assert_true(ecs_has(f.w, fold.target, f.vel) && ecs_has(f.w, fold.target, f.tag));
     assert_float_equal(pos_x(&f, fold.target), 7.0f, 0.0f);
     const Vel *v = ecs_get(f.w, fold.target, f.vel);
     assert_true(v->x == 0.0f && v->y == 0.0f);
     const Link *l = ecs_get(f.w, fold.target, f.link);
     assert_float_equal(l->weight, 1.5f, 0.0f);
-    assert_int_equal(stats(f.w).commands_skipped, 0);
+    assert_int_equal(stats_of(f.w).commands_skipped, 0);
     ecs_world_destroy(f.w);
 }
 
@@ -1338,7 +1332,7 @@ static void commands_folded_run_matches_one_by_one(void **state)
     assert_false(ecs_has(f.w, e, f.tag));
     const Link *l = ecs_get(f.w, e, f.link);
     assert_true(l && l->weight == 0.0f && l->target == ECS_NULL);
-    assert_int_equal(stats(f.w).commands_skipped, 0);
+    assert_int_equal(stats_of(f.w).commands_skipped, 0);
     ecs_world_destroy(f.w);
     /* Every Str value ever made (the spawn's copy, the recorded copy) was
      * destroyed exactly once. */
@@ -1350,9 +1344,9 @@ static void commands_spawn_run_creates_no_intermediate_archetypes(void **state)
     (void)state;
     fixture_t f;
     fold_setup(&f, 2);
-    ecs_world_stats_t before = stats(f.w);
+    ecs_world_stats_t before = stats_of(f.w);
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
-    assert_int_equal(stats(f.w).archetypes, before.archetypes + 1); /* {Pos, Vel, Tag} only */
+    assert_int_equal(stats_of(f.w).archetypes, before.archetypes + 1); /* {Pos, Vel, Tag} only */
     ecs_entity_t e = the_pos_x(&f, 9.0f);
     const Vel *v = ecs_get(f.w, e, f.vel);
     assert_true(v && v->x == 8.0f);

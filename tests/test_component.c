@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ecs.h"
+#include "support.h"
 
 typedef struct {
     float x, y;
@@ -26,25 +27,6 @@ typedef struct {
 typedef struct {
     double v[3];
 } Vec3d;
-
-static ecs_world_stats_t stats_of(const ecs_world_t *w)
-{
-    ecs_world_stats_t s;
-    assert_int_equal(ecs_world_stats(w, &s), ECS_OK);
-    return s;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1Dull;
-}
-
-static uint32_t rng_below(uint64_t *s, uint32_t n) { return (uint32_t)(rng_next(s) % n); }
 
 /* ---------------------------------------------------------------------- */
 /* Registration                                                            */

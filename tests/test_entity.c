@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ecs.h"
+#include "support.h"
 #include "world/world.h"
 
 typedef struct {
@@ -55,13 +56,6 @@ static void fx_init(fixture_t *f)
     assert_int_not_equal(f->tag, 0);
 }
 
-static ecs_world_stats_t stats_of(const ecs_world_t *w)
-{
-    ecs_world_stats_t s;
-    assert_int_equal(ecs_world_stats(w, &s), ECS_OK);
-    return s;
-}
-
 static void assert_stats_equal(const ecs_world_stats_t *a, const ecs_world_stats_t *b)
 {
     assert_int_equal(a->entities, b->entities);
@@ -89,19 +83,6 @@ static bool all_zero(const void *p, size_t n)
     }
     return true;
 }
-
-/* xorshift64*: deterministic, so a failure reproduces. */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1Dull;
-}
-
-static uint32_t rng_below(uint64_t *s, uint32_t n) { return (uint32_t)(rng_next(s) % n); }
 
 /* ---------------------------------------------------------------------- */
 /* World lifecycle, stats, strerror                                        */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "jobs/jobs.h"
+#include "support.h"
 
 /* ---------------------------------------------------------------------- */
 /* Counting allocator                                                      */
@@ -117,14 +118,6 @@ static void spans_check_disjoint(span_t *s, size_t n)
         }
     }
     free(sorted);
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "relation/relation.h"
+#include "support.h"
 
 /* ---------------------------------------------------------------------- */
 /* Counting allocator                                                      */
@@ -61,14 +62,6 @@ static ecs_allocator_t counting_allocator(counter_t *c)
 {
     memset(c, 0, sizeof(*c));
     return (ecs_allocator_t){.alloc = counting_alloc, .free = counting_free, .ctx = c};
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 /* Structural invariants of a linear-probing table without tombstones:

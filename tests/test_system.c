@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "ecs.h"
+#include "support.h"
 
 typedef struct {
     float x, y;
@@ -42,13 +43,6 @@ static void fixture_init(fixture_t *f)
     f->vel = ECS_COMPONENT(f->w, Vel);
     f->tag = ecs_component_register(f->w, &(ecs_component_desc_t){.name = "Tag"});
     assert_true(f->pos && f->vel && f->tag);
-}
-
-static ecs_world_stats_t stats(const ecs_world_t *w)
-{
-    ecs_world_stats_t st;
-    assert_int_equal(ecs_world_stats(w, &st), ECS_OK);
-    return st;
 }
 
 static ecs_entity_t spawn_pos(fixture_t *f, float x)
@@ -145,9 +139,9 @@ static void assert_log(const int *expect, int n)
  * callback never runs. */
 static void assert_register_fails(fixture_t *f, const ecs_system_desc_t *desc)
 {
-    ecs_world_stats_t before = stats(f->w);
+    ecs_world_stats_t before = stats_of(f->w);
     assert_int_equal(ecs_system_register(f->w, desc), 0);
-    ecs_world_stats_t after = stats(f->w);
+    ecs_world_stats_t after = stats_of(f->w);
     assert_int_equal(after.systems, before.systems);
     assert_int_equal(after.queries, before.queries);
 }
@@ -167,7 +161,7 @@ static void system_register_rejects_null_world_and_desc(void **state)
     fixture_init(&f);
     assert_int_equal(ecs_system_register(NULL, &(ecs_system_desc_t){.run = never_run}), 0);
     assert_register_fails(&f, NULL);
-    assert_int_equal(stats(f.w).systems, 0);
+    assert_int_equal(stats_of(f.w).systems, 0);
     ecs_world_destroy(f.w);
 }
 
@@ -308,7 +302,7 @@ static void system_register_rejects_inside_frame(void **state)
         assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
         assert_int_equal(g.calls, 1);
         assert_int_equal(g.r_register, 0);
-        assert_int_equal(stats(f.w).systems, 1);
+        assert_int_equal(stats_of(f.w).systems, 1);
         /* The name was not taken, and the callback never runs. */
         assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
         assert_int_equal(g.calls, 2);
@@ -329,7 +323,7 @@ static void system_register_returns_distinct_ids(void **state)
         assert_int_not_equal(s[i], 0);
         for (int j = 0; j < i; j++) assert_int_not_equal(s[i], s[j]);
     }
-    ecs_world_stats_t st = stats(f.w);
+    ecs_world_stats_t st = stats_of(f.w);
     assert_int_equal(st.systems, 5);
     assert_int_equal(st.queries, 2); /* the two systems with terms own one each */
     ecs_world_destroy(f.w);
@@ -656,11 +650,11 @@ static void world_frame_counts_frames(void **state)
     fixture_t f;
     fixture_init(&f);
     assert_int_equal(ecs_world_frame(f.w), 0);
-    assert_int_equal(stats(f.w).frame, 0);
+    assert_int_equal(stats_of(f.w).frame, 0);
     for (uint64_t i = 1; i <= 3; i++) {
         assert_int_equal(ecs_world_progress(f.w, 0.016f), ECS_OK);
         assert_int_equal(ecs_world_frame(f.w), i);
-        assert_int_equal(stats(f.w).frame, i);
+        assert_int_equal(stats_of(f.w).frame, i);
     }
     assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.run = count_run}), 0);
     assert_int_equal(ecs_world_progress(f.w, 0.016f), ECS_OK);
@@ -769,7 +763,7 @@ static void check_immediate_mode_closed(uint32_t flags)
                                                                         .run = immediate_probe,
                                                                         .flags = flags}),
                          0);
-    ecs_world_stats_t before = stats(f.w);
+    ecs_world_stats_t before = stats_of(f.w);
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
     assert_int_equal(g.calls, 1);
     assert_true(g.spawned == ECS_NULL);
@@ -786,7 +780,7 @@ static void check_immediate_mode_closed(uint32_t flags)
     assert_true(g.alive);
     assert_int_equal(g.bad_iter, 0);
     /* Nothing changed. */
-    ecs_world_stats_t after = stats(f.w);
+    ecs_world_stats_t after = stats_of(f.w);
     assert_int_equal(after.entities, before.entities);
     assert_int_equal(after.archetypes, before.archetypes);
     assert_int_equal(after.commands_skipped, 0);
@@ -867,7 +861,7 @@ static void system_exclusive_has_immediate_mode(void **state)
     assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.run = exclusive_probe,
                                                                         .flags = ECS_SYSTEM_EXCLUSIVE}),
                          0);
-    ecs_world_stats_t before = stats(f.w);
+    ecs_world_stats_t before = stats_of(f.w);
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
     assert_int_equal(g.calls, 1);
     assert_int_equal(g.bad_iter, 0);
@@ -878,7 +872,7 @@ static void system_exclusive_has_immediate_mode(void **state)
     assert_int_equal(g.r_remove, ECS_OK);
     assert_false(g.get_mut_null);
     /* +1 spawn, +1 spawn_with, +3 batch, -1 despawn */
-    assert_int_equal(stats(f.w).entities, before.entities + 4);
+    assert_int_equal(stats_of(f.w).entities, before.entities + 4);
     const Pos *p = ecs_get(f.w, g.target, f.pos);
     assert_true(p->x == 7.0f && p->y == 42.0f);
     ecs_world_destroy(f.w);
@@ -911,7 +905,7 @@ static void exclusive_counts(ecs_iter_t *it)
 {
     g.log[g.log_count++] = 2;
     g.seen_value = count_pos_x(it->world, 123.0f);
-    g.rows = (int)stats(it->world).entities;
+    g.rows = (int)stats_of(it->world).entities;
 }
 
 static void system_exclusive_sees_earlier_commands_of_stage(void **state)
@@ -1012,7 +1006,7 @@ static void system_exclusive_despawn_while_iterating(void **state)
     assert_int_equal(g.rows, 4500);
     assert_int_equal(g.zero_count_calls, 0);
     assert_int_equal(g.bad_iter, 0);
-    assert_int_equal(stats(f.w).entities, 10);
+    assert_int_equal(stats_of(f.w).entities, 10);
     /* Nothing left to iterate next frame; the world is still sound. */
     g.calls = 0;
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
@@ -1020,7 +1014,7 @@ static void system_exclusive_despawn_while_iterating(void **state)
     spawn_many(&f, 100, 1, &f.pos);
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
     assert_int_equal(g.rows, 4600);
-    assert_int_equal(stats(f.w).entities, 10);
+    assert_int_equal(stats_of(f.w).entities, 10);
     ecs_world_destroy(f.w);
 }
 
@@ -1051,7 +1045,7 @@ static void system_exclusive_despawn_other_chunks_while_iterating(void **state)
     assert_int_equal(g.calls, 1); /* the other chunks were emptied: skipped */
     assert_int_equal(g.zero_count_calls, 0);
     assert_true(g.seen_value > 0);
-    assert_int_equal(stats(f.w).entities, 0);
+    assert_int_equal(stats_of(f.w).entities, 0);
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
     assert_int_equal(g.calls, 1);
     ecs_world_destroy(f.w);
@@ -1094,7 +1088,7 @@ static void system_exclusive_add_while_iterating(void **state)
         assert_true(ecs_has(f.w, e[i], f.vel));
         assert_true(ecs_has(f.w, e[i], f.tag));
     }
-    assert_int_equal(stats(f.w).entities, 3000);
+    assert_int_equal(stats_of(f.w).entities, 3000);
     int calls = g.calls;
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
     assert_int_equal(g.calls, calls); /* everyone has Tag now */
@@ -1142,7 +1136,7 @@ static void system_exclusive_churn_while_iterating_is_memory_safe(void **state)
         for (int i = 0; i < it.count; i++) assert_true(ecs_is_alive(f.w, it.entities[i]));
         rows += (uint32_t)it.count;
     }
-    assert_int_equal(rows, stats(f.w).entities);
+    assert_int_equal(rows, stats_of(f.w).entities);
     ecs_world_destroy(f.w);
 }
 
@@ -1171,7 +1165,7 @@ static void system_exclusive_spawning_into_its_query_ends(void **state)
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
     /* One chunk existed when the walk reached the archetype. */
     assert_int_equal(g.calls, 1);
-    assert_int_equal(stats(f.w).entities, 10 + 2048);
+    assert_int_equal(stats_of(f.w).entities, 10 + 2048);
     ecs_world_destroy(f.w);
 }
 
@@ -1198,7 +1192,7 @@ static void system_progress_inside_query_each_is_busy(void **state)
     assert_int_equal(each_progress_result, ECS_EBUSY);
     assert_int_equal(ecs_world_frame(f.w), 0);
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK); /* the world is intact */
-    assert_int_equal(stats(f.w).entities, 100);
+    assert_int_equal(stats_of(f.w).entities, 100);
     ecs_world_destroy(f.w);
 }
 
@@ -1225,13 +1219,13 @@ static void check_registration_closed(uint32_t flags)
                                                                         .run = register_probe,
                                                                         .flags = flags}),
                          0);
-    ecs_world_stats_t before = stats(f.w);
+    ecs_world_stats_t before = stats_of(f.w);
     g.r_component = 12345;
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
     assert_int_equal(g.calls, 1);
     assert_int_equal(g.r_component, 0);
     assert_true(g.query_null);
-    ecs_world_stats_t after = stats(f.w);
+    ecs_world_stats_t after = stats_of(f.w);
     assert_int_equal(after.components, before.components);
     assert_int_equal(after.queries, before.queries);
     assert_int_equal(ecs_component_lookup(f.w, "Late"), 0);
