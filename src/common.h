@@ -17,13 +17,11 @@
 #if defined(__GNUC__)
 #define ECS__LIKELY(x) __builtin_expect(!!(x), 1)
 #define ECS__UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define ECS__UNUSED __attribute__((unused))
 #define ECS__INLINE static inline __attribute__((always_inline))
 #else
 #define ECS__INLINE static inline
 #define ECS__LIKELY(x) (x)
 #define ECS__UNLIKELY(x) (x)
-#define ECS__UNUSED
 #endif
 
 /* Programming errors inside the library (or the documented debug checks of

@@ -144,12 +144,6 @@ ECS__INLINE void move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, e
     w->structure_version++;
 }
 
-void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
-                           const ecs__edge_t *edge)
-{
-    move_edge(w, e, rec, dst_chunk, edge);
-}
-
 ecs_entity_t ecs__entity_create_in(ecs_world_t *w, ecs__chunk_t *ch, const ecs__init_t *inits, uint32_t init_count,
                                    bool move)
 {

@@ -440,9 +440,6 @@ typedef struct {
  * consumed before any row of that chunk moves. */
 void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
                       const ecs__init_t *inits, uint32_t init_count, bool move);
-/* The same move along a cached edge (no caller value). */
-void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
-                           const ecs__edge_t *edge);
 /* Creates an entity in chunk ch (which has room; one id must be
  * reserved), constructing its columns as ecs__entity_move constructs new
  * ones: from inits where listed, else default. */
