@@ -80,9 +80,9 @@ static void bench_iterate(int n)
     ecs_component_t ids[2] = {P, V};
     const void *vals[2] = {p, v};
     ecs_spawn_batch(w, n, 2, ids, vals, NULL);
-    ecs_query_t *q = ecs_query_create(w, &(ecs_query_desc_t){.terms = {{P, ECS_WRITE}, {V, ECS_READ}}});
+    ecs_query_t *q = ecs_query_create(w, &(ecs_query_desc_t){.terms = {{.component = P, .access = ECS_WRITE}, {.component = V, .access = ECS_READ}}});
     ecs_system_register(w, &(ecs_system_desc_t){
-                               .name = "move", .terms = {{P, ECS_WRITE}, {V, ECS_READ}}, .run = move_system});
+                               .name = "move", .terms = {{.component = P, .access = ECS_WRITE}, {.component = V, .access = ECS_READ}}, .run = move_system});
 
     double raw[64], query[64], frame[64];
     const float dt = 1.0f / 60;
@@ -315,7 +315,7 @@ static void bench_frag_iter(void)
         ecs_component_t ids[2] = {t, D};
         ecs_spawn_batch(w, PER, 2, ids, NULL, NULL);
     }
-    ecs_query_t *q = ecs_query_create(w, &(ecs_query_desc_t){.terms = {{D, ECS_WRITE}}});
+    ecs_query_t *q = ecs_query_create(w, &(ecs_query_desc_t){.terms = {{.component = D, .access = ECS_WRITE}}});
     /* Baseline: the same 520 values in one plain array. */
     Data raw[KINDS * PER];
     memset(raw, 0, sizeof(raw));
