@@ -112,11 +112,30 @@ typedef struct {
 /* World                                                                   */
 /* ---------------------------------------------------------------------- */
 
+/**
+ * World settings. Zero means "not set": then the environment variable, if
+ * set and well-formed, else the default.
+ * - workers: threads that run jobs, the calling thread included (1: no
+ *   thread is created). Environment ECS_WORKERS; 0 there, or unset, means
+ *   one per online CPU. At most ECS_MAX_WORKERS.
+ * - spin_us: microseconds an idle worker keeps looking for work before it
+ *   sleeps; -1 here means no spinning. Environment ECS_SPIN_US (0 there
+ *   means no spinning). Default 50.
+ * A malformed environment value is reported on stderr and ignored.
+ */
 typedef struct {
+    int workers;
+    int spin_us;
     ecs_allocator_t allocator; /* zero: C library */
 } ecs_world_desc_t;
 
-/** Creates a world. desc may be NULL. Returns NULL when out of memory. */
+#define ECS_MAX_WORKERS 256
+
+/**
+ * Creates a world and starts its worker threads. desc may be NULL.
+ * Returns NULL when out of memory, when threads cannot be started, or for
+ * a descriptor with workers or spin_us out of range.
+ */
 ECS_API ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc);
 
 /**
@@ -137,6 +156,9 @@ ECS_API void ecs_world_destroy(ecs_world_t *world);
  * for lack of memory (that command is skipped, the others are applied).
  */
 ECS_API int ecs_world_progress(ecs_world_t *world, float delta_time);
+
+/** Workers of the world's job pool, the calling thread included (>= 1). */
+ECS_API int ecs_world_workers(const ecs_world_t *world);
 
 /** Frames completed by ecs_world_progress() (0 for a new world). */
 ECS_API uint64_t ecs_world_frame(const ecs_world_t *world);

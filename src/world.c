@@ -1,12 +1,63 @@
 /*
- * world.c: the world's lifecycle: create with the allocator hook resolved
- * once, destroy everything (every live value's dtor included), and the
- * figures ecs_world_stats reports.
+ * world.c: the world's lifecycle: create with every setting resolved in
+ * one place (allocator hook, worker count, spin time), destroy everything
+ * (threads joined, every live value's dtor run), and the figures
+ * ecs_world_stats reports.
  */
 #include "ecs_private.h"
 
+#include <unistd.h>
+
+#define ECS__DEFAULT_SPIN_US 50
+#define ECS__MAX_SPIN_US 1000000 /* one second: anything longer is a mistake */
+
+/* Reads a non-negative decimal integer of at most max from the
+ * environment. false when unset; a malformed value is reported on stderr
+ * and treated as unset. */
+static bool env_knob(const char *name, long max, long *out)
+{
+    const char *s = getenv(name);
+    if (!s) return false;
+    long v = 0;
+    const char *c = s;
+    for (; *c >= '0' && *c <= '9' && v <= max; c++) v = v * 10 + (*c - '0');
+    if (c == s || *c || v > max) {
+        fprintf(stderr, "stagehand: ignoring %s=\"%s\": expected a whole number from 0 to %ld\n", name, s, max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static uint32_t online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) return 1;
+    return n > ECS_MAX_WORKERS ? ECS_MAX_WORKERS : (uint32_t)n;
+}
+
+/* The one place defaults are resolved: a non-zero descriptor field wins,
+ * else a well-formed environment variable, else the built-in default.
+ * false for descriptor values out of range. */
+static bool resolve_settings(const ecs_world_desc_t *desc, uint32_t *workers, uint32_t *spin_us)
+{
+    int dw = desc ? desc->workers : 0, ds = desc ? desc->spin_us : 0;
+    if (dw < 0 || dw > ECS_MAX_WORKERS || ds < -1 || ds > ECS__MAX_SPIN_US) return false;
+    long v;
+    if (dw > 0) *workers = (uint32_t)dw;
+    else if (env_knob("ECS_WORKERS", ECS_MAX_WORKERS, &v) && v > 0) *workers = (uint32_t)v;
+    else *workers = online_cpus();
+    if (ds > 0) *spin_us = (uint32_t)ds;
+    else if (ds == -1) *spin_us = 0;
+    else if (env_knob("ECS_SPIN_US", ECS__MAX_SPIN_US, &v)) *spin_us = (uint32_t)v;
+    else *spin_us = ECS__DEFAULT_SPIN_US;
+    return true;
+}
+
 ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc)
 {
+    uint32_t workers, spin_us;
+    if (!resolve_settings(desc, &workers, &spin_us)) return NULL;
     ecs_allocator_t a;
     ecs__allocator_resolve(&a, desc ? &desc->allocator : NULL);
     ecs_world_t *w = ecs__alloc(&a, sizeof(*w), _Alignof(ecs_world_t));
@@ -14,12 +65,14 @@ ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc)
     memset(w, 0, sizeof(*w));
     w->allocator = a;
     w->phase = ECS__PHASE_IDLE;
-    if (ecs__world_storage_init(w) != ECS_OK) {
+    if (ecs__world_storage_init(w, workers) != ECS_OK) {
         ecs__free(&a, w);
         return NULL;
     }
     w->scheduler = ecs__scheduler_create(w);
-    if (!w->scheduler) {
+    w->pool = w->scheduler ? ecs__job_pool_create(&w->allocator, workers, spin_us) : NULL;
+    if (!w->pool) {
+        ecs__scheduler_destroy(w, w->scheduler);
         ecs__world_storage_fini(w);
         ecs__free(&a, w);
         return NULL;
@@ -31,10 +84,13 @@ void ecs_world_destroy(ecs_world_t *w)
 {
     if (!w || w->phase != ECS__PHASE_IDLE || w->defer_chunk_release) return;
     ecs_allocator_t a = w->allocator;
+    ecs__job_pool_destroy(w->pool); /* joins the threads first */
     ecs__scheduler_destroy(w, w->scheduler);
     ecs__world_storage_fini(w);
     ecs__free(&a, w);
 }
+
+int ecs_world_workers(const ecs_world_t *w) { return w ? (int)ecs__job_pool_workers(w->pool) : 0; }
 
 uint64_t ecs_world_frame(const ecs_world_t *w) { return w ? w->frame : 0; }
 

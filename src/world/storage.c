@@ -5,10 +5,10 @@
  */
 #include "world/world.h"
 
-int ecs__world_storage_init(ecs_world_t *w)
+int ecs__world_storage_init(ecs_world_t *w, uint32_t workers)
 {
     ecs__entity_index_init(&w->entity_index);
-    if (!ecs__commands_init(w, 1)) return ECS_ENOMEM;
+    if (!ecs__commands_init(w, workers)) return ECS_ENOMEM;
     w->root = ecs__archetype_ensure(w, NULL, 0);
     if (!w->root) {
         ecs__world_storage_fini(w);

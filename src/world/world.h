@@ -579,6 +579,7 @@ struct ecs_world {
 
     ecs__cmd_state_t cmd;
     ecs__scheduler_t *scheduler; /* stages and systems (src/) */
+    ecs__job_pool_t *pool;       /* worker 0 is the thread that calls ecs_world_progress */
 
     /* The last ecs_spawn_with type set, so spawning many entities of one
      * kind skips sorting and the archetype lookup. */
@@ -608,8 +609,9 @@ static inline bool ecs__world_immediate_ok(const ecs_world_t *w)
     return w->phase == ECS__PHASE_IDLE || w->phase == ECS__PHASE_EXCLUSIVE;
 }
 
-/* The world's storage (everything but the scheduler). */
-int ecs__world_storage_init(ecs_world_t *w);
+/* The world's storage (everything but the scheduler and the pool), with
+ * command memory for `workers` workers. */
+int ecs__world_storage_init(ecs_world_t *w, uint32_t workers);
 void ecs__world_storage_fini(ecs_world_t *w);
 
 /* Removes row `row`, whose values are already destroyed or moved out: the

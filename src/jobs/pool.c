@@ -1,0 +1,413 @@
+/*
+ * pool.c: the work-stealing thread pool.
+ *
+ * Worker 0 is the thread that created the pool (the one that calls
+ * ecs_world_progress); workers 1..n-1 are threads. Each worker owns a
+ * Chase-Lev deque (jobs.h): it pushes and takes at the bottom, others
+ * steal at the top. An idle worker takes its own jobs, then steals from
+ * the others starting at a random victim, then spins for spin_us, then
+ * sleeps on a ck_ec event count until a submitter wakes it.
+ *
+ * Synchronisation that TSan must see goes through our own C11 atomics:
+ * the deques carry the jobs, the job counters carry completion, the
+ * `sleepers` count and the `stop` flag are seq_cst. ck_ec (whose slow
+ * path is compiled into libck and invisible to TSan) is only the sleep
+ * and wake signal: no data is handed over through it.
+ *
+ * Lost wake-ups: a worker going to sleep announces itself in `sleepers`,
+ * reads the event count, looks for work once more, then waits for the
+ * count to move. A submitter pushes, then reads `sleepers` and, if
+ * anyone sleeps, bumps the count. All of these are seq_cst, so either the
+ * submitter sees the sleeper (and its bump makes the wait return), or the
+ * sleeper's last look sees the job.
+ */
+#include "jobs/jobs.h"
+
+#include <ck_ec.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEQUE_CAPACITY 4096u /* jobs per worker; a push beyond runs inline */
+
+typedef struct {
+    ecs__deque_t deque;
+    ecs__job_pool_t *pool;
+    uint32_t index;
+    uint64_t rng;
+    pthread_t thread;
+    bool started;
+    /* Written by the owning thread only, read by anyone: relaxed atomics
+     * updated by load and store (no read-modify-write needed with one
+     * writer; a plain add on x86). */
+    struct {
+        _Atomic uint64_t jobs_run, steals, sleeps, idle_ns;
+    } stats;
+} worker_t;
+
+static inline void stat_add(_Atomic uint64_t *counter, uint64_t v)
+{
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + v, memory_order_relaxed);
+}
+
+struct ecs__job_pool {
+    ecs_allocator_t allocator;
+    uint32_t count;
+    uint64_t spin_ns;
+    worker_t *workers;
+    _Alignas(64) _Atomic uint32_t sleepers; /* workers inside the sleep protocol */
+    _Atomic bool stop;
+    _Alignas(64) struct ck_ec32 ec;         /* bumped to wake sleepers */
+    struct ck_ec_mode mode;
+};
+
+/* ---------------------------------------------------------------------- */
+/* Deque                                                                   */
+/* ---------------------------------------------------------------------- */
+
+bool ecs__deque_init(ecs__deque_t *d, const ecs_allocator_t *a, uint32_t capacity)
+{
+    ecs__assert(ecs__is_pow2(capacity), "deque capacity is a power of two");
+    d->buffer = ecs__calloc(a, capacity * sizeof(*d->buffer), 64);
+    if (!d->buffer) return false;
+    d->mask = (int64_t)capacity - 1;
+    atomic_init(&d->top, 0);
+    atomic_init(&d->bottom, 0);
+    return true;
+}
+
+void ecs__deque_fini(ecs__deque_t *d, const ecs_allocator_t *a)
+{
+    ecs__free(a, (void *)d->buffer);
+    d->buffer = NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Sleep and wake: ck_ec over futexes                                      */
+/* ---------------------------------------------------------------------- */
+
+static int ec_gettime(const struct ck_ec_ops *ops, struct timespec *out)
+{
+    (void)ops;
+    return clock_gettime(CLOCK_MONOTONIC, out);
+}
+
+static void ec_wait32(const struct ck_ec_wait_state *state, const uint32_t *addr, uint32_t expected,
+                      const struct timespec *deadline)
+{
+    struct timespec rel, *timeout = NULL;
+    if (deadline) {
+        /* FUTEX_WAIT takes a relative timeout. */
+        int64_t ns = (int64_t)(deadline->tv_sec - state->now.tv_sec) * 1000000000 +
+                     (deadline->tv_nsec - state->now.tv_nsec);
+        if (ns <= 0) return;
+        rel.tv_sec = (time_t)(ns / 1000000000);
+        rel.tv_nsec = (long)(ns % 1000000000);
+        timeout = &rel;
+    }
+    syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, timeout, NULL, 0);
+}
+
+static void ec_wake32(const struct ck_ec_ops *ops, const uint32_t *addr)
+{
+    (void)ops;
+    syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static const struct ck_ec_ops ec_ops = {
+    .gettime = ec_gettime,
+    .wait32 = ec_wait32,
+    .wake32 = ec_wake32,
+    /* ck's default busy-wait before the futex is 100 iterations; we spin
+     * on our own terms first (spin_us), so this only bridges the last
+     * moments before sleeping. */
+    .busy_loop_iter = 1000,
+    /* ck's default sleeps in timed futex waits of 2 ms, then 16 ms, ...
+     * (a guard against lost wake-ups in its single-producer mode, which
+     * we do not use). A timed wake-up also tends to leave the worker
+     * queued on a busy core, and the next real wake then waits for that
+     * core's time slice (measured: 1.4 ms instead of 16 us). Half a
+     * second makes the first wait effectively the only one. */
+    .initial_wait_ns = 500000000u,
+};
+
+/* Wakes every sleeping worker, if there is one. */
+static inline void wake_sleepers(ecs__job_pool_t *p)
+{
+    if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst)) ck_ec32_add(&p->ec, &p->mode, 1);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Finding and running work                                                */
+/* ---------------------------------------------------------------------- */
+
+static inline uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static inline uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+/* A job from the own deque, else stolen (a sweep over all victims from a
+ * random one), else NULL. */
+static ecs__job_t *find_work(ecs__job_pool_t *p, worker_t *self)
+{
+    ecs__job_t *job = ecs__deque_take(&self->deque);
+    if (job) return job;
+    uint32_t n = p->count;
+    if (n == 1) return NULL;
+    uint32_t start = (uint32_t)(rng_next(&self->rng) % n);
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t v = start + k < n ? start + k : start + k - n;
+        if (v == self->index) continue;
+        for (;;) {
+            job = ecs__deque_steal(&p->workers[v].deque);
+            if (job != ECS__DEQUE_ABORT) break;
+            cpu_relax(); /* lost a race for this victim's oldest job: retry */
+        }
+        if (job) {
+            stat_add(&self->stats.steals, 1);
+            return job;
+        }
+    }
+    return NULL;
+}
+
+static inline void run_job(worker_t *self, ecs__job_t *job)
+{
+    /* After the counter drops the job may be gone (its owner stops
+     * waiting): read the counter first, touch nothing after. */
+    ecs__job_counter_t *counter = job->counter;
+    job->fn(job, self->index);
+    stat_add(&self->stats.jobs_run, 1);
+    /* Release: everything the job wrote happens before the waiter's
+     * acquire load sees the count reach zero. */
+    atomic_fetch_sub_explicit(&counter->pending, 1, memory_order_release);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Worker threads                                                          */
+/* ---------------------------------------------------------------------- */
+
+static void *worker_main(void *arg)
+{
+    worker_t *self = arg;
+    ecs__job_pool_t *p = self->pool;
+    for (;;) {
+        ecs__job_t *job = find_work(p, self);
+        if (job) {
+            run_job(self, job);
+            continue;
+        }
+        if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
+
+        /* Spin for a while: work usually comes back soon within a frame. */
+        uint64_t idle_start = now_ns(), deadline = idle_start + p->spin_ns;
+        for (uint32_t i = 1; p->spin_ns && !job; i++) {
+            cpu_relax();
+            job = find_work(p, self);
+            if (job || atomic_load_explicit(&p->stop, memory_order_relaxed)) break;
+            if ((i & 63) == 0) {
+                if (now_ns() >= deadline) break;
+                sched_yield(); /* more workers than cores: let the busy ones run */
+            }
+        }
+        if (!job && !atomic_load_explicit(&p->stop, memory_order_acquire)) {
+            /* Sleep protocol (see the top of this file). */
+            atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
+            uint32_t seen = ck_ec32_value(&p->ec);
+            job = find_work(p, self);
+            if (!job && !atomic_load_explicit(&p->stop, memory_order_seq_cst)) {
+                stat_add(&self->stats.sleeps, 1);
+                ck_ec32_wait(&p->ec, &p->mode, seen, NULL);
+            }
+            atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_seq_cst);
+        }
+        stat_add(&self->stats.idle_ns, now_ns() - idle_start);
+        if (job) run_job(self, job);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Lifecycle                                                               */
+/* ---------------------------------------------------------------------- */
+
+static void pool_stop_threads(ecs__job_pool_t *p)
+{
+    atomic_store_explicit(&p->stop, true, memory_order_seq_cst);
+    /* Wake every sleeper; one bump suffices, each re-checks stop. */
+    ck_ec32_add(&p->ec, &p->mode, 1);
+    for (uint32_t i = 1; i < p->count; i++) {
+        if (p->workers[i].started) pthread_join(p->workers[i].thread, NULL);
+    }
+}
+
+ecs__job_pool_t *ecs__job_pool_create(const ecs_allocator_t *a, uint32_t workers, uint32_t spin_us)
+{
+    if (workers == 0) workers = 1;
+    ecs__job_pool_t *p = ecs__calloc(a, sizeof(*p), 64);
+    if (!p) return NULL;
+    p->allocator = *a;
+    p->count = workers;
+    p->spin_ns = (uint64_t)spin_us * 1000u;
+    atomic_init(&p->sleepers, 0);
+    atomic_init(&p->stop, false);
+    ck_ec32_init(&p->ec, 0);
+    p->mode.ops = &ec_ops;
+    p->mode.single_producer = false; /* any worker may submit */
+    p->workers = ecs__calloc(a, workers * sizeof(worker_t), 64);
+    if (!p->workers) {
+        ecs__free(a, p);
+        return NULL;
+    }
+    bool ok = true;
+    for (uint32_t i = 0; i < workers && ok; i++) {
+        worker_t *wk = &p->workers[i];
+        wk->pool = p;
+        wk->index = i;
+        wk->rng = 0x9e3779b97f4a7c15ull * (i + 1);
+        ok = ecs__deque_init(&wk->deque, &p->allocator, DEQUE_CAPACITY);
+    }
+    for (uint32_t i = 1; i < workers && ok; i++) {
+        worker_t *wk = &p->workers[i];
+        ok = pthread_create(&wk->thread, NULL, worker_main, wk) == 0;
+        wk->started = ok;
+    }
+    if (!ok) {
+        ecs__job_pool_destroy(p);
+        return NULL;
+    }
+    return p;
+}
+
+void ecs__job_pool_destroy(ecs__job_pool_t *p)
+{
+    if (!p) return;
+    pool_stop_threads(p);
+    ecs_allocator_t a = p->allocator;
+    for (uint32_t i = 0; i < p->count; i++) {
+        if (p->workers[i].deque.buffer) ecs__deque_fini(&p->workers[i].deque, &a);
+    }
+    ecs__free(&a, p->workers);
+    ecs__free(&a, p);
+}
+
+uint32_t ecs__job_pool_workers(const ecs__job_pool_t *p) { return p->count; }
+
+void ecs__job_pool_stats(const ecs__job_pool_t *p, uint32_t worker, ecs__worker_stats_t *out)
+{
+    worker_t *wk = &p->workers[worker];
+    out->jobs_run = atomic_load_explicit(&wk->stats.jobs_run, memory_order_relaxed);
+    out->steals = atomic_load_explicit(&wk->stats.steals, memory_order_relaxed);
+    out->sleeps = atomic_load_explicit(&wk->stats.sleeps, memory_order_relaxed);
+    out->idle_ns = atomic_load_explicit(&wk->stats.idle_ns, memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Fork-join                                                               */
+/* ---------------------------------------------------------------------- */
+
+void ecs__job_pool_submit(ecs__job_pool_t *p, uint32_t worker, ecs__job_t *const *jobs, uint32_t n,
+                          ecs__job_counter_t *counter)
+{
+    ecs__assert(worker < p->count, "worker index");
+    if (!n) return;
+    worker_t *self = &p->workers[worker];
+    /* Raised before any job can run, so a waiter never sees zero early. */
+    atomic_fetch_add_explicit(&counter->pending, (int64_t)n, memory_order_relaxed);
+    for (uint32_t i = 0; i < n; i++) {
+        jobs[i]->counter = counter;
+        if (p->count == 1 || !ecs__deque_push(&self->deque, jobs[i])) run_job(self, jobs[i]);
+    }
+    if (p->count > 1) wake_sleepers(p);
+}
+
+void ecs__job_pool_wait(ecs__job_pool_t *p, uint32_t worker, ecs__job_counter_t *counter)
+{
+    worker_t *self = &p->workers[worker];
+    uint32_t idle = 0;
+    while (atomic_load_explicit(&counter->pending, memory_order_acquire) > 0) {
+        ecs__job_t *job = find_work(p, self);
+        if (job) {
+            run_job(self, job);
+            idle = 0;
+            continue;
+        }
+        /* The last jobs run elsewhere: wait, and with more workers than
+         * cores, give their threads the core. */
+        cpu_relax();
+        if (++idle % 64 == 0) sched_yield();
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Parallel-for                                                            */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    ecs__job_t job;
+    ecs__job_pool_t *pool;
+    int64_t begin, end, grain;
+    ecs__range_fn_t fn;
+    void *ctx;
+} range_job_t;
+
+static void range_split(ecs__job_pool_t *p, uint32_t worker, int64_t begin, int64_t end, int64_t grain,
+                        ecs__range_fn_t fn, void *ctx);
+
+static void range_job_run(ecs__job_t *job, uint32_t worker)
+{
+    range_job_t *r = (range_job_t *)job;
+    range_split(r->pool, worker, r->begin, r->end, r->grain, r->fn, r->ctx);
+}
+
+/* Offers the upper half of the range as a job (on this frame's stack,
+ * waited for before returning), works on the lower half, repeats. Depth
+ * is at most log2(n / grain); nothing is allocated. */
+static void range_split(ecs__job_pool_t *p, uint32_t worker, int64_t begin, int64_t end, int64_t grain,
+                        ecs__range_fn_t fn, void *ctx)
+{
+    if (end - begin <= grain || p->count == 1) {
+        for (int64_t at = begin; at < end; at += grain) fn(at, end - at > grain ? at + grain : end, worker, ctx);
+        return;
+    }
+    int64_t mid = begin + (end - begin) / 2;
+    ecs__job_counter_t counter;
+    atomic_init(&counter.pending, 0);
+    range_job_t upper = {.job = {range_job_run, NULL}, .pool = p, .begin = mid, .end = end, .grain = grain,
+                         .fn = fn, .ctx = ctx};
+    ecs__job_t *jp = &upper.job;
+    ecs__job_pool_submit(p, worker, &jp, 1, &counter);
+    range_split(p, worker, begin, mid, grain, fn, ctx);
+    ecs__job_pool_wait(p, worker, &counter);
+}
+
+void ecs__job_pool_parallel_for(ecs__job_pool_t *p, uint32_t worker, int64_t n, int64_t grain, ecs__range_fn_t fn,
+                                void *ctx)
+{
+    if (n <= 0) return;
+    if (grain <= 0) grain = 1;
+    range_split(p, worker, 0, n, grain, fn, ctx);
+}
