@@ -14,12 +14,13 @@
  * path is compiled into libck and invisible to TSan) is only the sleep
  * and wake signal: no data is handed over through it.
  *
- * Lost wake-ups: a worker going to sleep announces itself in `sleepers`,
- * reads the event count, looks for work once more, then waits for the
- * count to move. A submitter pushes, then reads `sleepers` and, if
- * anyone sleeps, bumps the count. All of these are seq_cst, so either the
- * submitter sees the sleeper (and its bump makes the wait return), or the
- * sleeper's last look sees the job.
+ * Lost wake-ups: a worker going to sleep announces itself in `sleepers`
+ * (a seq_cst increment), reads the event count, looks for work once more,
+ * then waits for the count to move. A submitter pushes, then reads
+ * `sleepers` with a seq_cst read-modify-write and, if anyone sleeps, bumps
+ * the count. Either the submitter sees the sleeper (and its bump makes the
+ * wait return), or the sleeper's increment synchronises with the
+ * submitter's read and its last look sees the job (see wake_sleepers).
  */
 #include "jobs/jobs.h"
 
@@ -135,10 +136,17 @@ static const struct ck_ec_ops ec_ops = {
     .initial_wait_ns = 500000000u,
 };
 
-/* Wakes every sleeping worker, if there is one. */
+/* Wakes every sleeping worker, if there is one. Called after pushing.
+ * The read of sleepers is a read-modify-write: a plain load may be
+ * ordered before the push's store becomes visible (x86 lets a load pass
+ * an earlier store), and then the submitter can miss a worker that is
+ * going to sleep while that worker misses the job. RMWs on sleepers are
+ * totally ordered: either this one sees the worker's increment, or the
+ * worker's increment reads from this one, synchronises with it, and its
+ * last look at the deques sees the push. */
 static inline void wake_sleepers(ecs__job_pool_t *p)
 {
-    if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst)) ck_ec32_add(&p->ec, &p->mode, 1);
+    if (atomic_fetch_add_explicit(&p->sleepers, 0, memory_order_seq_cst)) ck_ec32_add(&p->ec, &p->mode, 1);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -390,7 +398,13 @@ static void range_split(ecs__job_pool_t *p, uint32_t worker, int64_t begin, int6
                         ecs__range_fn_t fn, void *ctx)
 {
     if (end - begin <= grain || p->count == 1) {
-        for (int64_t at = begin; at < end; at += grain) fn(at, end - at > grain ? at + grain : end, worker, ctx);
+        /* Advanced by the piece's end, never past `end`: at + grain could
+         * overflow for ranges near INT64_MAX. */
+        for (int64_t at = begin; at < end;) {
+            int64_t stop = end - at > grain ? at + grain : end;
+            fn(at, stop, worker, ctx);
+            at = stop;
+        }
         return;
     }
     int64_t mid = begin + (end - begin) / 2;
