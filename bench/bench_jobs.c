@@ -68,7 +68,7 @@ static ecs_allocator_t allocator;
 /* One fork-join of n empty jobs; the caller helps. */
 static double forkjoin_once(ecs__job_pool_t *p, uint32_t n)
 {
-    ecs__job_t jobs[2] = {{empty_job, NULL}, {empty_job, NULL}};
+    ecs__job_t jobs[2] = {{empty_job, NULL, NULL}, {empty_job, NULL, NULL}};
     ecs__job_t *jp[2] = {&jobs[0], &jobs[1]};
     ecs__job_counter_t c;
     atomic_init(&c.pending, 0);
@@ -84,7 +84,7 @@ static double forkjoin_once(ecs__job_pool_t *p, uint32_t n)
  * a worker woken onto its core is not held off for a time slice. */
 static double handoff_once(ecs__job_pool_t *p)
 {
-    ecs__job_t job = {empty_job, NULL};
+    ecs__job_t job = {empty_job, NULL, NULL};
     ecs__job_t *jp = &job;
     ecs__job_counter_t c;
     atomic_init(&c.pending, 0);
@@ -140,7 +140,7 @@ static void bench_job_overhead(void)
     ecs__job_t *jobs = malloc(sizeof(ecs__job_t) * N);
     ecs__job_t **jp = malloc(sizeof(ecs__job_t *) * N);
     for (int i = 0; i < N; i++) {
-        jobs[i] = (ecs__job_t){empty_job, NULL};
+        jobs[i] = (ecs__job_t){empty_job, NULL, NULL};
         jp[i] = &jobs[i];
     }
     double base = 0;

@@ -81,6 +81,7 @@ typedef uint32_t ecs_system_t;
 
 #define ECS_NULL ((ecs_entity_t)0)
 #define ECS_MAX_TERMS 16
+#define ECS_MAX_DEPS 8
 #define ECS_MAX_ENTITY_FIELDS 8
 
 static inline uint32_t ecs_entity_index(ecs_entity_t e) { return (uint32_t)e; }
@@ -172,6 +173,21 @@ ECS_API uint64_t ecs_world_frame(const ecs_world_t *world);
  */
 ECS_API int ecs_stage_add(ecs_world_t *world, const char *name, const char *after_stage);
 
+/** One system's figures for the last frame it ran in. */
+typedef struct {
+    const char *name; /* NULL for an anonymous system */
+    uint64_t time_ns; /* time spent in its jobs (summed over jobs) */
+    uint64_t rows;    /* rows handed to its callback */
+    uint32_t jobs;    /* jobs it was split into (0: it did not run) */
+} ecs_system_stats_t;
+
+/** One worker's figures since the world was created. */
+typedef struct {
+    uint64_t jobs_run; /* jobs it ran */
+    uint64_t steals;   /* of them, taken from another worker */
+    uint64_t idle_ns;  /* time spent looking for work or asleep */
+} ecs_worker_stats_t;
+
 typedef struct {
     uint64_t frame;            /* frames completed */
     uint64_t commands_skipped; /* deferred commands dropped at playback because
@@ -183,6 +199,13 @@ typedef struct {
     uint32_t chunks;           /* chunks allocated, retained empty ones included */
     uint32_t systems;          /* registered systems */
     uint32_t queries;          /* live cached queries, systems' own included */
+    /* Per system, indexed by ecs_system_t - 1 (`systems` entries), and per
+     * worker (`workers` entries), as of the end of the last frame. Owned
+     * by the world; valid until the next ecs_world_progress,
+     * ecs_system_register or ecs_world_destroy. */
+    const ecs_system_stats_t *system_stats;
+    uint32_t workers;
+    const ecs_worker_stats_t *worker_stats;
 } ecs_world_stats_t;
 
 /** Fills *out. Returns ECS_OK, or ECS_EINVAL when world or out is NULL. */
@@ -425,17 +448,39 @@ typedef struct {
     const char *name;                /* optional; unique when given; copied */
     const char *stage;               /* NULL: "Update" */
     ecs_term_t terms[ECS_MAX_TERMS]; /* ends at the first term with component 0 */
+    /* Explicit order: names of systems already registered in the same
+     * stage that this one runs after / before. Each list ends at the first
+     * NULL. */
+    const char *after[ECS_MAX_DEPS], *before[ECS_MAX_DEPS];
     uint32_t flags;                  /* ECS_SYSTEM_* */
     void (*run)(ecs_iter_t *it);     /* required */
     void *ctx;                       /* passed as it->ctx */
 } ecs_system_desc_t;
 
 /**
- * Registers a system. It runs every frame in its stage, after the systems
- * registered before it, once per non-empty matching chunk (a system
- * without terms runs once per frame with it->count == 0). Returns its id,
- * or 0: bad descriptor (no run callback, unknown stage, bad terms, unknown
- * flags, duplicate name), inside a frame, out of memory.
+ * Registers a system. It runs every frame in its stage, once per
+ * non-empty matching chunk, split into jobs over chunk ranges that run on
+ * the world's workers. A system without terms, or whose terms are all
+ * ECS_OTHER, runs once per frame with it->count == 0.
+ *
+ * From inside a non-EXCLUSIVE system, ecs_get of another entity's
+ * component is safe only for components the system declared: read (and
+ * not written) by a term, or ECS_OTHER. Debug builds abort with a message
+ * on an undeclared read: it could race with the system writing it.
+ *
+ * Order within a stage: `after`/`before` always add an edge; the stage
+ * order is a stable topological sort of those edges, registration order
+ * breaking ties. Systems whose declared access conflicts (one writes a
+ * component the other reads or writes, including through ECS_OTHER
+ * terms) run in that order; others may run at the same time. Entity sets
+ * proven disjoint by WITH/WITHOUT terms remove a conflict, unless either
+ * system reads the component through an ECS_OTHER term.
+ *
+ * Returns its id, or 0 with one line on stderr naming the problem: bad
+ * descriptor (no run callback, unknown stage, bad terms, unknown flags,
+ * duplicate name), an after/before name that is unknown, not registered
+ * yet, or in another stage, a constraint that closes a cycle, inside a
+ * frame, out of memory. Nothing is registered then.
  */
 ECS_API ecs_system_t ecs_system_register(ecs_world_t *world, const ecs_system_desc_t *desc);
 

@@ -1,35 +1,127 @@
 /*
  * ecs_private.h: internal header of the top layer (src/): the world's
- * lifecycle and the scheduler that owns stages and systems and runs a
- * frame. It sits above world/ (storage, queries, commands) and jobs/.
+ * lifecycle, and the scheduler that owns stages and systems, builds the
+ * frame plan from their declared access and runs it on the job pool. It
+ * sits above world/ (storage, queries, commands) and jobs/ (the pool).
  */
 #ifndef ECS_PRIVATE_H
 #define ECS_PRIVATE_H
 
 #include "world/world.h"
 
+/* What a system declares it touches, from its terms. */
 typedef struct {
-    char *name;        /* owned; NULL for an anonymous system */
+    ecs_component_t reads[ECS_MAX_TERMS];    /* READ and WRITE, SELF or OTHER */
+    ecs_component_t writes[ECS_MAX_TERMS];   /* WRITE (SELF) */
+    ecs_component_t others[ECS_MAX_TERMS];   /* ECS_OTHER reads */
+    ecs_component_t required[ECS_MAX_TERMS]; /* SELF terms every row has */
+    ecs_component_t excluded[ECS_MAX_TERMS]; /* WITHOUT */
+    uint8_t nreads, nwrites, nothers, nrequired, nexcluded;
+} ecs__access_t;
+
+typedef struct {
+    char *name;     /* owned; NULL for an anonymous system */
+    uint32_t stage; /* the stage's id (stable when stages are inserted) */
     uint32_t flags;
     ecs_query_t *query; /* NULL: the system has no terms */
     void (*run)(ecs_iter_t *it);
     void *ctx;
+    ecs__access_t access;
+    ecs_system_t after[ECS_MAX_DEPS]; /* resolved explicit order */
+    ecs_system_t before[ECS_MAX_DEPS];
+    uint32_t nafter, nbefore;
 } ecs__system_t;
 
 typedef struct {
     char *name;
+    uint32_t id; /* creation order: systems refer to their stage by it */
     ecs_system_t *systems; /* in registration order */
     uint32_t system_count, system_cap;
 } ecs__stage_t;
 
+/* ---------------------------------------------------------------------- */
+/* The frame plan                                                          */
+/* ---------------------------------------------------------------------- */
+
+typedef struct ecs__plan_node ecs__plan_node_t;
+
+/* One job of a system: a contiguous range of its chunks. */
+typedef struct {
+    ecs__job_t job; /* first: the pool sees only this */
+    ecs__plan_node_t *node;
+    uint32_t first, last; /* range in node->chunks */
+} ecs__system_job_t;
+
+/* A chunk a system visits this frame, with its key for commands. */
+typedef struct {
+    ecs__chunk_t *chunk;
+    const ecs__query_match_t *match;
+    uint64_t order; /* (match index << 32) | chunk index: the chunk order */
+} ecs__chunk_ref_t;
+
+/* One system in the plan. Per-frame fields are rewritten each frame. */
+struct ecs__plan_node {
+    ecs__system_t *sys;
+    ecs_system_t id;
+    uint32_t slot;   /* frame-plan slot: the command key's first part */
+    uint32_t npred;  /* predecessors in its segment's DAG */
+    uint32_t *succ;  /* successors (node indices), in the plan's pool */
+    uint32_t nsucc;
+    /* This frame. */
+    ecs__chunk_ref_t *chunks;
+    uint32_t chunk_count, chunk_cap;
+    uint64_t rows;
+    ecs__system_job_t *jobs;
+    uint32_t job_count, job_cap;
+    _Atomic int32_t preds_left;
+    _Atomic int32_t jobs_left;
+    _Atomic uint64_t busy_ticks; /* summed job durations, cycle counter */
+    uint64_t last_ns;            /* last frame's busy time */
+    void *frame;                 /* the running frame (frame.c) */
+};
+
+/* A run of nodes between two barriers: either plain systems (a DAG), or
+ * one EXCLUSIVE system. */
+typedef struct {
+    uint32_t first, count; /* range in plan.nodes */
+    bool exclusive;
+} ecs__plan_segment_t;
+
+typedef struct {
+    ecs__plan_node_t *nodes; /* stage by stage, each in stage order */
+    uint32_t node_count;
+    ecs__plan_segment_t *segments;
+    uint32_t segment_count;
+    uint32_t *stage_end; /* per stage: one past its last segment */
+    uint32_t *succ_pool;
+    uint32_t slots; /* slots numbered: systems and barrier flushes */
+    bool valid;
+} ecs__plan_t;
+
 struct ecs__scheduler {
     ecs__stage_t *stages; /* in run order */
-    uint32_t stage_count, stage_cap;
+    uint32_t stage_count, stage_cap, stage_ids;
     ecs__system_t *systems; /* by id - 1 */
     uint32_t system_count, system_cap;
+    ecs__plan_t plan;
+    ecs_system_stats_t *system_stats; /* by id - 1 */
+    ecs_worker_stats_t *worker_stats; /* per worker */
+    uint64_t tick_per_ns_q16;         /* cycle counter rate, 16.16 fixed */
 };
 
 ecs__scheduler_t *ecs__scheduler_create(ecs_world_t *w);
 void ecs__scheduler_destroy(ecs_world_t *w, ecs__scheduler_t *s);
+
+/* Builds the plan when systems or stages changed. ECS_OK or ECS_ENOMEM
+ * (the old plan, if any, is then kept invalid and rebuilt next frame). */
+int ecs__plan_ensure(ecs_world_t *w, ecs__scheduler_t *s);
+void ecs__plan_fini(ecs_world_t *w, ecs__plan_t *plan);
+
+/* Whether systems a and b may not run at the same time. */
+bool ecs__systems_conflict(const ecs__system_t *a, const ecs__system_t *b);
+
+/* The cycle counter used for per-system timing. */
+uint64_t ecs__ticks(void);
+uint64_t ecs__ticks_to_ns(const ecs__scheduler_t *s, uint64_t ticks);
 
 #endif /* ECS_PRIVATE_H */

@@ -1,16 +1,18 @@
 /*
- * scheduler.c: stages, systems and the frame.
+ * scheduler.c: stages, system registration and the frame plan.
  *
- * ecs_world_progress runs the stages in order and the systems of a stage
- * in registration order. Each system run is one job with one command
- * buffer, keyed by the system's position in its stage; its callback gets
- * one ecs_iter_t per non-empty chunk of its query. While systems run,
- * immediate mode is closed (world phase SYSTEMS); an EXCLUSIVE system
- * splits its stage: the commands recorded so far are applied, it runs
- * alone with immediate mode open, its own commands are applied, and the
- * stage continues. Every stage ends with a flush.
+ * A system declares what it reads and writes through its terms. Within a
+ * stage, explicit after/before constraints fix an order (a stable
+ * topological sort, registration order breaking ties); EXCLUSIVE systems
+ * cut the stage into segments, each ended by a barrier where commands
+ * are applied; within a segment, every pair of systems whose access
+ * conflicts gets an edge in that order. The result is a DAG per segment
+ * that frame.c runs on the job pool. The plan is rebuilt only when
+ * systems or stages change.
  */
 #include "ecs_private.h"
+
+#include <time.h>
 
 static const char *const default_stages[] = {"PreUpdate", "Update", "PostUpdate"};
 
@@ -30,9 +32,26 @@ static int stage_insert(ecs_world_t *w, ecs__scheduler_t *s, const char *name, u
     char *copy = ecs__strdup(&w->allocator, name);
     if (!copy) return ECS_ENOMEM;
     memmove(&s->stages[at + 1], &s->stages[at], (s->stage_count - at) * sizeof(ecs__stage_t));
-    s->stages[at] = (ecs__stage_t){.name = copy};
+    s->stages[at] = (ecs__stage_t){.name = copy, .id = s->stage_ids++};
     s->stage_count++;
+    s->plan.valid = false;
     return ECS_OK;
+}
+
+/* Cycle counter ticks per nanosecond, measured once against the monotonic
+ * clock: per-system timing then costs two counter reads per job. */
+static uint64_t calibrate_ticks(void)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    uint64_t t0 = ecs__ticks();
+    do {
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    } while ((b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec) < 200000);
+    uint64_t t1 = ecs__ticks();
+    uint64_t ns = (uint64_t)((b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec));
+    uint64_t q16 = ((t1 - t0) << 16) / (ns ? ns : 1);
+    return q16 ? q16 : 1;
 }
 
 ecs__scheduler_t *ecs__scheduler_create(ecs_world_t *w)
@@ -45,12 +64,14 @@ ecs__scheduler_t *ecs__scheduler_create(ecs_world_t *w)
             return NULL;
         }
     }
+    s->tick_per_ns_q16 = calibrate_ticks();
     return s;
 }
 
 void ecs__scheduler_destroy(ecs_world_t *w, ecs__scheduler_t *s)
 {
     if (!s) return;
+    ecs__plan_fini(w, &s->plan);
     for (uint32_t i = 0; i < s->system_count; i++) {
         ecs__system_t *sys = &s->systems[i];
         if (sys->query) ecs__query_free(sys->query);
@@ -62,6 +83,8 @@ void ecs__scheduler_destroy(ecs_world_t *w, ecs__scheduler_t *s)
     }
     ecs__free(&w->allocator, s->systems);
     ecs__free(&w->allocator, s->stages);
+    ecs__free(&w->allocator, s->system_stats);
+    ecs__free(&w->allocator, s->worker_stats);
     ecs__free(&w->allocator, s);
 }
 
@@ -80,141 +103,365 @@ int ecs_stage_add(ecs_world_t *w, const char *name, const char *after_stage)
     return stage_insert(w, s, name, at);
 }
 
-/* Descriptor mistakes are programming errors worth one line on stderr. */
-static ecs_system_t register_fail(const ecs_system_desc_t *desc, const char *why)
+/* ---------------------------------------------------------------------- */
+/* Access and conflicts                                                    */
+/* ---------------------------------------------------------------------- */
+
+static void access_add(ecs_component_t *set, uint8_t *n, ecs_component_t c)
 {
-    fprintf(stderr, "stagehand: ecs_system_register(%s): %s\n", desc && desc->name ? desc->name : "<anonymous>",
-            why);
+    for (uint8_t i = 0; i < *n; i++) {
+        if (set[i] == c) return;
+    }
+    set[(*n)++] = c;
+}
+
+static bool access_has(const ecs_component_t *set, uint8_t n, ecs_component_t c)
+{
+    for (uint8_t i = 0; i < n; i++) {
+        if (set[i] == c) return true;
+    }
+    return false;
+}
+
+static void access_from_terms(ecs__access_t *acc, const ecs_term_t *terms, uint32_t n)
+{
+    memset(acc, 0, sizeof(*acc));
+    for (uint32_t i = 0; i < n; i++) {
+        const ecs_term_t *t = &terms[i];
+        if (t->src == ECS_OTHER) {
+            access_add(acc->others, &acc->nothers, t->component);
+            access_add(acc->reads, &acc->nreads, t->component);
+            continue;
+        }
+        switch (t->access) {
+        case ECS_WRITE:
+            access_add(acc->writes, &acc->nwrites, t->component);
+            __attribute__((fallthrough)); /* a writer reads too */
+        case ECS_READ:
+            access_add(acc->reads, &acc->nreads, t->component);
+            if (!t->optional) access_add(acc->required, &acc->nrequired, t->component);
+            break;
+        case ECS_WITH: access_add(acc->required, &acc->nrequired, t->component); break;
+        case ECS_WITHOUT: access_add(acc->excluded, &acc->nexcluded, t->component); break;
+        }
+    }
+}
+
+/* One requires what the other excludes: no entity is matched by both. */
+static bool entity_sets_disjoint(const ecs__access_t *a, const ecs__access_t *b)
+{
+    for (uint8_t i = 0; i < a->nrequired; i++) {
+        if (access_has(b->excluded, b->nexcluded, a->required[i])) return true;
+    }
+    for (uint8_t i = 0; i < b->nrequired; i++) {
+        if (access_has(a->excluded, a->nexcluded, b->required[i])) return true;
+    }
+    return false;
+}
+
+/* A write of c by w against any access of c by r conflicts, unless the
+ * entity sets are disjoint and neither reads c on other entities. */
+static bool write_conflicts(const ecs__access_t *w, const ecs__access_t *r, bool disjoint)
+{
+    for (uint8_t i = 0; i < w->nwrites; i++) {
+        ecs_component_t c = w->writes[i];
+        if (!access_has(r->reads, r->nreads, c)) continue;
+        if (!disjoint || access_has(r->others, r->nothers, c) || access_has(w->others, w->nothers, c)) return true;
+    }
+    return false;
+}
+
+bool ecs__systems_conflict(const ecs__system_t *a, const ecs__system_t *b)
+{
+    if ((a->flags | b->flags) & ECS_SYSTEM_EXCLUSIVE) return true;
+    bool disjoint = entity_sets_disjoint(&a->access, &b->access);
+    /* Writes are reads too (access_from_terms), so this covers
+     * write/write as well as write/read. */
+    return write_conflicts(&a->access, &b->access, disjoint) || write_conflicts(&b->access, &a->access, disjoint);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Registration                                                            */
+/* ---------------------------------------------------------------------- */
+
+/* Descriptor mistakes are programming errors worth one line on stderr. */
+static ecs_system_t register_fail(const ecs_system_desc_t *desc, const char *why, const char *detail)
+{
+    fprintf(stderr, "stagehand: ecs_system_register(%s): %s%s\n", desc && desc->name ? desc->name : "<anonymous>",
+            why, detail ? detail : "");
     return 0;
+}
+
+static const char *system_name(const ecs__scheduler_t *s, ecs_system_t id)
+{
+    const char *n = s->systems[id - 1].name;
+    return n ? n : "<anonymous>";
+}
+
+/* The system named `name`, if it is registered in stage st; else 0 and a
+ * reason. */
+static ecs_system_t resolve_dep(const ecs__scheduler_t *s, const ecs__stage_t *st, const char *name, const char **why)
+{
+    for (uint32_t i = 0; i < s->system_count; i++) {
+        if (!s->systems[i].name || strcmp(s->systems[i].name, name)) continue;
+        if (s->systems[i].stage != st->id) {
+            *why = "is in another stage";
+            return 0;
+        }
+        return i + 1;
+    }
+    *why = "is not a registered system (it must be registered first)";
+    return 0;
+}
+
+/* Whether `from` reaches `to` through explicit order edges of stage st
+ * (x after y: y -> x; x before y: x -> y). */
+static bool explicit_reaches(const ecs__scheduler_t *s, const ecs__stage_t *st, ecs_system_t from, ecs_system_t to,
+                             uint8_t *seen)
+{
+    if (from == to) return true;
+    if (seen[from - 1]) return false;
+    seen[from - 1] = 1;
+    const ecs__system_t *f = &s->systems[from - 1];
+    for (uint32_t k = 0; k < f->nbefore; k++) {
+        if (explicit_reaches(s, st, f->before[k], to, seen)) return true;
+    }
+    for (uint32_t i = 0; i < st->system_count; i++) {
+        const ecs__system_t *x = &s->systems[st->systems[i] - 1];
+        for (uint32_t k = 0; k < x->nafter; k++) {
+            if (x->after[k] == from && explicit_reaches(s, st, st->systems[i], to, seen)) return true;
+        }
+    }
+    return false;
 }
 
 ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
 {
-    if (!w || !desc) return register_fail(desc, "NULL world or descriptor");
-    if (w->phase != ECS__PHASE_IDLE) return register_fail(desc, "called inside a frame");
-    if (!desc->run) return register_fail(desc, "no run callback");
+    if (!w || !desc) return register_fail(desc, "NULL world or descriptor", NULL);
+    if (w->phase != ECS__PHASE_IDLE) return register_fail(desc, "called inside a frame", NULL);
+    if (!desc->run) return register_fail(desc, "no run callback", NULL);
     if (desc->flags & ~(uint32_t)(ECS_SYSTEM_EXCLUSIVE | ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD))
-        return register_fail(desc, "unknown flags");
+        return register_fail(desc, "unknown flags", NULL);
     ecs__scheduler_t *s = w->scheduler;
     int stage = stage_find(s, desc->stage ? desc->stage : "Update");
-    if (stage < 0) return register_fail(desc, "unknown stage");
+    if (stage < 0) return register_fail(desc, "unknown stage", NULL);
+    ecs__stage_t *st = &s->stages[stage];
     if (desc->name) {
-        if (!desc->name[0]) return register_fail(desc, "empty name");
+        if (!desc->name[0]) return register_fail(desc, "empty name", NULL);
         for (uint32_t i = 0; i < s->system_count; i++) {
             if (s->systems[i].name && !strcmp(s->systems[i].name, desc->name))
-                return register_fail(desc, "a system with this name exists");
+                return register_fail(desc, "a system with this name exists", NULL);
         }
     }
     uint32_t term_count;
-    if (ecs__terms_validate(w, desc->terms, &term_count) != ECS_OK) return register_fail(desc, "invalid term");
+    if (ecs__terms_validate(w, desc->terms, &term_count) != ECS_OK) return register_fail(desc, "invalid term", NULL);
+
+    /* Explicit order: every name resolves in this stage, and no pair of
+     * constraints closes a cycle (some `before` target already reaching
+     * some `after` source). */
+    ecs__system_t sys = {.stage = st->id, .flags = desc->flags, .run = desc->run, .ctx = desc->ctx};
+    char detail[256];
+    for (uint32_t k = 0; k < ECS_MAX_DEPS && desc->after[k]; k++) {
+        const char *why = NULL;
+        ecs_system_t id = resolve_dep(s, st, desc->after[k], &why);
+        if (!id) {
+            snprintf(detail, sizeof(detail), "after '%s': '%s' %s", desc->after[k], desc->after[k], why);
+            return register_fail(desc, "", detail);
+        }
+        sys.after[sys.nafter++] = id;
+    }
+    for (uint32_t k = 0; k < ECS_MAX_DEPS && desc->before[k]; k++) {
+        const char *why = NULL;
+        ecs_system_t id = resolve_dep(s, st, desc->before[k], &why);
+        if (!id) {
+            snprintf(detail, sizeof(detail), "before '%s': '%s' %s", desc->before[k], desc->before[k], why);
+            return register_fail(desc, "", detail);
+        }
+        sys.before[sys.nbefore++] = id;
+    }
+    if (sys.nafter && sys.nbefore) {
+        uint8_t *seen = ecs__alloc(&w->allocator, s->system_count, 1);
+        if (!seen) return register_fail(desc, "out of memory", NULL);
+        for (uint32_t b = 0; b < sys.nbefore; b++) {
+            for (uint32_t a = 0; a < sys.nafter; a++) {
+                memset(seen, 0, s->system_count);
+                if (explicit_reaches(s, st, sys.before[b], sys.after[a], seen)) {
+                    snprintf(detail, sizeof(detail), "after '%s' and before '%s' close a cycle ('%s' already runs before '%s')",
+                             system_name(s, sys.after[a]), system_name(s, sys.before[b]), system_name(s, sys.before[b]),
+                             system_name(s, sys.after[a]));
+                    ecs__free(&w->allocator, seen);
+                    return register_fail(desc, "", detail);
+                }
+            }
+        }
+        ecs__free(&w->allocator, seen);
+    }
 
     /* Reserve, then commit: a failure leaves no trace. */
-    ecs__stage_t *st = &s->stages[stage];
     if (!ecs__array_reserve(&w->allocator, (void **)&s->systems, &s->system_cap, s->system_count + 1,
                             sizeof(ecs__system_t), _Alignof(ecs__system_t)) ||
         !ecs__array_reserve(&w->allocator, (void **)&st->systems, &st->system_cap, st->system_count + 1,
                             sizeof(ecs_system_t), _Alignof(ecs_system_t)))
-        return register_fail(desc, "out of memory");
+        return register_fail(desc, "out of memory", NULL);
+    ecs_system_stats_t *stats =
+        ecs__calloc(&w->allocator, (s->system_count + 1) * sizeof(ecs_system_stats_t), _Alignof(ecs_system_stats_t));
     char *name = desc->name ? ecs__strdup(&w->allocator, desc->name) : NULL;
-    if (desc->name && !name) return register_fail(desc, "out of memory");
+    /* Only ECS_OTHER terms: nothing to iterate, the system runs once per
+     * frame like one without terms (its terms still declare its reads). */
+    uint32_t self_terms = 0;
+    for (uint32_t i = 0; i < term_count; i++) self_terms += desc->terms[i].src == ECS_SELF;
     ecs_query_t *q = NULL;
-    if (term_count) {
-        q = ecs__query_create(w, desc->terms, term_count);
-        if (!q) {
-            ecs__free(&w->allocator, name);
-            return register_fail(desc, "out of memory");
-        }
+    if (stats && (name || !desc->name) && self_terms) q = ecs__query_create(w, desc->terms, term_count);
+    if (!stats || (desc->name && !name) || (self_terms && !q)) {
+        ecs__free(&w->allocator, stats);
+        ecs__free(&w->allocator, name);
+        if (q) ecs__query_free(q);
+        return register_fail(desc, "out of memory", NULL);
     }
+    if (s->system_count) memcpy(stats, s->system_stats, s->system_count * sizeof(ecs_system_stats_t));
+    ecs__free(&w->allocator, s->system_stats);
+    s->system_stats = stats;
     ecs_system_t id = s->system_count + 1;
-    s->systems[s->system_count++] = (ecs__system_t){
-        .name = name, .flags = desc->flags, .query = q, .run = desc->run, .ctx = desc->ctx};
+    sys.name = name;
+    sys.query = q;
+    access_from_terms(&sys.access, desc->terms, term_count);
+    s->systems[s->system_count++] = sys;
+    s->system_stats[id - 1].name = name;
     st->systems[st->system_count++] = id;
+    s->plan.valid = false;
     return id;
 }
 
 /* ---------------------------------------------------------------------- */
-/* The frame                                                               */
+/* The plan                                                                */
 /* ---------------------------------------------------------------------- */
 
-/* Applies the pending commands; returns the first error seen so far. */
-static int barrier(ecs_world_t *w, int result, ecs__phase_t resume)
+void ecs__plan_fini(ecs_world_t *w, ecs__plan_t *plan)
 {
-    w->phase = ECS__PHASE_FLUSH;
-    int err = ecs__commands_flush(w);
-    ecs__archetypes_trim(w);
-    w->phase = resume;
-    return result ? result : err;
+    for (uint32_t i = 0; i < plan->node_count; i++) {
+        ecs__free(&w->allocator, plan->nodes[i].chunks);
+        ecs__free(&w->allocator, plan->nodes[i].jobs);
+    }
+    ecs__free(&w->allocator, plan->nodes);
+    ecs__free(&w->allocator, plan->segments);
+    ecs__free(&w->allocator, plan->stage_end);
+    ecs__free(&w->allocator, plan->succ_pool);
+    memset(plan, 0, sizeof(*plan));
 }
 
-/* Runs one system as one job on the calling thread. */
-static int run_system(ecs_world_t *w, const ecs__system_t *sys, uint32_t slot, float dt, bool exclusive)
+/* Whether explicit constraints put system x before system y (x, y in the
+ * same stage): "y after x" or "x before y". */
+static bool explicit_edge(const ecs__scheduler_t *s, ecs_system_t x, ecs_system_t y)
 {
-    ecs_commands_t *cmd = ecs__commands_begin(w, 0, slot);
-    ecs_iter_t it;
-    memset(&it, 0, sizeof(it));
-    it.world = w;
-    it.commands = cmd;
-    it.delta_time = dt;
-    it.worker = 0;
-    it.ctx = sys->ctx;
-    const ecs_query_t *q = sys->query;
-    if (!q) {
-        sys->run(&it);
-        return cmd->failed ? ECS_ENOMEM : ECS_OK;
+    const ecs__system_t *sx = &s->systems[x - 1], *sy = &s->systems[y - 1];
+    for (uint32_t k = 0; k < sy->nafter; k++) {
+        if (sy->after[k] == x) return true;
     }
-    it.priv_.query = q;
-    it.priv_.field_count = (int32_t)q->term_count;
-    /* An exclusive system may change the structure while it iterates, so
-     * walk by index (arrays may grow) and keep emptied chunks alive until
-     * it returns. The walk covers the archetypes that matched when it
-     * started and, in each, the chunks present when it got there, so a
-     * system that spawns into what it iterates still ends. Others cannot
-     * change the structure: immediate mode is closed for them. */
-    if (exclusive) w->defer_chunk_release = true;
-    uint32_t nm = q->match_count;
-    for (uint32_t m = 0; m < nm; m++) {
-        uint32_t nc = q->matches[m].archetype->chunk_count;
-        for (uint32_t c = 0; c < nc; c++) {
-            const ecs__chunk_t *ch = q->matches[m].archetype->chunks[c];
-            if (!ch->count) continue;
-            ecs__commands_set_chunk(cmd, ((uint64_t)m << 32) | c);
-            ecs__iter_set_chunk(&it, q, &q->matches[m], ch);
-            sys->run(&it);
-        }
+    for (uint32_t k = 0; k < sx->nbefore; k++) {
+        if (sx->before[k] == y) return true;
     }
-    if (exclusive) {
-        w->defer_chunk_release = false;
-        ecs__archetypes_trim(w);
-    }
-    return cmd->failed ? ECS_ENOMEM : ECS_OK;
+    return false;
 }
 
-int ecs_world_progress(ecs_world_t *w, float delta_time)
+/* Stable topological order of a stage's systems under its explicit
+ * edges: repeatedly the earliest-registered system whose predecessors
+ * are all placed. Writes n ids to out. O(n^2) per stage, at plan time. */
+static void stage_order(const ecs__scheduler_t *s, const ecs__stage_t *st, ecs_system_t *out, uint8_t *placed)
 {
-    if (!w) return ECS_EINVAL;
-    /* Not from a system, nor from an ecs_query_each callback (whose walk
-     * must not see chunks released under it). */
-    if (w->phase != ECS__PHASE_IDLE || w->defer_chunk_release) return ECS_EBUSY;
-    const ecs__scheduler_t *s = w->scheduler;
-    int result = ECS_OK;
-    for (uint32_t si = 0; si < s->stage_count; si++) {
-        const ecs__stage_t *st = &s->stages[si];
-        w->phase = ECS__PHASE_SYSTEMS;
-        for (uint32_t k = 0; k < st->system_count; k++) {
-            const ecs__system_t *sys = &s->systems[st->systems[k] - 1];
-            int err;
-            if (sys->flags & ECS_SYSTEM_EXCLUSIVE) {
-                result = barrier(w, result, ECS__PHASE_EXCLUSIVE);
-                err = run_system(w, sys, k, delta_time, true);
-                result = barrier(w, result ? result : err, ECS__PHASE_SYSTEMS);
-            } else {
-                err = run_system(w, sys, k, delta_time, false);
-                if (!result) result = err;
+    uint32_t n = st->system_count;
+    memset(placed, 0, n);
+    for (uint32_t k = 0; k < n; k++) {
+        for (uint32_t i = 0; i < n; i++) {
+            if (placed[i]) continue;
+            bool ready = true;
+            for (uint32_t j = 0; j < n && ready; j++) {
+                if (!placed[j] && j != i && explicit_edge(s, st->systems[j], st->systems[i])) ready = false;
+            }
+            if (ready) {
+                placed[i] = 1;
+                out[k] = st->systems[i];
+                break;
             }
         }
-        result = barrier(w, result, ECS__PHASE_SYSTEMS);
     }
-    w->phase = ECS__PHASE_IDLE;
-    w->frame++;
-    return result;
+}
+
+int ecs__plan_ensure(ecs_world_t *w, ecs__scheduler_t *s)
+{
+    if (s->plan.valid) return ECS_OK;
+    ecs__plan_t plan;
+    memset(&plan, 0, sizeof(plan));
+    uint32_t n = s->system_count;
+    /* Sizes: every system a node, at most one segment per node plus one
+     * per stage, and at most n^2/2 edges. */
+    uint64_t max_edges = (uint64_t)n * (n ? n - 1 : 0) / 2;
+    plan.nodes = ecs__calloc(&w->allocator, (n ? n : 1) * sizeof(ecs__plan_node_t), 64);
+    plan.segments = ecs__calloc(&w->allocator, (n + s->stage_count + 1) * sizeof(ecs__plan_segment_t), 8);
+    plan.stage_end = ecs__calloc(&w->allocator, (s->stage_count + 1) * sizeof(uint32_t), 4);
+    plan.succ_pool = max_edges ? ecs__alloc(&w->allocator, max_edges * sizeof(uint32_t), 4) : NULL;
+    ecs_system_t *order = ecs__alloc(&w->allocator, (n ? n : 1) * sizeof(ecs_system_t), 4);
+    uint8_t *scratch = ecs__alloc(&w->allocator, n ? n : 1, 1);
+    if (!plan.nodes || !plan.segments || !plan.stage_end || (max_edges && !plan.succ_pool) || !order || !scratch) {
+        ecs__free(&w->allocator, order);
+        ecs__free(&w->allocator, scratch);
+        ecs__plan_fini(w, &plan);
+        return ECS_ENOMEM;
+    }
+
+    uint32_t slot = 0, edges = 0;
+    for (uint32_t si = 0; si < s->stage_count; si++) {
+        const ecs__stage_t *st = &s->stages[si];
+        stage_order(s, st, order, scratch);
+        for (uint32_t k = 0; k < st->system_count;) {
+            ecs__plan_segment_t *seg = &plan.segments[plan.segment_count++];
+            seg->first = plan.node_count;
+            ecs__system_t *first = &s->systems[order[k] - 1];
+            seg->exclusive = (first->flags & ECS_SYSTEM_EXCLUSIVE) != 0;
+            /* An exclusive system alone; else the run up to the next one. */
+            uint32_t end = k + 1;
+            if (!seg->exclusive) {
+                while (end < st->system_count && !(s->systems[order[end] - 1].flags & ECS_SYSTEM_EXCLUSIVE)) end++;
+            }
+            for (uint32_t i = k; i < end; i++) {
+                ecs__plan_node_t *node = &plan.nodes[plan.node_count++];
+                node->id = order[i];
+                node->sys = &s->systems[order[i] - 1];
+                node->slot = slot++;
+            }
+            seg->count = end - k;
+            /* Edges within the segment, in plan order: conflicts and the
+             * explicit constraints. */
+            for (uint32_t i = 0; i < seg->count; i++) {
+                ecs__plan_node_t *a = &plan.nodes[seg->first + i];
+                a->succ = plan.succ_pool ? plan.succ_pool + edges : NULL;
+                for (uint32_t j = i + 1; j < seg->count; j++) {
+                    ecs__plan_node_t *b = &plan.nodes[seg->first + j];
+                    if (ecs__systems_conflict(a->sys, b->sys) || explicit_edge(s, a->id, b->id) ||
+                        explicit_edge(s, b->id, a->id)) {
+                        a->succ[a->nsucc++] = seg->first + j;
+                        b->npred++;
+                        edges++;
+                    }
+                }
+            }
+            slot++; /* the barrier flush after the segment */
+            k = end;
+        }
+        plan.stage_end[si] = plan.segment_count;
+    }
+    plan.slots = slot;
+    ecs__free(&w->allocator, order);
+    ecs__free(&w->allocator, scratch);
+
+    /* Keep last frame's timing across the rebuild (it guides the inline
+     * decision), then swap. */
+    for (uint32_t i = 0; i < plan.node_count; i++) {
+        for (uint32_t j = 0; j < s->plan.node_count; j++) {
+            if (s->plan.nodes[j].id == plan.nodes[i].id) plan.nodes[i].last_ns = s->plan.nodes[j].last_ns;
+        }
+    }
+    ecs__plan_fini(w, &s->plan);
+    s->plan = plan;
+    s->plan.valid = true;
+    return ECS_OK;
 }

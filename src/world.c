@@ -70,7 +70,12 @@ ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc)
         return NULL;
     }
     w->scheduler = ecs__scheduler_create(w);
-    w->pool = w->scheduler ? ecs__job_pool_create(&w->allocator, workers, spin_us) : NULL;
+    if (w->scheduler) {
+        w->scheduler->worker_stats =
+            ecs__calloc(&w->allocator, workers * sizeof(ecs_worker_stats_t), _Alignof(ecs_worker_stats_t));
+    }
+    w->pool = w->scheduler && w->scheduler->worker_stats ? ecs__job_pool_create(&w->allocator, workers, spin_us)
+                                                         : NULL;
     if (!w->pool) {
         ecs__scheduler_destroy(w, w->scheduler);
         ecs__world_storage_fini(w);
@@ -106,5 +111,8 @@ int ecs_world_stats(const ecs_world_t *w, ecs_world_stats_t *out)
     out->chunks = w->chunk_count;
     out->systems = w->scheduler->system_count;
     out->queries = w->query_count;
+    out->system_stats = w->scheduler->system_stats;
+    out->workers = ecs__job_pool_workers(w->pool);
+    out->worker_stats = w->scheduler->worker_stats;
     return ECS_OK;
 }

@@ -653,8 +653,11 @@ static uint64_t round_lifecycle(const scale_t *sc, uint64_t *rng)
         jobs += expect;
         ecs__job_pool_destroy(p);
     }
+    /* A leak shows as more threads than at the start. Fewer is fine: a
+     * thread of an earlier round, already joined, may still have been
+     * leaving /proc when the base was read. */
     int left = task_count_settled(base);
-    CHECK(left == base, "lifecycle: %d threads left after destroying every pool", left - base);
+    CHECK(left <= base, "lifecycle: %d threads left after destroying every pool", left - base);
     free(tiny);
     free(ptrs);
     return jobs;

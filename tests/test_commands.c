@@ -109,7 +109,12 @@ static void count_free(void *ptr, void *ctx)
 static void fixture_init_with(fixture_t *f, const ecs_world_desc_t *desc)
 {
     memset(&hooks, 0, sizeof(hooks));
-    f->w = ecs_world_create(desc);
+    /* One worker unless asked: these contract tests log from callbacks
+     * without locks and check their order. Playback order across worker
+     * counts is test_scheduler.c's. */
+    ecs_world_desc_t d = desc ? *desc : (ecs_world_desc_t){0};
+    if (!d.workers) d.workers = 1;
+    f->w = ecs_world_create(&d);
     assert_non_null(f->w);
     f->pos = ECS_COMPONENT(f->w, Pos);
     f->vel = ECS_COMPONENT(f->w, Vel);
@@ -217,16 +222,27 @@ static void assert_results(const int *expect, int n)
     for (int i = 0; i < n; i++) assert_int_equal(g.r[i], expect[i]);
 }
 
+/* The callbacks here read fixture components on any entity (ecs_get):
+ * declared as ECS_OTHER terms, as the contract asks. */
+#define OTHER_READS(f)                                                         \
+    {.component = (f)->pos, .src = ECS_OTHER}, {.component = (f)->vel, .src = ECS_OTHER},                \
+        {.component = (f)->str, .src = ECS_OTHER}, {.component = (f)->link, .src = ECS_OTHER}
+
 static void add_system(fixture_t *f, const char *stage, void (*run)(ecs_iter_t *), uint32_t flags)
 {
-    assert_int_not_equal(ecs_system_register(f->w, &(ecs_system_desc_t){.stage = stage, .run = run, .flags = flags}),
+    assert_int_not_equal(ecs_system_register(f->w, &(ecs_system_desc_t){.stage = stage,
+                                                                        .terms = {OTHER_READS(f)},
+                                                                        .run = run,
+                                                                        .flags = flags}),
                          0);
 }
 
 static void add_query_system(fixture_t *f, const char *stage, void (*run)(ecs_iter_t *), ecs_component_t c)
 {
-    assert_int_not_equal(
-        ecs_system_register(f->w, &(ecs_system_desc_t){.stage = stage, .terms = {{.component = c}}, .run = run}), 0);
+    assert_int_not_equal(ecs_system_register(f->w, &(ecs_system_desc_t){.stage = stage,
+                                                                        .terms = {{.component = c}, OTHER_READS(f)},
+                                                                        .run = run}),
+                         0);
 }
 
 static void progress(fixture_t *f) { assert_int_equal(ecs_world_progress(f->w, 0.0f), ECS_OK); }

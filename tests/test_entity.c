@@ -1305,7 +1305,11 @@ static void entity_immediate_mode_busy_inside_systems(void **state)
     ecs_entity_t e = ecs_spawn_with(f.w, 1, &f.pos, (const void *const[]){&(Position){1.0f, 2.0f}});
     assert_int_not_equal(e, ECS_NULL);
     busy_probe_t p = {.f = &f, .e = e};
-    ecs_system_t sys = ecs_system_register(f.w, &(ecs_system_desc_t){.run = busy_system, .ctx = &p});
+    /* It reads Position on another entity: declared as ECS_OTHER. */
+    ecs_system_t sys = ecs_system_register(
+        f.w, &(ecs_system_desc_t){.terms = {{.component = f.pos, .access = ECS_READ, .src = ECS_OTHER}},
+                                  .run = busy_system,
+                                  .ctx = &p});
     assert_int_not_equal(sys, 0);
     ecs_world_stats_t before = stats_of(f.w);
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);

@@ -45,7 +45,9 @@ typedef struct {
 
 static void fixture_init(fixture_t *f)
 {
-    f->w = ecs_world_create(NULL);
+    /* One worker: these contract tests observe callbacks in order, from
+     * one thread. Parallel runs are test_scheduler.c's. */
+    f->w = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
     assert_non_null(f->w);
     f->pos = ECS_COMPONENT(f->w, Pos);
     f->vel = ECS_COMPONENT(f->w, Vel);

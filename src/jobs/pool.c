@@ -37,6 +37,10 @@
 
 typedef struct {
     ecs__deque_t deque;
+    /* Jobs for this worker only: producers push with CAS, the owner takes
+     * the whole stack with one exchange into `inbox`, which it alone uses. */
+    _Alignas(64) _Atomic(ecs__job_t *) mailbox;
+    ecs__job_t *inbox;
     ecs__job_pool_t *pool;
     uint32_t index;
     uint64_t rng;
@@ -177,10 +181,20 @@ static inline uint64_t rng_next(uint64_t *s)
     return x * 0x2545f4914f6cdd1dull;
 }
 
-/* A job from the own deque, else stolen (a sweep over all victims from a
- * random one), else NULL. */
+/* A job from the own mailbox, else the own deque, else stolen (a sweep
+ * over all victims from a random one), else NULL. */
 static ecs__job_t *find_work(ecs__job_pool_t *p, worker_t *self)
 {
+    if (!self->inbox && atomic_load_explicit(&self->mailbox, memory_order_relaxed)) {
+        /* Acquire: pairs with the producers' release CAS, so the jobs'
+         * fields are visible. */
+        self->inbox = atomic_exchange_explicit(&self->mailbox, NULL, memory_order_acquire);
+    }
+    if (self->inbox) {
+        ecs__job_t *job = self->inbox;
+        self->inbox = job->next;
+        return job;
+    }
     ecs__job_t *job = ecs__deque_take(&self->deque);
     if (job) return job;
     uint32_t n = p->count;
@@ -350,6 +364,22 @@ void ecs__job_pool_submit(ecs__job_pool_t *p, uint32_t worker, ecs__job_t *const
         if (p->count == 1 || !ecs__deque_push(&self->deque, jobs[i])) run_job(self, jobs[i]);
     }
     if (p->count > 1) wake_sleepers(p);
+}
+
+void ecs__job_pool_submit_to(ecs__job_pool_t *p, uint32_t target, ecs__job_t *job, ecs__job_counter_t *counter)
+{
+    ecs__assert(target < p->count, "worker index");
+    atomic_fetch_add_explicit(&counter->pending, 1, memory_order_relaxed);
+    job->counter = counter;
+    worker_t *t = &p->workers[target];
+    ecs__job_t *head = atomic_load_explicit(&t->mailbox, memory_order_relaxed);
+    do {
+        job->next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&t->mailbox, &head, job, memory_order_release,
+                                                    memory_order_relaxed));
+    /* The target may be asleep (it is not when it is the waiting caller);
+     * this also orders the push before the sleepers check. */
+    wake_sleepers(p);
 }
 
 void ecs__job_pool_wait(ecs__job_pool_t *p, uint32_t worker, ecs__job_counter_t *counter)

@@ -44,7 +44,8 @@ bool ecs__commands_init(ecs_world_t *w, uint32_t workers)
     s->workers = ecs__calloc(&w->allocator, workers * sizeof(ecs__cmd_worker_t), _Alignof(ecs__cmd_worker_t));
     if (!s->workers) return false;
     s->worker_count = workers;
-    for (uint32_t i = 0; i < workers; i++) ecs__arena_init(&s->workers[i].arena, &w->allocator, 0);
+    ecs__arena_pool_init(&s->arena_pool, &w->allocator, 0);
+    for (uint32_t i = 0; i < workers; i++) ecs__arena_init_pooled(&s->workers[i].arena, &s->arena_pool);
     s->oom.world = w;
     s->oom.failed = true;
     return true;
@@ -88,6 +89,7 @@ void ecs__commands_fini(ecs_world_t *w)
     ecs__cmd_state_t *s = &w->cmd;
     for_each_pending(w, drop_value); /* values never flushed are still owned here */
     for (uint32_t i = 0; i < s->worker_count; i++) ecs__arena_fini(&s->workers[i].arena);
+    ecs__arena_pool_fini(&s->arena_pool);
     ecs__free(&w->allocator, s->workers);
     memset(s, 0, sizeof(*s));
 }
@@ -601,9 +603,16 @@ int ecs__commands_flush(ecs_world_t *w)
         }
     }
     w->commands_skipped += pb.skipped;
+    uint32_t touched = 0;
     for (uint32_t i = 0; i < s->worker_count; i++) {
+        touched += s->workers[i].arena.touched;
         ecs__arena_reset(&s->workers[i].arena);
         s->workers[i].first = s->workers[i].last = NULL;
     }
+    /* Top the shared pool up here, single-threaded: a later frame that
+     * records no more than this one then finds its blocks whichever
+     * workers do the recording. Failing only defers the allocation. */
+    if (touched > s->peak_blocks) s->peak_blocks = touched;
+    ecs__arena_pool_reserve(&s->arena_pool, s->peak_blocks + s->worker_count);
     return pb.result;
 }

@@ -470,11 +470,31 @@ bool ecs_has(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
     return rec && ecs__archetype_type_index(rec->chunk->archetype, c) >= 0;
 }
 
+#ifndef NDEBUG
+_Thread_local const ecs__read_set_t *ecs__tls_reads;
+
+/* A system reading a component it did not declare, on another entity,
+ * may race with the system that writes it: a programming error. */
+static void check_declared_read(const ecs__record_t *rec, ecs_component_t c)
+{
+    const ecs__read_set_t *set = ecs__tls_reads;
+    if (!set || rec->chunk == set->chunk) return;
+    for (uint32_t i = 0; i < set->count; i++) {
+        if (set->components[i] == c) return;
+    }
+    ecs__assert_fail("component declared", "ecs_get from a system of a component it did not declare (add an "
+                     "ECS_OTHER term, or READ it)", __FILE__, __LINE__);
+}
+#endif
+
 const void *ecs_get(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 {
     if (!w) return NULL;
     const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return NULL;
+#ifndef NDEBUG
+    check_declared_read(rec, c);
+#endif
     int32_t col = ecs__archetype_column(rec->chunk->archetype, c);
     return col < 0 ? NULL : column_row(rec->chunk, (uint32_t)col, rec->row);
 }

@@ -526,6 +526,11 @@ struct ecs_commands {
 typedef struct {
     ecs__cmd_worker_t *workers;
     uint32_t worker_count;
+    /* The workers' arenas share blocks; the barrier keeps the pool at the
+     * most blocks any frame touched, plus one per worker for rounding, so
+     * a frame allocates only when it records more than any before. */
+    ecs__arena_pool_t arena_pool;
+    uint32_t peak_blocks;
     /* Handed to a job when its buffer cannot be allocated: every
      * ecs_cmd_* call on it returns ECS_ENOMEM (or ECS_NULL). Never
      * written after initialisation, so jobs may share it. */
@@ -590,6 +595,9 @@ struct ecs_world {
         ecs__archetype_t *archetype;
     } spawn_cache;
 
+    void *frame_state; /* the frame being run (frame.c), NULL outside */
+    int frame_error;   /* first error of the frame being run */
+
     uint64_t structure_version; /* bumped by every structural change */
     uint64_t frame;
     uint64_t commands_skipped;
@@ -602,6 +610,19 @@ static inline ecs__component_t *ecs__component_get(const ecs_world_t *w, ecs_com
 {
     return (c && c <= w->component_count) ? w->components[c] : NULL;
 }
+
+#ifndef NDEBUG
+/* Debug builds: what the system running on this thread may read on any
+ * entity with ecs_get (components it reads and does not write, and its
+ * ECS_OTHER reads), and the chunk it is on (its own rows are always
+ * fine). Set by the scheduler around a system's callbacks. */
+typedef struct {
+    ecs_component_t components[ECS_MAX_TERMS];
+    uint32_t count;
+    const ecs__chunk_t *chunk;
+} ecs__read_set_t;
+extern _Thread_local const ecs__read_set_t *ecs__tls_reads;
+#endif
 
 /* Immediate mode is open outside frames and inside EXCLUSIVE systems. */
 static inline bool ecs__world_immediate_ok(const ecs_world_t *w)

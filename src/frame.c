@@ -1,0 +1,412 @@
+/*
+ * frame.c: ecs_world_progress, running the frame plan (scheduler.c).
+ *
+ * Each segment of the plan is either one EXCLUSIVE system (run alone on
+ * the calling thread with immediate mode open) or a DAG of systems. A DAG
+ * whose estimated work is below the cost of waking a worker runs in plan
+ * order on the calling thread: no deque, no atomics, no wake. Otherwise
+ * every system is split into jobs over contiguous ranges of its chunks;
+ * the systems without predecessors are submitted, and whoever finishes
+ * the last job of a system releases its successors, running one of them
+ * itself and submitting the rest. The calling thread helps until the
+ * segment is done. Every segment ends with a barrier where the commands
+ * its jobs recorded are applied, in key order (commands.c).
+ *
+ * Nothing here depends on timing for the result: jobs only write what
+ * their system declared, and commands are keyed by (plan slot, chunk
+ * order, recording order), so the world after a frame is the same for
+ * any worker count and any inline-or-parallel choice.
+ */
+#include "ecs_private.h"
+
+#include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+/* A segment estimated to take less than this runs on the calling thread:
+ * waking a sleeping worker costs 7-8 us on the target VM (the FUTEX_WAKE
+ * alone 6-7 us, docs/benchmarks.md), so parallelism cannot pay below
+ * about twice that. */
+#define INLINE_WORK_NS 20000u
+/* Split targets: enough jobs to balance, not so many that dispatch costs
+ * show (about 100 ns a job). */
+#define MIN_JOB_ROWS 2048u
+#define JOBS_PER_WORKER 4u
+
+uint64_t ecs__ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __rdtsc();
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+uint64_t ecs__ticks_to_ns(const ecs__scheduler_t *s, uint64_t ticks) { return (ticks << 16) / s->tick_per_ns_q16; }
+
+/* What one frame's jobs need, set by the calling thread before any job
+ * is submitted (the deques' release/acquire publishes it). */
+typedef struct {
+    ecs_world_t *world;
+    ecs__scheduler_t *sched;
+    ecs__plan_node_t *nodes;
+    ecs__job_counter_t counter;
+    float dt;
+} frame_t;
+
+static frame_t *frame_of(const ecs_world_t *w) { return (frame_t *)w->frame_state; }
+
+/* ---------------------------------------------------------------------- */
+/* Running a system over chunks                                            */
+/* ---------------------------------------------------------------------- */
+
+#ifndef NDEBUG
+/* Debug builds check ecs_get from inside systems against what the system
+ * declared (world.h, ecs__tls_reads). */
+static void declare_reads(const ecs__system_t *sys, ecs__read_set_t *set)
+{
+    /* Components the system reads but does not write, and ECS_OTHER
+     * reads: safe to read on any entity while it runs. */
+    set->count = 0;
+    for (uint8_t i = 0; i < sys->access.nreads; i++) {
+        ecs_component_t c = sys->access.reads[i];
+        bool written = false, other = false;
+        for (uint8_t k = 0; k < sys->access.nwrites; k++) written |= sys->access.writes[k] == c;
+        for (uint8_t k = 0; k < sys->access.nothers; k++) other |= sys->access.others[k] == c;
+        if (!written || other) set->components[set->count++] = c;
+    }
+}
+#endif
+
+static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__system_t *sys, ecs_commands_t *cmd, float dt,
+                      uint32_t worker)
+{
+    memset(it, 0, sizeof(*it));
+    it->world = w;
+    it->commands = cmd;
+    it->delta_time = dt;
+    it->worker = (int)worker;
+    it->ctx = sys->ctx;
+    it->priv_.query = sys->query;
+    it->priv_.field_count = sys->query ? (int32_t)sys->query->term_count : 0;
+}
+
+/* Calls the system on chunks [first, last) of its frame list. */
+static void run_range(ecs_world_t *w, ecs__plan_node_t *node, uint32_t first, uint32_t last, uint32_t worker, float dt)
+{
+    const ecs__system_t *sys = node->sys;
+    uint64_t t0 = ecs__ticks();
+    ecs_commands_t *cmd = ecs__commands_begin(w, worker, node->slot);
+    ecs_iter_t it;
+    iter_init(&it, w, sys, cmd, dt, worker);
+#ifndef NDEBUG
+    ecs__read_set_t reads;
+    declare_reads(sys, &reads);
+    ecs__tls_reads = &reads;
+#endif
+    if (!sys->query) {
+        sys->run(&it);
+    } else {
+        for (uint32_t k = first; k < last; k++) {
+            const ecs__chunk_ref_t *ref = &node->chunks[k];
+#ifndef NDEBUG
+            reads.chunk = ref->chunk;
+#endif
+            ecs__commands_set_chunk(cmd, ref->order);
+            ecs__iter_set_chunk(&it, sys->query, ref->match, ref->chunk);
+            sys->run(&it);
+        }
+    }
+#ifndef NDEBUG
+    ecs__tls_reads = NULL;
+#endif
+    atomic_fetch_add_explicit(&node->busy_ticks, ecs__ticks() - t0, memory_order_relaxed);
+}
+
+/* The node's non-empty chunks, in query order, into node->chunks. false
+ * when the list cannot grow. */
+static bool collect_chunks(ecs_world_t *w, ecs__plan_node_t *node)
+{
+    node->chunk_count = 0;
+    node->rows = 0;
+    const ecs_query_t *q = node->sys->query;
+    if (!q) return true;
+    for (uint32_t m = 0; m < q->match_count; m++) {
+        const ecs__archetype_t *a = q->matches[m].archetype;
+        if (!a->entity_count) continue;
+        if (!ecs__array_reserve(&w->allocator, (void **)&node->chunks, &node->chunk_cap,
+                                node->chunk_count + a->chunk_count, sizeof(ecs__chunk_ref_t),
+                                _Alignof(ecs__chunk_ref_t)))
+            return false;
+        for (uint32_t c = 0; c < a->chunk_count; c++) {
+            ecs__chunk_t *ch = a->chunks[c];
+            if (!ch->count) continue;
+            node->chunks[node->chunk_count++] = (ecs__chunk_ref_t){ch, &q->matches[m], ((uint64_t)m << 32) | c};
+            node->rows += ch->count;
+        }
+    }
+    return true;
+}
+
+static void system_job_run(ecs__job_t *job, uint32_t worker);
+
+/* Splits the node's chunks into contiguous jobs of about equal rows. */
+static bool split_jobs(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers)
+{
+    uint32_t want = 1;
+    const ecs__system_t *sys = node->sys;
+    if (sys->query && !node->chunk_count) {
+        node->job_count = 0; /* nothing to run */
+        return true;
+    }
+    if (sys->query && !(sys->flags & (ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD))) {
+        uint64_t by_rows = (node->rows + MIN_JOB_ROWS - 1) / MIN_JOB_ROWS;
+        want = (uint32_t)(by_rows < workers * JOBS_PER_WORKER ? by_rows : workers * JOBS_PER_WORKER);
+        if (want > node->chunk_count) want = node->chunk_count;
+        if (!want) want = 1;
+    }
+    if (!ecs__array_reserve(&w->allocator, (void **)&node->jobs, &node->job_cap, want, sizeof(ecs__system_job_t),
+                            _Alignof(ecs__system_job_t)))
+        return false;
+    node->job_count = 0;
+    uint64_t per = (node->rows + want - 1) / want, acc = 0;
+    uint32_t start = 0;
+    for (uint32_t k = 0; k < node->chunk_count; k++) {
+        acc += node->chunks[k].chunk->count;
+        bool last_chunk = k + 1 == node->chunk_count;
+        if ((acc >= per && node->job_count + 1 < want) || last_chunk) {
+            node->jobs[node->job_count++] =
+                (ecs__system_job_t){.job = {system_job_run, NULL, NULL}, .node = node, .first = start, .last = k + 1};
+            start = k + 1;
+            acc = 0;
+        }
+    }
+    if (!node->job_count)
+        node->jobs[node->job_count++] = (ecs__system_job_t){.job = {system_job_run, NULL, NULL}, .node = node};
+    return true;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The DAG on the pool                                                     */
+/* ---------------------------------------------------------------------- */
+
+/* Submits a ready node's jobs; when `keep` is non-NULL and the node may
+ * run on this worker, its first job is kept back for the caller to run
+ * inline. A node with nothing to run is done at once. */
+static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep);
+
+/* The node finished: release its successors. Returns one job for the
+ * caller to run next (or NULL). */
+static ecs__system_job_t *finish_node(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep)
+{
+    ecs__system_job_t *next = NULL;
+    for (uint32_t k = 0; k < node->nsucc; k++) {
+        ecs__plan_node_t *succ = &f->nodes[node->succ[k]];
+        /* acq_rel: the last predecessor to finish sees every other's
+         * writes, and its successor's jobs see them through the push. */
+        if (atomic_fetch_sub_explicit(&succ->preds_left, 1, memory_order_acq_rel) != 1) continue;
+        ecs__system_job_t *j = start_node(f, succ, worker, keep && !next);
+        if (j) next = j;
+    }
+    return next;
+}
+
+static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep)
+{
+    ecs__job_pool_t *pool = f->world->pool;
+    if (!node->job_count) return finish_node(f, node, worker, keep);
+    if (node->sys->flags & ECS_SYSTEM_MAIN_THREAD) {
+        if (keep && worker == 0) return &node->jobs[0];
+        ecs__job_pool_submit_to(pool, 0, &node->jobs[0].job, &f->counter);
+        return NULL;
+    }
+    uint32_t from = keep ? 1 : 0;
+    ecs__job_t *batch[64];
+    for (uint32_t k = from; k < node->job_count;) {
+        uint32_t n = 0;
+        while (k < node->job_count && n < 64) batch[n++] = &node->jobs[k++].job;
+        ecs__job_pool_submit(pool, worker, batch, n, &f->counter);
+    }
+    return keep ? &node->jobs[0] : NULL;
+}
+
+static void system_job_run(ecs__job_t *job, uint32_t worker)
+{
+    ecs__system_job_t *j = (ecs__system_job_t *)job;
+    while (j) {
+        ecs__plan_node_t *node = j->node;
+        frame_t *fr = node->frame;
+        run_range(fr->world, node, j->first, j->last, worker, fr->dt);
+        if (atomic_fetch_sub_explicit(&node->jobs_left, 1, memory_order_acq_rel) != 1) return;
+        /* Last job of the system: release its successors and go on with
+         * one of them here (no deque round trip). */
+        j = finish_node(fr, node, worker, true);
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Segments                                                                */
+/* ---------------------------------------------------------------------- */
+
+/* Runs a node's system on the calling thread, straight over its query
+ * (the inline path and exclusive systems). An exclusive system may change
+ * the structure while it iterates: the walk is by index, covers what
+ * existed when it reached each archetype, and keeps emptied chunks alive
+ * until it returns. */
+static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool exclusive)
+{
+    const ecs__system_t *sys = node->sys;
+    uint64_t t0 = ecs__ticks();
+    ecs_commands_t *cmd = ecs__commands_begin(w, 0, node->slot);
+    ecs_iter_t it;
+    iter_init(&it, w, sys, cmd, dt, 0);
+    node->rows = 0;
+    node->job_count = 1;
+#ifndef NDEBUG
+    ecs__read_set_t reads;
+    declare_reads(sys, &reads);
+    if (!exclusive) ecs__tls_reads = &reads;
+#endif
+    const ecs_query_t *q = sys->query;
+    if (!q) {
+        sys->run(&it);
+    } else {
+        if (exclusive) w->defer_chunk_release = true;
+        uint32_t nm = q->match_count;
+        for (uint32_t m = 0; m < nm; m++) {
+            uint32_t nc = q->matches[m].archetype->chunk_count;
+            for (uint32_t c = 0; c < nc; c++) {
+                const ecs__chunk_t *ch = q->matches[m].archetype->chunks[c];
+                if (!ch->count) continue;
+#ifndef NDEBUG
+                reads.chunk = ch;
+#endif
+                node->rows += ch->count;
+                ecs__commands_set_chunk(cmd, ((uint64_t)m << 32) | c);
+                ecs__iter_set_chunk(&it, q, &q->matches[m], ch);
+                sys->run(&it);
+            }
+        }
+        if (exclusive) {
+            w->defer_chunk_release = false;
+            ecs__archetypes_trim(w);
+        }
+    }
+#ifndef NDEBUG
+    ecs__tls_reads = NULL;
+#endif
+    atomic_store_explicit(&node->busy_ticks, ecs__ticks() - t0, memory_order_relaxed);
+    if (cmd->failed) w->frame_error = ECS_ENOMEM;
+}
+
+/* Estimated work of a segment: last frame's measured time where there is
+ * one, else a rows-based guess. */
+static uint64_t segment_estimate_ns(const ecs__plan_node_t *nodes, uint32_t n)
+{
+    uint64_t ns = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const ecs__plan_node_t *node = &nodes[i];
+        ns += node->last_ns ? node->last_ns : node->rows * 2 + node->chunk_count * 30 + 200;
+    }
+    return ns;
+}
+
+static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_segment_t *seg, float dt)
+{
+    ecs__plan_node_t *nodes = &s->plan.nodes[seg->first];
+    uint32_t workers = ecs__job_pool_workers(w->pool);
+    bool lists = true;
+    for (uint32_t i = 0; i < seg->count; i++) {
+        atomic_store_explicit(&nodes[i].busy_ticks, 0, memory_order_relaxed);
+        lists = lists && collect_chunks(w, &nodes[i]);
+    }
+    bool parallel = lists && workers > 1 && segment_estimate_ns(nodes, seg->count) >= INLINE_WORK_NS;
+    for (uint32_t i = 0; parallel && i < seg->count; i++) parallel = split_jobs(w, &nodes[i], workers);
+    if (!parallel) {
+        /* Plan order respects every edge, so running it in order is one
+         * valid schedule of the DAG. */
+        for (uint32_t i = 0; i < seg->count; i++) run_node_here(w, &nodes[i], dt, false);
+        return;
+    }
+
+    frame_t *f = frame_of(w);
+    f->nodes = s->plan.nodes;
+    for (uint32_t i = 0; i < seg->count; i++) {
+        nodes[i].frame = f;
+        atomic_store_explicit(&nodes[i].preds_left, (int32_t)nodes[i].npred, memory_order_relaxed);
+        atomic_store_explicit(&nodes[i].jobs_left, (int32_t)nodes[i].job_count, memory_order_relaxed);
+    }
+    atomic_store_explicit(&f->counter.pending, 0, memory_order_relaxed);
+    /* The roots; a root with nothing to run releases its successors at
+     * once, which start_node submits. */
+    for (uint32_t i = 0; i < seg->count; i++) {
+        if (!nodes[i].npred) start_node(f, &nodes[i], 0, false);
+    }
+    ecs__job_pool_wait(w->pool, 0, &f->counter);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The frame                                                               */
+/* ---------------------------------------------------------------------- */
+
+/* Applies the pending commands; the first error is kept. */
+static void barrier(ecs_world_t *w, ecs__phase_t resume)
+{
+    w->phase = ECS__PHASE_FLUSH;
+    int err = ecs__commands_flush(w);
+    ecs__archetypes_trim(w);
+    w->phase = resume;
+    if (!w->frame_error) w->frame_error = err;
+}
+
+static void record_stats(ecs_world_t *w, ecs__scheduler_t *s)
+{
+    for (uint32_t i = 0; i < s->plan.node_count; i++) {
+        ecs__plan_node_t *node = &s->plan.nodes[i];
+        uint64_t ns = ecs__ticks_to_ns(s, atomic_load_explicit(&node->busy_ticks, memory_order_relaxed));
+        node->last_ns = ns ? ns : 1;
+        ecs_system_stats_t *st = &s->system_stats[node->id - 1];
+        st->time_ns = ns;
+        st->rows = node->rows;
+        st->jobs = node->job_count;
+    }
+    for (uint32_t i = 0; i < ecs__job_pool_workers(w->pool); i++) {
+        ecs__worker_stats_t ws;
+        ecs__job_pool_stats(w->pool, i, &ws);
+        s->worker_stats[i] = (ecs_worker_stats_t){ws.jobs_run, ws.steals, ws.idle_ns};
+    }
+}
+
+int ecs_world_progress(ecs_world_t *w, float delta_time)
+{
+    if (!w) return ECS_EINVAL;
+    /* Not from a system, nor from an ecs_query_each callback (whose walk
+     * must not see chunks released under it). */
+    if (w->phase != ECS__PHASE_IDLE || w->defer_chunk_release) return ECS_EBUSY;
+    ecs__scheduler_t *s = w->scheduler;
+    if (ecs__plan_ensure(w, s) != ECS_OK) return ECS_ENOMEM;
+    frame_t f = {.world = w, .sched = s, .dt = delta_time};
+    w->frame_state = &f;
+    w->frame_error = ECS_OK;
+    const ecs__plan_t *plan = &s->plan;
+    for (uint32_t g = 0; g < plan->segment_count; g++) {
+        const ecs__plan_segment_t *seg = &plan->segments[g];
+        if (seg->exclusive) {
+            w->phase = ECS__PHASE_EXCLUSIVE;
+            run_node_here(w, &plan->nodes[seg->first], delta_time, true);
+        } else {
+            w->phase = ECS__PHASE_SYSTEMS;
+            run_segment(w, s, seg, delta_time);
+        }
+        barrier(w, ECS__PHASE_IDLE);
+    }
+    w->phase = ECS__PHASE_IDLE;
+    w->frame_state = NULL;
+    record_stats(w, s);
+    w->frame++;
+    return w->frame_error;
+}
