@@ -31,9 +31,14 @@
  * about twice that. */
 #define INLINE_WORK_NS 20000u
 /* Split targets: enough jobs to balance, not so many that dispatch costs
- * show (about 100 ns a job). */
+ * show (a few hundred ns a job): one job per TARGET_JOB_NS of last
+ * frame's measured time (before any measurement, one per MIN_JOB_ROWS
+ * rows), at most JOBS_PER_WORKER per worker and one per chunk. Expensive
+ * rows (heavy_compute: 6 us each) thus get many jobs and balance well;
+ * cheap ones are not split finer than is worth it. */
 #define MIN_JOB_ROWS 2048u
-#define JOBS_PER_WORKER 4u
+#define TARGET_JOB_NS 10000u
+#define JOBS_PER_WORKER 64u
 
 uint64_t ecs__ticks(void)
 {
@@ -82,10 +87,24 @@ static void declare_reads(const ecs__system_t *sys, ecs__read_set_t *set)
 }
 #endif
 
+/* Per-system timing on the calling thread is sampled: a cycle-counter
+ * read costs about 12 ns on the target VM, and two per system would be a
+ * third of a frame of 64 tiny systems. Jobs on the parallel path are long
+ * enough to be timed always. */
+#define TIMING_SAMPLE_EVERY 16u
+
 static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__system_t *sys, ecs_commands_t *cmd, float dt,
                       uint32_t worker)
 {
-    memset(it, 0, sizeof(*it));
+    /* Field by field: the fields array is filled per chunk, for the
+     * terms there are, and clearing all of it showed in profiles. */
+    it->count = 0;
+    it->rows = NULL;
+    it->entities = NULL;
+    it->priv_.chunk = NULL;
+    it->priv_.version = 0;
+    it->priv_.match = 0;
+    it->priv_.chunk_index = 0;
     it->world = w;
     it->commands = cmd;
     it->delta_time = dt;
@@ -124,7 +143,7 @@ static void run_range(ecs_world_t *w, ecs__plan_node_t *node, uint32_t first, ui
 #ifndef NDEBUG
     ecs__tls_reads = NULL;
 #endif
-    atomic_fetch_add_explicit(&node->busy_ticks, ecs__ticks() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
 }
 
 /* The node's non-empty chunks, in query order, into node->chunks. false
@@ -164,8 +183,9 @@ static bool split_jobs(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers)
         return true;
     }
     if (sys->query && !(sys->flags & (ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD))) {
-        uint64_t by_rows = (node->rows + MIN_JOB_ROWS - 1) / MIN_JOB_ROWS;
-        want = (uint32_t)(by_rows < workers * JOBS_PER_WORKER ? by_rows : workers * JOBS_PER_WORKER);
+        uint64_t target = node->last_ns ? (node->last_ns + TARGET_JOB_NS - 1) / TARGET_JOB_NS
+                                        : (node->rows + MIN_JOB_ROWS - 1) / MIN_JOB_ROWS;
+        want = (uint32_t)(target < workers * JOBS_PER_WORKER ? target : workers * JOBS_PER_WORKER);
         if (want > node->chunk_count) want = node->chunk_count;
         if (!want) want = 1;
     }
@@ -260,7 +280,8 @@ static void system_job_run(ecs__job_t *job, uint32_t worker)
 static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool exclusive)
 {
     const ecs__system_t *sys = node->sys;
-    uint64_t t0 = ecs__ticks();
+    bool timed = exclusive || w->frame % TIMING_SAMPLE_EVERY == 0 || !node->last_ns;
+    uint64_t t0 = timed ? ecs__ticks() : 0;
     ecs_commands_t *cmd = ecs__commands_begin(w, 0, node->slot);
     ecs_iter_t it;
     iter_init(&it, w, sys, cmd, dt, 0);
@@ -299,7 +320,7 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
 #ifndef NDEBUG
     ecs__tls_reads = NULL;
 #endif
-    atomic_store_explicit(&node->busy_ticks, ecs__ticks() - t0, memory_order_relaxed);
+    if (timed) atomic_store_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
     if (cmd->failed) w->frame_error = ECS_ENOMEM;
 }
 
@@ -319,12 +340,14 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
 {
     ecs__plan_node_t *nodes = &s->plan.nodes[seg->first];
     uint32_t workers = ecs__job_pool_workers(w->pool);
-    bool lists = true;
-    for (uint32_t i = 0; i < seg->count; i++) {
-        atomic_store_explicit(&nodes[i].busy_ticks, 0, memory_order_relaxed);
-        lists = lists && collect_chunks(w, &nodes[i]);
-    }
-    bool parallel = lists && workers > 1 && segment_estimate_ns(nodes, seg->count) >= INLINE_WORK_NS;
+    for (uint32_t i = 0; i < seg->count; i++) atomic_store_explicit(&nodes[i].busy_ticks, 0, memory_order_relaxed);
+    /* Chunk lists only when the estimate may call for the pool: measured
+     * times need none, first frames estimate from rows. */
+    bool measured = true;
+    for (uint32_t i = 0; i < seg->count && measured; i++) measured = nodes[i].last_ns != 0;
+    bool parallel = workers > 1 && (!measured || segment_estimate_ns(nodes, seg->count) >= INLINE_WORK_NS);
+    for (uint32_t i = 0; parallel && i < seg->count; i++) parallel = collect_chunks(w, &nodes[i]);
+    parallel = parallel && segment_estimate_ns(nodes, seg->count) >= INLINE_WORK_NS;
     for (uint32_t i = 0; parallel && i < seg->count; i++) parallel = split_jobs(w, &nodes[i], workers);
     if (!parallel) {
         /* Plan order respects every edge, so running it in order is one
@@ -367,10 +390,14 @@ static void record_stats(ecs_world_t *w, ecs__scheduler_t *s)
 {
     for (uint32_t i = 0; i < s->plan.node_count; i++) {
         ecs__plan_node_t *node = &s->plan.nodes[i];
-        uint64_t ns = ecs__ticks_to_ns(s, atomic_load_explicit(&node->busy_ticks, memory_order_relaxed));
-        node->last_ns = ns ? ns : 1;
         ecs_system_stats_t *st = &s->system_stats[node->id - 1];
-        st->time_ns = ns;
+        uint64_t ticks = atomic_load_explicit(&node->busy_ticks, memory_order_relaxed);
+        if (ticks) {
+            /* Not sampled this frame: keep the last measurement. */
+            uint64_t ns = ecs__ticks_to_ns(s, ticks);
+            node->last_ns = ns ? ns : 1;
+            st->time_ns = ns;
+        }
         st->rows = node->rows;
         st->jobs = node->job_count;
     }

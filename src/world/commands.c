@@ -100,10 +100,18 @@ ecs_commands_t *ecs__commands_begin(ecs_world_t *w, uint32_t worker, uint32_t sl
     ecs__cmd_worker_t *wk = &w->cmd.workers[worker];
     ecs_commands_t *cmd = ecs__arena_alloc(&wk->arena, sizeof(*cmd), _Alignof(ecs_commands_t));
     if (!cmd) return &w->cmd.oom;
-    memset(cmd, 0, sizeof(*cmd));
+    /* Field by field: a struct-literal clear compiles to `rep stos`, whose
+     * start-up cost showed up per system in a frame of tiny systems. */
     cmd->world = w;
     cmd->worker = wk;
+    cmd->next = NULL;
+    cmd->seg_first = cmd->seg_last = NULL;
+    cmd->chunk_order = 0;
+    cmd->spawned = NULL;
+    cmd->spawn_count = cmd->spawned_cap = 0;
     cmd->slot = slot;
+    cmd->seg_count = 0;
+    cmd->failed = false;
     /* Tags only need to differ between buffers alive at the same time and
      * from recent frames' buffers. Interleaving a per-worker counter with
      * the worker index keeps them unique without shared state. */
