@@ -98,7 +98,9 @@ typedef struct ecs_iter ecs_iter_t;
 
 /**
  * The allocator hook. Every byte a world uses, the world object included,
- * comes from alloc and goes back through free. align is a power of two;
+ * comes from alloc and goes back through free. Both may be called from
+ * the world's worker threads (a job's command arena can grow), so they
+ * must be thread-safe. align is a power of two;
  * alloc returns NULL on failure (the calling operation then fails with
  * ECS_ENOMEM and changes nothing). A zeroed struct means the C library
  * (aligned_alloc / free).
