@@ -50,6 +50,8 @@ typedef struct {
     ecs__job_t job; /* first: the pool sees only this */
     ecs__plan_node_t *node;
     uint32_t first, last; /* range in node->chunks */
+    ecs_commands_t cmd;   /* its command buffer's header (not in the arena:
+                             see ecs__commands_begin) */
 } ecs__system_job_t;
 
 /* A chunk a system visits this frame, with its key for commands. */
@@ -78,6 +80,7 @@ struct ecs__plan_node {
     _Atomic uint64_t busy_ticks; /* summed job durations, cycle counter */
     uint64_t last_ns;            /* last frame's busy time */
     void *frame;                 /* the running frame (frame.c) */
+    ecs_commands_t cmd;          /* buffer header when it runs as a whole */
 };
 
 /* A run of nodes between two barriers: either plain systems (a DAG), or

@@ -75,8 +75,10 @@ static frame_t *frame_of(const ecs_world_t *w) { return (frame_t *)w->frame_stat
 static void declare_reads(const ecs__system_t *sys, ecs__read_set_t *set)
 {
     /* Components the system reads but does not write, and ECS_OTHER
-     * reads: safe to read on any entity while it runs. */
+     * reads: safe to read on any entity while it runs. No chunk yet: a
+     * system without a query has no rows of its own. */
     set->count = 0;
+    set->chunk = NULL;
     for (uint8_t i = 0; i < sys->access.nreads; i++) {
         ecs_component_t c = sys->access.reads[i];
         bool written = false, other = false;
@@ -115,11 +117,13 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__system_t *sys, 
 }
 
 /* Calls the system on chunks [first, last) of its frame list. */
-static void run_range(ecs_world_t *w, ecs__plan_node_t *node, uint32_t first, uint32_t last, uint32_t worker, float dt)
+static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, float dt)
 {
+    ecs__plan_node_t *node = j->node;
+    uint32_t first = j->first, last = j->last;
     const ecs__system_t *sys = node->sys;
     uint64_t t0 = ecs__ticks();
-    ecs_commands_t *cmd = ecs__commands_begin(w, worker, node->slot);
+    ecs_commands_t *cmd = ecs__commands_begin(w, worker, node->slot, &j->cmd);
     ecs_iter_t it;
     iter_init(&it, w, sys, cmd, dt, worker);
 #ifndef NDEBUG
@@ -189,7 +193,12 @@ static bool split_jobs(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers)
         if (want > node->chunk_count) want = node->chunk_count;
         if (!want) want = 1;
     }
-    if (!ecs__array_reserve(&w->allocator, (void **)&node->jobs, &node->job_cap, want, sizeof(ecs__system_job_t),
+    /* Reserve for the most jobs these chunks can ever be split into, not
+     * for this frame's count: the count follows measured time, and a frame
+     * whose storage did not grow must not allocate. */
+    uint32_t bound = node->chunk_count < workers * JOBS_PER_WORKER ? node->chunk_count : workers * JOBS_PER_WORKER;
+    if (bound < want) bound = want;
+    if (!ecs__array_reserve(&w->allocator, (void **)&node->jobs, &node->job_cap, bound, sizeof(ecs__system_job_t),
                             _Alignof(ecs__system_job_t)))
         return false;
     node->job_count = 0;
@@ -260,7 +269,7 @@ static void system_job_run(ecs__job_t *job, uint32_t worker)
     while (j) {
         ecs__plan_node_t *node = j->node;
         frame_t *fr = node->frame;
-        run_range(fr->world, node, j->first, j->last, worker, fr->dt);
+        run_range(fr->world, j, worker, fr->dt);
         if (atomic_fetch_sub_explicit(&node->jobs_left, 1, memory_order_acq_rel) != 1) return;
         /* Last job of the system: release its successors and go on with
          * one of them here (no deque round trip). */
@@ -282,7 +291,7 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
     const ecs__system_t *sys = node->sys;
     bool timed = exclusive || w->frame % TIMING_SAMPLE_EVERY == 0 || !node->last_ns;
     uint64_t t0 = timed ? ecs__ticks() : 0;
-    ecs_commands_t *cmd = ecs__commands_begin(w, 0, node->slot);
+    ecs_commands_t *cmd = ecs__commands_begin(w, 0, node->slot, &node->cmd);
     ecs_iter_t it;
     iter_init(&it, w, sys, cmd, dt, 0);
     node->rows = 0;
@@ -316,12 +325,12 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
             w->defer_chunk_release = false;
             ecs__archetypes_trim(w);
         }
+        if (!node->rows) node->job_count = 0; /* no callback ran */
     }
 #ifndef NDEBUG
     ecs__tls_reads = NULL;
 #endif
     if (timed) atomic_store_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
-    if (cmd->failed) w->frame_error = ECS_ENOMEM;
 }
 
 /* Estimated work of a segment: last frame's measured time where there is

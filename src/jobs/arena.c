@@ -22,7 +22,8 @@ void ecs__arena_init(ecs__arena_t *arena, const ecs_allocator_t *allocator, size
     arena->first = NULL;
     arena->cur = NULL;
     arena->block_size = block_size ? block_size : 64 * 1024;
-    arena->touched = 0;
+    arena->bytes = 0;
+    arena->largest = 0;
 }
 
 void ecs__arena_init_pooled(ecs__arena_t *arena, ecs__arena_pool_t *pool)
@@ -61,7 +62,8 @@ static void *block_take(ecs__arena_t *arena, ecs__arena_block_t *b, size_t size,
 {
     size_t at = ecs__align_up(b->used, align);
     if (at > b->size || b->size - at < size) return NULL;
-    if (!b->used) arena->touched++;
+    arena->bytes += at + size - b->used;
+    if (size > arena->largest) arena->largest = size;
     b->used = at + size;
     return b->data + at;
 }
@@ -145,7 +147,8 @@ void ecs__arena_reset(ecs__arena_t *arena)
         link = &b->next;
     }
     arena->cur = arena->first;
-    arena->touched = 0;
+    arena->bytes = 0;
+    arena->largest = 0;
 }
 
 size_t ecs__arena_capacity(const ecs__arena_t *arena)

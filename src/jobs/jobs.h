@@ -41,7 +41,8 @@ typedef struct {
     ecs__arena_block_t *first; /* every block, in allocation order */
     ecs__arena_block_t *cur;   /* the block being filled */
     size_t block_size;         /* default size of a new block */
-    uint32_t touched;          /* blocks written since the last reset */
+    size_t bytes;              /* taken since the last reset, alignment included */
+    size_t largest;            /* the largest request since the last reset */
 } ecs__arena_t;
 
 void ecs__arena_init(ecs__arena_t *arena, const ecs_allocator_t *allocator, size_t block_size);

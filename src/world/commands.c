@@ -1,8 +1,8 @@
 /*
  * commands.c: deferred command buffers and their playback.
  *
- * A job records into an ecs_commands_t that lives, with everything it
- * records, in its worker's arena. Commands are grouped in segments, one
+ * A job records into an ecs_commands_t whose header the scheduler keeps
+ * (in the job) and whose records live in its worker's arena. Commands are grouped in segments, one
  * per (system plan slot, chunk order) run, so playback order can be fixed
  * by key (slot, chunk order, recording order) whatever the job split or
  * the timing. At the barrier the segments of every worker are merge-sorted
@@ -16,6 +16,9 @@
  * real ids.
  */
 #include "world/world.h"
+
+/* First capacity of a buffer's spawned-id array (doubled when full). */
+#define SPAWNED_MIN 16
 
 enum { CMD_SPAWN, CMD_DESPAWN, CMD_ADD, CMD_REMOVE, CMD_SET };
 
@@ -46,8 +49,6 @@ bool ecs__commands_init(ecs_world_t *w, uint32_t workers)
     s->worker_count = workers;
     ecs__arena_pool_init(&s->arena_pool, &w->allocator, 0);
     for (uint32_t i = 0; i < workers; i++) ecs__arena_init_pooled(&s->workers[i].arena, &s->arena_pool);
-    s->oom.world = w;
-    s->oom.failed = true;
     return true;
 }
 
@@ -94,12 +95,10 @@ void ecs__commands_fini(ecs_world_t *w)
     memset(s, 0, sizeof(*s));
 }
 
-ecs_commands_t *ecs__commands_begin(ecs_world_t *w, uint32_t worker, uint32_t slot)
+ecs_commands_t *ecs__commands_begin(ecs_world_t *w, uint32_t worker, uint32_t slot, ecs_commands_t *cmd)
 {
     ecs__assert(worker < w->cmd.worker_count, "worker index");
     ecs__cmd_worker_t *wk = &w->cmd.workers[worker];
-    ecs_commands_t *cmd = ecs__arena_alloc(&wk->arena, sizeof(*cmd), _Alignof(ecs_commands_t));
-    if (!cmd) return &w->cmd.oom;
     /* Field by field: a struct-literal clear compiles to `rep stos`, whose
      * start-up cost showed up per system in a frame of tiny systems. */
     cmd->world = w;
@@ -111,7 +110,6 @@ ecs_commands_t *ecs__commands_begin(ecs_world_t *w, uint32_t worker, uint32_t sl
     cmd->spawn_count = cmd->spawned_cap = 0;
     cmd->slot = slot;
     cmd->seg_count = 0;
-    cmd->failed = false;
     /* Tags only need to differ between buffers alive at the same time and
      * from recent frames' buffers. Interleaving a per-worker counter with
      * the worker index keeps them unique without shared state. */
@@ -140,7 +138,6 @@ static int check_entity(const ecs_commands_t *cmd, ecs_entity_t e)
 static int check_buffer(const ecs_commands_t *cmd, ecs_entity_t e)
 {
     if (!cmd) return ECS_EINVAL;
-    if (cmd->failed) return ECS_ENOMEM;
     return check_entity(cmd, e);
 }
 
@@ -187,11 +184,11 @@ static ecs__cmd_t *cmd_append(ecs_commands_t *cmd, uint32_t kind, ecs_entity_t e
 
 ecs_entity_t ecs_cmd_spawn(ecs_commands_t *cmd)
 {
-    if (!cmd || cmd->failed || cmd->spawn_count == (1u << ECS__PROVISIONAL_ORDINAL_BITS)) return ECS_NULL;
+    if (!cmd || cmd->spawn_count == (1u << ECS__PROVISIONAL_ORDINAL_BITS)) return ECS_NULL;
     /* The table of real ids grows here, in the arena, so playback needs no
      * memory to resolve provisional handles. */
     if (cmd->spawn_count == cmd->spawned_cap) {
-        uint32_t cap = cmd->spawned_cap ? cmd->spawned_cap * 2 : 16;
+        uint32_t cap = cmd->spawned_cap ? cmd->spawned_cap * 2 : SPAWNED_MIN;
         ecs_entity_t *t = ecs__arena_alloc(&cmd->worker->arena, cap * sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
         if (!t) return ECS_NULL;
         if (cmd->spawn_count) memcpy(t, cmd->spawned, cmd->spawn_count * sizeof(ecs_entity_t));
@@ -581,8 +578,10 @@ int ecs__commands_flush(ecs_world_t *w)
     ecs__cmd_state_t *s = &w->cmd;
     /* One list of every segment, then sorted by key. */
     ecs__cmd_segment_t *list = NULL, **tail = &list;
+    uint32_t segments = 0;
     for (uint32_t i = 0; i < s->worker_count; i++) {
         for (ecs_commands_t *cmd = s->workers[i].first; cmd; cmd = cmd->next) {
+            segments += cmd->seg_count;
             for (ecs__cmd_segment_t *seg = cmd->seg_first; seg; seg = seg->next) {
                 *tail = seg;
                 tail = &seg->sort_next;
@@ -611,16 +610,37 @@ int ecs__commands_flush(ecs_world_t *w)
         }
     }
     w->commands_skipped += pb.skipped;
-    uint32_t touched = 0;
+    size_t bytes = 0;
     for (uint32_t i = 0; i < s->worker_count; i++) {
-        touched += s->workers[i].arena.touched;
+        const ecs__arena_t *ar = &s->workers[i].arena;
+        bytes += ar->bytes;
+        if (ar->largest > s->peak_largest) s->peak_largest = ar->largest;
         ecs__arena_reset(&s->workers[i].arena);
         s->workers[i].first = s->workers[i].last = NULL;
     }
-    /* Top the shared pool up here, single-threaded: a later frame that
-     * records no more than this one then finds its blocks whichever
-     * workers do the recording. Failing only defers the allocation. */
-    if (touched > s->peak_blocks) s->peak_blocks = touched;
-    ecs__arena_pool_reserve(&s->arena_pool, s->peak_blocks + s->worker_count);
+    if (bytes > s->peak_bytes) s->peak_bytes = bytes;
+    if (segments > s->peak_segments) s->peak_segments = segments;
+    /* Top the shared pool up here, single-threaded, to a bound that does
+     * not depend on how the recording was split into jobs and between
+     * workers; counting what this frame used would make a later frame with
+     * the same commands, split differently, allocate. Buffer headers live
+     * in the jobs (not here), and a chunk's commands form one segment
+     * whatever the split, so what varies is alignment padding (less than
+     * the record it precedes) and the spawn tables, which grow by doubling
+     * from SPAWNED_MIN per buffer (at most twice what is needed, plus one
+     * first table per buffer that spawns, which has a segment): twice the
+     * peak plus a first table per segment covers any split. A worker
+     * leaves a block only for a request that does not fit, so every block
+     * but its last holds more than block - largest - 64 bytes, and any two
+     * consecutive ones together more than block - 64: B bytes over W
+     * workers fill at most B / room + W blocks, room the larger of the
+     * two. Failing only defers the allocation. */
+    if (s->peak_bytes) {
+        size_t block = s->arena_pool.block_size, room = (block - 64) / 2;
+        if (s->peak_largest + 64 < block - room) room = block - s->peak_largest - 64;
+        size_t bound = 2 * s->peak_bytes + (size_t)s->peak_segments * (SPAWNED_MIN * sizeof(ecs_entity_t) + 64);
+        size_t need = (bound + room - 1) / room + s->worker_count;
+        ecs__arena_pool_reserve(&s->arena_pool, need > UINT32_MAX ? UINT32_MAX : (uint32_t)need);
+    }
     return pb.result;
 }

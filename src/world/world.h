@@ -520,37 +520,36 @@ struct ecs_commands {
     uint32_t spawned_cap;
     uint32_t slot;                  /* system plan slot */
     uint32_t seg_count;
-    bool failed;                    /* the out-of-memory stand-in buffer */
 };
 
 typedef struct {
     ecs__cmd_worker_t *workers;
     uint32_t worker_count;
-    /* The workers' arenas share blocks; the barrier keeps the pool at the
-     * most blocks any frame touched, plus one per worker for rounding, so
-     * a frame allocates only when it records more than any before. */
+    /* The workers' arenas share blocks; the barrier keeps enough of them
+     * for the most any frame recorded, however the recording is split
+     * into buffers and between workers (see ecs__commands_flush), so a
+     * frame allocates only when it records more than any before. */
     ecs__arena_pool_t arena_pool;
-    uint32_t peak_blocks;
-    /* Handed to a job when its buffer cannot be allocated: every
-     * ecs_cmd_* call on it returns ECS_ENOMEM (or ECS_NULL). Never
-     * written after initialisation, so jobs may share it. */
-    ecs_commands_t oom;
+    size_t peak_bytes, peak_largest;
+    uint32_t peak_segments;
 } ecs__cmd_state_t;
 
 bool ecs__commands_init(ecs_world_t *w, uint32_t workers);
 void ecs__commands_fini(ecs_world_t *w);
-/* Opens a buffer for one job on worker `worker`, keyed by plan slot.
- * Out of memory, it returns the world's failed stand-in buffer (check
- * ->failed), which answers every call with ECS_ENOMEM. */
-ecs_commands_t *ecs__commands_begin(ecs_world_t *w, uint32_t worker, uint32_t slot);
+/* Opens a buffer for one job on worker `worker`, keyed by plan slot, in
+ * the caller's header `cmd` (which must stay put until the flush). The
+ * header is not in the arena so that the bytes a frame records do not
+ * depend on how many jobs it was split into. */
+ecs_commands_t *ecs__commands_begin(ecs_world_t *w, uint32_t worker, uint32_t slot, ecs_commands_t *cmd);
 /* Every command recorded from now on belongs to this chunk position. */
 static inline void ecs__commands_set_chunk(ecs_commands_t *cmd, uint64_t chunk_order)
 {
-    if (!cmd->failed) cmd->chunk_order = chunk_order;
+    cmd->chunk_order = chunk_order;
 }
 /* Applies every open buffer in key order, then resets the arenas. Never
- * allocates itself: only applied commands may need storage. ECS_OK, or
- * ECS_ENOMEM when some command could not be applied (it was skipped). */
+ * allocates itself: only applied commands may need storage (the arena
+ * pool is topped up afterwards, see commands.c). ECS_OK, or ECS_ENOMEM
+ * when some command could not be applied (it was skipped). */
 int ecs__commands_flush(ecs_world_t *w);
 
 /* ---------------------------------------------------------------------- */
