@@ -4,6 +4,11 @@
  * median frame time over repetitions, and the ratio (or speed-up) to the
  * 1-worker run in the same process. Never asserts.
  *
+ * The 1-worker and the 2-worker world of a benchmark exist side by side
+ * and their frames alternate (in blocks, for the 1M-entity worlds), so
+ * both medians are taken under the same machine noise (this VM's speed drifts by tens of percent over seconds,
+ * which made ratios of back-to-back runs swing from 0.65 to 1.13).
+ *
  *   iterate_1m     p += v * dt over 1M entities (one system)
  *   tiny_chain     64 systems x 10 entities, all writing one component
  *   tiny_parallel  64 systems x 10 entities, each writing its own
@@ -12,7 +17,7 @@
  *   heavy_compute  10k 4x4 matrices inverted 100 times per frame
  *   idle_60hz      CPU burned by a world running tiny frames at 60 Hz
  *
- * Usage: bench_scheduler [--quick]
+ * Usage: bench_scheduler [--quick] [name] (name: run only that benchmark)
  */
 #include "ecs.h"
 
@@ -22,7 +27,6 @@
 #include <sys/resource.h>
 #include <time.h>
 
-static int frames = 41;
 static int idle_seconds = 5;
 
 static double now_ns(void)
@@ -49,24 +53,54 @@ static ecs_world_t *world_with(int workers)
     return ecs_world_create(&(ecs_world_desc_t){.workers = workers});
 }
 
-/* Median frame time of w over `frames` frames, after a few warm-up ones. */
-static double frame_median(ecs_world_t *w)
+static double timed_frame(ecs_world_t *w)
 {
-    double t[256];
-    for (int i = 0; i < 5; i++) ecs_world_progress(w, 1.0f / 60);
-    for (int i = 0; i < frames; i++) {
-        double t0 = now_ns();
-        ecs_world_progress(w, 1.0f / 60);
-        t[i] = now_ns() - t0;
-    }
-    return median(t, frames);
+    double t0 = now_ns();
+    ecs_world_progress(w, 1.0f / 60);
+    return now_ns() - t0;
 }
 
-static void report(const char *name, int workers, double ns, double base_ns)
+static void report(const char *name, int workers, int n, double ns, double base_ns)
 {
-    printf("{\"name\":\"%s\",\"workers\":%d,\"median_frame_ns\":%.0f", name, workers, ns);
+    printf("{\"name\":\"%s\",\"workers\":%d,\"frames\":%d,\"median_frame_ns\":%.0f", name, workers, n, ns);
     if (workers > 1) printf(",\"baseline\":\"%s/1\",\"ratio\":%.3f,\"speedup\":%.3f", name, ns / base_ns, base_ns / ns);
     printf("}\n");
+}
+
+/* Builds the benchmark's world for a worker count. */
+typedef ecs_world_t *(*setup_fn)(int workers);
+
+/* Runs the 1- and 2-worker worlds of a benchmark in alternating blocks of
+ * `block` frames (which world goes first alternates too) until each has n
+ * measured frames, and reports both medians. With block > 1 the first
+ * frame of each block only warms the caches back up and is not counted:
+ * two worlds of 1M entities do not fit in the last-level cache together,
+ * one does, and the benchmark is about the scheduler, not about DRAM. */
+static void compare(const char *name, setup_fn setup, int n, int block)
+{
+    enum { MAX_FRAMES = 4001 };
+    static double t[2][MAX_FRAMES];
+    if (n > MAX_FRAMES) n = MAX_FRAMES;
+    ecs_world_t *w[2] = {setup(1), setup(2)};
+    for (int i = 0; i < 5; i++) {
+        ecs_world_progress(w[0], 1.0f / 60);
+        ecs_world_progress(w[1], 1.0f / 60);
+    }
+    int got = 0, skip = block > 1;
+    for (int round = 0; got < n; round++) {
+        int room = n - got, take = block - skip < room ? block - skip : room;
+        for (int k = 0; k < 2; k++) {
+            int which = (round + k) % 2;
+            for (int f = 0; f < skip; f++) ecs_world_progress(w[which], 1.0f / 60);
+            for (int f = 0; f < take; f++) t[which][got + f] = timed_frame(w[which]);
+        }
+        got += take;
+    }
+    ecs_world_destroy(w[0]);
+    ecs_world_destroy(w[1]);
+    double m1 = median(t[0], n), m2 = median(t[1], n);
+    report(name, 1, n, m1, m1);
+    report(name, 2, n, m2, m1);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -92,7 +126,7 @@ static void move(ecs_iter_t *it)
     }
 }
 
-static double run_iterate(int workers)
+static ecs_world_t *setup_iterate(int workers)
 {
     ecs_world_t *w = world_with(workers);
     ecs_component_t P = ECS_COMPONENT(w, Position), V = ECS_COMPONENT(w, Velocity);
@@ -102,9 +136,7 @@ static double run_iterate(int workers)
                                                 .terms = {{.component = P, .access = ECS_WRITE},
                                                           {.component = V, .access = ECS_READ}},
                                                 .run = move});
-    double m = frame_median(w);
-    ecs_world_destroy(w);
-    return m;
+    return w;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -123,7 +155,7 @@ static void bump(ecs_iter_t *it)
 
 /* chain: every system writes component 0; parallel: system i writes its
  * own component i. 10 entities have all 64 components. */
-static double run_tiny(int workers, int chain)
+static ecs_world_t *setup_tiny(int workers, int chain)
 {
     enum { SYSTEMS = 64, ENTITIES = 10 };
     ecs_world_t *w = world_with(workers);
@@ -138,10 +170,11 @@ static double run_tiny(int workers, int chain)
         ecs_component_t c = chain ? ids[0] : ids[i];
         ecs_system_register(w, &(ecs_system_desc_t){.terms = {{.component = c, .access = ECS_WRITE}}, .run = bump});
     }
-    double m = frame_median(w);
-    ecs_world_destroy(w);
-    return m;
+    return w;
 }
+
+static ecs_world_t *setup_tiny_chain(int workers) { return setup_tiny(workers, 1); }
+static ecs_world_t *setup_tiny_parallel(int workers) { return setup_tiny(workers, 0); }
 
 /* ---------------------------------------------------------------------- */
 /* The classic "schedule" benchmark                                        */
@@ -173,7 +206,7 @@ static void swap_fields(ecs_iter_t *it)
     }
 }
 
-static double run_schedule(int workers)
+static ecs_world_t *setup_schedule(int workers)
 {
     enum { N = 10000 };
     ecs_world_t *w = world_with(workers);
@@ -192,9 +225,7 @@ static double run_schedule(int workers)
                                                               {.component = pairs[s][1], .access = ECS_WRITE}},
                                                     .run = swap_fields});
     }
-    double m = frame_median(w);
-    ecs_world_destroy(w);
-    return m;
+    return w;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -257,7 +288,7 @@ static void heavy(ecs_iter_t *it)
     }
 }
 
-static double run_heavy(int workers)
+static ecs_world_t *setup_heavy(int workers)
 {
     enum { N = 10000 };
     ecs_world_t *w = world_with(workers);
@@ -272,12 +303,7 @@ static double run_heavy(int workers)
     ecs_spawn_batch(w, N, 1, &M, vals, NULL);
     free(init);
     ecs_system_register(w, &(ecs_system_desc_t){.terms = {{.component = M, .access = ECS_WRITE}}, .run = heavy});
-    int saved = frames;
-    frames = frames > 11 ? 11 : frames; /* each frame is long */
-    double m = frame_median(w);
-    frames = saved;
-    ecs_world_destroy(w);
-    return m;
+    return w;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -321,26 +347,32 @@ static void run_idle(int workers)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && !strcmp(argv[1], "--quick")) {
-        frames = 11;
-        idle_seconds = 1;
+    /* Frame counts per world: long frames get fewer. */
+    int scale = 1;
+    const char *only = NULL; /* one benchmark by name (for profiling) */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) {
+            scale = 10;
+            idle_seconds = 1;
+        } else {
+            only = argv[i];
+        }
     }
-    double base;
-    base = run_iterate(1);
-    report("iterate_1m", 1, base, base);
-    report("iterate_1m", 2, run_iterate(2), base);
-    base = run_tiny(1, 1);
-    report("tiny_chain_64x10", 1, base, base);
-    report("tiny_chain_64x10", 2, run_tiny(2, 1), base);
-    base = run_tiny(1, 0);
-    report("tiny_parallel_64x10", 1, base, base);
-    report("tiny_parallel_64x10", 2, run_tiny(2, 0), base);
-    base = run_schedule(1);
-    report("schedule", 1, base, base);
-    report("schedule", 2, run_schedule(2), base);
-    base = run_heavy(1);
-    report("heavy_compute", 1, base, base);
-    report("heavy_compute", 2, run_heavy(2), base);
-    run_idle(2);
+    static const struct {
+        const char *name;
+        setup_fn setup;
+        int frames, block;
+    } benches[] = {
+        {"iterate_1m", setup_iterate, 201, 11},
+        {"tiny_chain_64x10", setup_tiny_chain, 4001, 1},
+        {"tiny_parallel_64x10", setup_tiny_parallel, 4001, 1},
+        {"schedule", setup_schedule, 2001, 1},
+        {"heavy_compute", setup_heavy, 41, 1},
+    };
+    for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++) {
+        if (!only || !strcmp(only, benches[i].name))
+            compare(benches[i].name, benches[i].setup, benches[i].frames / scale, benches[i].block);
+    }
+    if (!only || !strcmp(only, "idle_60hz")) run_idle(2);
     return 0;
 }

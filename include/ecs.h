@@ -183,7 +183,9 @@ typedef struct {
     uint32_t jobs;    /* jobs it was split into (0: it did not run) */
 } ecs_system_stats_t;
 
-/** One worker's figures since the world was created. */
+/** One worker's figures since the world was created, read when
+ * ecs_world_stats is called (from inside a frame: as of the last call
+ * outside one). */
 typedef struct {
     uint64_t jobs_run; /* jobs it ran */
     uint64_t steals;   /* of them, taken from another worker */

@@ -88,6 +88,10 @@ struct ecs__plan_node {
 typedef struct {
     uint32_t first, count; /* range in plan.nodes */
     bool exclusive;
+    /* Sum of its nodes' last measured times, kept by the frame's end
+     * (0: some node has none yet), so deciding to stay inline costs no
+     * walk over the nodes. */
+    uint64_t measured_ns;
 } ecs__plan_segment_t;
 
 typedef struct {

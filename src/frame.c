@@ -352,9 +352,7 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
     for (uint32_t i = 0; i < seg->count; i++) atomic_store_explicit(&nodes[i].busy_ticks, 0, memory_order_relaxed);
     /* Chunk lists only when the estimate may call for the pool: measured
      * times need none, first frames estimate from rows. */
-    bool measured = true;
-    for (uint32_t i = 0; i < seg->count && measured; i++) measured = nodes[i].last_ns != 0;
-    bool parallel = workers > 1 && (!measured || segment_estimate_ns(nodes, seg->count) >= INLINE_WORK_NS);
+    bool parallel = workers > 1 && (!seg->measured_ns || seg->measured_ns >= INLINE_WORK_NS);
     for (uint32_t i = 0; parallel && i < seg->count; i++) parallel = collect_chunks(w, &nodes[i]);
     parallel = parallel && segment_estimate_ns(nodes, seg->count) >= INLINE_WORK_NS;
     for (uint32_t i = 0; parallel && i < seg->count; i++) parallel = split_jobs(w, &nodes[i], workers);
@@ -395,25 +393,28 @@ static void barrier(ecs_world_t *w, ecs__phase_t resume)
     if (!w->frame_error) w->frame_error = err;
 }
 
-static void record_stats(ecs_world_t *w, ecs__scheduler_t *s)
+static void record_stats(ecs__scheduler_t *s)
 {
-    for (uint32_t i = 0; i < s->plan.node_count; i++) {
-        ecs__plan_node_t *node = &s->plan.nodes[i];
-        ecs_system_stats_t *st = &s->system_stats[node->id - 1];
-        uint64_t ticks = atomic_load_explicit(&node->busy_ticks, memory_order_relaxed);
-        if (ticks) {
-            /* Not sampled this frame: keep the last measurement. */
-            uint64_t ns = ecs__ticks_to_ns(s, ticks);
-            node->last_ns = ns ? ns : 1;
-            st->time_ns = ns;
+    for (uint32_t g = 0; g < s->plan.segment_count; g++) {
+        ecs__plan_segment_t *seg = &s->plan.segments[g];
+        uint64_t sum = 0;
+        bool all = true;
+        for (uint32_t i = seg->first; i < seg->first + seg->count; i++) {
+            ecs__plan_node_t *node = &s->plan.nodes[i];
+            ecs_system_stats_t *st = &s->system_stats[node->id - 1];
+            uint64_t ticks = atomic_load_explicit(&node->busy_ticks, memory_order_relaxed);
+            if (ticks) {
+                /* Not sampled this frame: keep the last measurement. */
+                uint64_t ns = ecs__ticks_to_ns(s, ticks);
+                node->last_ns = ns ? ns : 1;
+                st->time_ns = ns;
+            }
+            st->rows = node->rows;
+            st->jobs = node->job_count;
+            sum += node->last_ns;
+            all = all && node->last_ns;
         }
-        st->rows = node->rows;
-        st->jobs = node->job_count;
-    }
-    for (uint32_t i = 0; i < ecs__job_pool_workers(w->pool); i++) {
-        ecs__worker_stats_t ws;
-        ecs__job_pool_stats(w->pool, i, &ws);
-        s->worker_stats[i] = (ecs_worker_stats_t){ws.jobs_run, ws.steals, ws.idle_ns};
+        seg->measured_ns = all ? sum : 0;
     }
 }
 
@@ -442,7 +443,7 @@ int ecs_world_progress(ecs_world_t *w, float delta_time)
     }
     w->phase = ECS__PHASE_IDLE;
     w->frame_state = NULL;
-    record_stats(w, s);
+    record_stats(s);
     w->frame++;
     return w->frame_error;
 }

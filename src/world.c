@@ -113,6 +113,17 @@ int ecs_world_stats(const ecs_world_t *w, ecs_world_stats_t *out)
     out->queries = w->query_count;
     out->system_stats = w->scheduler->system_stats;
     out->workers = ecs__job_pool_workers(w->pool);
-    out->worker_stats = w->scheduler->worker_stats;
+    /* Read from the pool here, not at every frame's end: an idle worker's
+     * counters sit in its own cache line, and reading them each frame
+     * cost a cross-core miss per worker in frames that never woke it.
+     * Inside a frame (systems may call this in parallel) the figures of
+     * the last call outside one are returned. */
+    ecs_worker_stats_t *ws = w->scheduler->worker_stats;
+    for (uint32_t i = 0; w->phase == ECS__PHASE_IDLE && i < out->workers; i++) {
+        ecs__worker_stats_t p;
+        ecs__job_pool_stats(w->pool, i, &p);
+        ws[i] = (ecs_worker_stats_t){p.jobs_run, p.steals, p.idle_ns};
+    }
+    out->worker_stats = ws;
     return ECS_OK;
 }

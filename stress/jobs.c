@@ -36,6 +36,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+#include "report.h"
+#include "rng.h"
+
 #define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
 #define DEQUE_CAPACITY 4096 /* pool.c's: batches beyond it overflow */
 #define MAX_WORKERS 16
@@ -44,28 +48,6 @@
 /* Small helpers                                                           */
 /* ---------------------------------------------------------------------- */
 
-static uint64_t rng_next(uint64_t *s) /* splitmix64 */
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t rng_below(uint64_t *s, uint32_t n) { return n ? (uint32_t)(rng_next(s) % n) : 0; }
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ns(uint64_t ns)
-{
-    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-    nanosleep(&ts, NULL);
-}
 
 static void busy(uint32_t iterations)
 {
@@ -111,29 +93,6 @@ static struct {
 
 static uint64_t g_seed;
 static uint64_t g_round_limit_ns;
-
-/* The first error of a round (any thread may report; the main thread
- * prints it after the round). */
-static pthread_mutex_t error_lock = PTHREAD_MUTEX_INITIALIZER;
-static char error_text[512];
-static _Atomic uint64_t error_count;
-
-static void report(const char *fmt, ...)
-{
-    if (atomic_fetch_add(&error_count, 1) == 0) {
-        pthread_mutex_lock(&error_lock);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(error_text, sizeof(error_text), fmt, ap);
-        va_end(ap);
-        pthread_mutex_unlock(&error_lock);
-    }
-}
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) report(__VA_ARGS__);                                      \
-    } while (0)
 
 static void *monitor_main(void *arg)
 {

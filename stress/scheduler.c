@@ -59,6 +59,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
+#include "report.h"
+#include "rng.h"
+
 #define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
 #define MAX_COMPS 30
 #define MAX_SYSTEMS 40
@@ -71,15 +75,6 @@
 /* Small helpers                                                           */
 /* ---------------------------------------------------------------------- */
 
-static uint64_t rng_next(uint64_t *s) /* splitmix64 */
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t rng_below(uint64_t *s, uint32_t n) { return n ? (uint32_t)(rng_next(s) % n) : 0; }
 static uint32_t rng_range(uint64_t *s, uint32_t lo, uint32_t hi) { return lo + rng_below(s, hi - lo + 1); }
 
 /* lo * (hi / lo)^u for u uniform in [0, 1], in 64 steps (no libm). */
@@ -119,19 +114,6 @@ static uint64_t hash_bytes(uint64_t h, const void *p, uint32_t size)
     return h;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ns(uint64_t ns)
-{
-    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-    nanosleep(&ts, NULL);
-}
-
 /* ---------------------------------------------------------------------- */
 /* Errors and the watchdog                                                 */
 /* ---------------------------------------------------------------------- */
@@ -145,27 +127,6 @@ static struct {
 
 static uint64_t g_seed;
 static uint64_t g_frame_limit_ns;
-
-static pthread_mutex_t error_lock = PTHREAD_MUTEX_INITIALIZER;
-static char error_text[1024];
-static _Atomic uint64_t error_count;
-
-static void report(const char *fmt, ...)
-{
-    if (atomic_fetch_add(&error_count, 1) == 0) {
-        pthread_mutex_lock(&error_lock);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(error_text, sizeof(error_text), fmt, ap);
-        va_end(ap);
-        pthread_mutex_unlock(&error_lock);
-    }
-}
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) report(__VA_ARGS__);                                      \
-    } while (0)
 
 static void *monitor_main(void *arg)
 {

@@ -427,86 +427,8 @@ static void arena_fini_frees_everything(void **state)
  * runs past its deadline: a deadlock fails fast instead of hanging until
  * ctest's timeout. (alarm() would not do: TSan delivers signals only at
  * its interceptors, and a spinning waiter may never reach one.) */
-#define CASE_SECONDS 60
-
-static struct {
-    pthread_mutex_t lock;
-    pthread_t thread;
-    bool running, quit;
-    const char *name;  /* the guarded case, or NULL */
-    uint64_t deadline; /* CLOCK_MONOTONIC, ns */
-} watchdog = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ns(uint64_t ns)
-{
-    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-    nanosleep(&ts, NULL);
-}
-
-static void *watchdog_main(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&watchdog.lock);
-        bool quit = watchdog.quit;
-        const char *name = watchdog.name;
-        uint64_t deadline = watchdog.deadline;
-        pthread_mutex_unlock(&watchdog.lock);
-        if (quit) return NULL;
-        if (name && now_ns() > deadline) {
-            fprintf(stderr, "test_jobs: %s still running after %d s (deadlock?): giving up\n", name, CASE_SECONDS);
-            fflush(stderr);
-            _exit(EXIT_FAILURE);
-        }
-        sleep_ns(20000000);
-    }
-}
-
-static int watchdog_start(void **state)
-{
-    (void)state;
-    watchdog.quit = false;
-    watchdog.running = pthread_create(&watchdog.thread, NULL, watchdog_main, NULL) == 0;
-    return watchdog.running ? 0 : -1;
-}
-
-static int watchdog_stop(void **state)
-{
-    (void)state;
-    if (!watchdog.running) return 0;
-    pthread_mutex_lock(&watchdog.lock);
-    watchdog.quit = true;
-    pthread_mutex_unlock(&watchdog.lock);
-    pthread_join(watchdog.thread, NULL);
-    watchdog.running = false;
-    return 0;
-}
-
-/* Starts the clock of the case `name` (call first thing in a case). */
-static void guard(const char *name)
-{
-    pthread_mutex_lock(&watchdog.lock);
-    watchdog.name = name;
-    watchdog.deadline = now_ns() + (uint64_t)CASE_SECONDS * 1000000000u;
-    pthread_mutex_unlock(&watchdog.lock);
-}
-
-/* Teardown of every guarded case (runs even when the case failed). */
-static int unguard(void **state)
-{
-    (void)state;
-    pthread_mutex_lock(&watchdog.lock);
-    watchdog.name = NULL;
-    pthread_mutex_unlock(&watchdog.lock);
-    return 0;
-}
+#define WATCHDOG_PROGRAM "test_jobs"
+#include "watchdog.h"
 
 /* Threads of this process, from /proc (-1 when unreadable). */
 static int task_count(void)

@@ -37,48 +37,14 @@
 
 /* Ends the program, naming the case, when a case runs past its deadline:
  * a world whose threads never join fails fast instead of hanging. */
-#define CASE_SECONDS 60
-
-static struct {
-    pthread_mutex_t lock;
-    pthread_t thread;
-    bool running, quit;
-    const char *name;  /* the running case, or NULL */
-    uint64_t deadline; /* CLOCK_MONOTONIC, ns */
-} watchdog = {.lock = PTHREAD_MUTEX_INITIALIZER};
+#define WATCHDOG_PROGRAM "test_world"
+#include "watchdog.h"
 
 static uint64_t clock_ns(clockid_t id)
 {
     struct timespec ts;
     clock_gettime(id, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
-
-static void sleep_ns(uint64_t ns)
-{
-    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-    nanosleep(&ts, NULL);
-}
-
-static void *watchdog_main(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&watchdog.lock);
-        bool quit = watchdog.quit;
-        const char *name = watchdog.name;
-        uint64_t deadline = watchdog.deadline;
-        pthread_mutex_unlock(&watchdog.lock);
-        if (quit) return NULL;
-        if (name && now_ns() > deadline) {
-            fprintf(stderr, "test_world: %s still running after %d s (deadlock?): giving up\n", name, CASE_SECONDS);
-            fflush(stderr);
-            _exit(EXIT_FAILURE);
-        }
-        sleep_ns(20000000);
-    }
 }
 
 /* ---------------------------------------------------------------------- */
@@ -110,9 +76,7 @@ static int group_setup(void **state)
         const char *v = getenv(knobs[i]);
         knob_saved[i] = v ? strdup(v) : NULL;
     }
-    watchdog.quit = false;
-    watchdog.running = pthread_create(&watchdog.thread, NULL, watchdog_main, NULL) == 0;
-    return watchdog.running ? 0 : -1;
+    return watchdog_start(NULL);
 }
 
 static int group_teardown(void **state)
@@ -120,24 +84,14 @@ static int group_teardown(void **state)
     (void)state;
     env_restore();
     for (size_t i = 0; i < COUNT_OF(knobs); i++) free(knob_saved[i]);
-    if (watchdog.running) {
-        pthread_mutex_lock(&watchdog.lock);
-        watchdog.quit = true;
-        pthread_mutex_unlock(&watchdog.lock);
-        pthread_join(watchdog.thread, NULL);
-        watchdog.running = false;
-    }
-    return 0;
+    return watchdog_stop(NULL);
 }
 
 /* Every case: the program's environment, and the watchdog's clock. */
 static int case_setup(void **state)
 {
     env_restore();
-    pthread_mutex_lock(&watchdog.lock);
-    watchdog.name = *state ? *state : "a test_world case";
-    watchdog.deadline = now_ns() + (uint64_t)CASE_SECONDS * 1000000000u;
-    pthread_mutex_unlock(&watchdog.lock);
+    guard(*state ? *state : "a test_world case");
     return 0;
 }
 
@@ -145,10 +99,7 @@ static int case_teardown(void **state)
 {
     (void)state;
     env_restore();
-    pthread_mutex_lock(&watchdog.lock);
-    watchdog.name = NULL;
-    pthread_mutex_unlock(&watchdog.lock);
-    return 0;
+    return unguard(NULL);
 }
 
 /* ---------------------------------------------------------------------- */
