@@ -459,6 +459,15 @@ typedef struct {
     uint32_t flags;                  /* ECS_SYSTEM_* */
     void (*run)(ecs_iter_t *it);     /* required */
     void *ctx;                       /* passed as it->ctx */
+    /* Run conditions. interval: run every Nth frame, counted from the
+     * first frame after registration (which runs); 0 or 1: every frame.
+     * run_if: asked on the calling thread when the system's segment is
+     * about to start (after the previous barrier, before any job of the
+     * segment), with the system's ctx; false skips this frame's run.
+     * NULL: always. A skipped system runs no callback and records no
+     * commands; its successors do not wait for it. */
+    uint32_t interval;
+    bool (*run_if)(ecs_world_t *world, void *ctx);
 } ecs_system_desc_t;
 
 /**

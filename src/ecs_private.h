@@ -26,6 +26,9 @@ typedef struct {
     ecs_query_t *query; /* NULL: the system has no terms */
     void (*run)(ecs_iter_t *it);
     void *ctx;
+    uint32_t interval;      /* 0 or 1: every frame */
+    uint64_t first_frame;   /* the frame counter when it was registered */
+    bool (*run_if)(ecs_world_t *world, void *ctx);
     ecs__access_t access;
     ecs_system_t after[ECS_MAX_DEPS]; /* resolved explicit order */
     ecs_system_t before[ECS_MAX_DEPS];
@@ -70,6 +73,7 @@ struct ecs__plan_node {
     uint32_t *succ;  /* successors (node indices), in the plan's pool */
     uint32_t nsucc;
     /* This frame. */
+    bool skip; /* a run condition said no */
     ecs__chunk_ref_t *chunks;
     uint32_t chunk_count, chunk_cap;
     uint64_t rows;
@@ -88,6 +92,7 @@ struct ecs__plan_node {
 typedef struct {
     uint32_t first, count; /* range in plan.nodes */
     bool exclusive;
+    bool conditional; /* some system has a run condition */
     /* Sum of its nodes' last measured times, kept by the frame's end
      * (0: some node has none yet), so deciding to stay inline costs no
      * walk over the nodes. */

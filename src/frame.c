@@ -157,7 +157,7 @@ static bool collect_chunks(ecs_world_t *w, ecs__plan_node_t *node)
     node->chunk_count = 0;
     node->rows = 0;
     const ecs_query_t *q = node->sys->query;
-    if (!q) return true;
+    if (!q || node->skip) return true;
     for (uint32_t m = 0; m < q->match_count; m++) {
         const ecs__archetype_t *a = q->matches[m].archetype;
         if (!a->entity_count) continue;
@@ -182,7 +182,7 @@ static bool split_jobs(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers)
 {
     uint32_t want = 1;
     const ecs__system_t *sys = node->sys;
-    if (sys->query && !node->chunk_count) {
+    if (node->skip || (sys->query && !node->chunk_count)) {
         node->job_count = 0; /* nothing to run */
         return true;
     }
@@ -289,6 +289,11 @@ static void system_job_run(ecs__job_t *job, uint32_t worker)
 static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool exclusive)
 {
     const ecs__system_t *sys = node->sys;
+    if (node->skip) {
+        node->rows = 0;
+        node->job_count = 0;
+        return;
+    }
     bool timed = exclusive || w->frame % TIMING_SAMPLE_EVERY == 0 || !node->last_ns;
     uint64_t t0 = timed ? ecs__ticks() : 0;
     ecs_commands_t *cmd = ecs__commands_begin(w, 0, node->slot, &node->cmd);
@@ -345,9 +350,24 @@ static uint64_t segment_estimate_ns(const ecs__plan_node_t *nodes, uint32_t n)
     return ns;
 }
 
+/* Evaluates the segment's run conditions on the calling thread, before any
+ * of its jobs: a run_if callback may read the world, and nothing of the
+ * segment runs yet. Segments without conditions never get here, so their
+ * nodes' skip flags stay false. */
+static void decide_runs(ecs_world_t *w, ecs__plan_node_t *nodes, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const ecs__system_t *sys = nodes[i].sys;
+        bool run = sys->interval <= 1 || (w->frame - sys->first_frame) % sys->interval == 0;
+        if (run && sys->run_if) run = sys->run_if(w, sys->ctx);
+        nodes[i].skip = !run;
+    }
+}
+
 static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_segment_t *seg, float dt)
 {
     ecs__plan_node_t *nodes = &s->plan.nodes[seg->first];
+    if (seg->conditional) decide_runs(w, nodes, seg->count);
     uint32_t workers = ecs__job_pool_workers(w->pool);
     for (uint32_t i = 0; i < seg->count; i++) atomic_store_explicit(&nodes[i].busy_ticks, 0, memory_order_relaxed);
     /* Chunk lists only when the estimate may call for the pool: measured
@@ -433,6 +453,10 @@ int ecs_world_progress(ecs_world_t *w, float delta_time)
     for (uint32_t g = 0; g < plan->segment_count; g++) {
         const ecs__plan_segment_t *seg = &plan->segments[g];
         if (seg->exclusive) {
+            /* The condition is asked as for any segment: no immediate
+             * mode yet. */
+            w->phase = ECS__PHASE_SYSTEMS;
+            if (seg->conditional) decide_runs(w, &plan->nodes[seg->first], 1);
             w->phase = ECS__PHASE_EXCLUSIVE;
             run_node_here(w, &plan->nodes[seg->first], delta_time, true);
         } else {

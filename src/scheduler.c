@@ -259,7 +259,13 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
     /* Explicit order: every name resolves in this stage, and no pair of
      * constraints closes a cycle (some `before` target already reaching
      * some `after` source). */
-    ecs__system_t sys = {.stage = st->id, .flags = desc->flags, .run = desc->run, .ctx = desc->ctx};
+    ecs__system_t sys = {.stage = st->id,
+                         .flags = desc->flags,
+                         .run = desc->run,
+                         .ctx = desc->ctx,
+                         .interval = desc->interval,
+                         .first_frame = w->frame,
+                         .run_if = desc->run_if};
     char detail[256];
     for (uint32_t k = 0; k < ECS_MAX_DEPS && desc->after[k]; k++) {
         const char *why = NULL;
@@ -427,6 +433,7 @@ int ecs__plan_ensure(ecs_world_t *w, ecs__scheduler_t *s)
                 node->id = order[i];
                 node->sys = &s->systems[order[i] - 1];
                 node->slot = slot++;
+                seg->conditional |= node->sys->interval > 1 || node->sys->run_if;
             }
             seg->count = end - k;
             /* Edges within the segment, in plan order: conflicts and the
