@@ -403,6 +403,8 @@ struct ecs_iter {
         uint64_t version;
         int32_t match, chunk_index;
         int32_t field_count;
+        const ecs_entity_t *removed;
+        int32_t removed_count;
     } priv_;
 };
 
@@ -434,6 +436,16 @@ ECS_API void *ecs__field_checked(const ecs_iter_t *it, int term, size_t size);
 #else
 #define ECS_FIELD(it, T, term) ((T *)ecs__field_checked((it), (term), sizeof(T)))
 #endif
+
+/**
+ * In a removal reader (ecs_system_desc_t.removed): sets *entities to the
+ * entities that lost the component since the system's previous run and
+ * returns their count (0 with *entities NULL when there are none, or in
+ * any other iterator). The ids are no longer alive when the entity was
+ * despawned. The array is valid during the callback, and in an EXCLUSIVE
+ * reader until its next structural change. ECS_EINVAL for NULL arguments.
+ */
+ECS_API int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities);
 
 /** Chunk-local row of the i-th matching row. */
 static inline int ecs_iter_row(const ecs_iter_t *it, int i) { return it->rows ? it->rows[i] : i; }
@@ -468,6 +480,12 @@ typedef struct {
      * commands; its successors do not wait for it. */
     uint32_t interval;
     bool (*run_if)(ecs_world_t *world, void *ctx);
+    /* A removal reader: the system has no terms, runs once per run, and
+     * ecs_iter_removed gives it the entities that lost this component
+     * (ecs_remove, despawn, their commands) since its previous run, each
+     * exactly once, in the order the changes were applied. Its first run
+     * sees the removals since its registration. 0: none. */
+    ecs_component_t removed;
 } ecs_system_desc_t;
 
 /**

@@ -29,6 +29,8 @@ typedef struct {
     uint32_t interval;      /* 0 or 1: every frame */
     uint64_t first_frame;   /* the frame counter when it was registered */
     bool (*run_if)(ecs_world_t *world, void *ctx);
+    ecs_component_t removed; /* removal reader of this component; 0: none */
+    uint64_t removed_cursor; /* sequence number of its next unread removal */
     ecs__access_t access;
     ecs_system_t after[ECS_MAX_DEPS]; /* resolved explicit order */
     ecs_system_t before[ECS_MAX_DEPS];
@@ -118,6 +120,7 @@ struct ecs__scheduler {
     ecs__plan_t plan;
     ecs_system_stats_t *system_stats; /* by id - 1 */
     ecs_worker_stats_t *worker_stats; /* per worker */
+    uint32_t removal_readers;         /* systems with `removed` set */
     uint64_t tick_per_ns_q16;         /* cycle counter rate, 16.16 fixed */
 };
 

@@ -114,6 +114,63 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__system_t *sys, 
     it->ctx = sys->ctx;
     it->priv_.query = sys->query;
     it->priv_.field_count = sys->query ? (int32_t)sys->query->term_count : 0;
+    it->priv_.removed = NULL;
+    it->priv_.removed_count = 0;
+}
+
+/* A removal reader's slice: from its cursor to the log's end as it is
+ * now. The log changes only at barriers and in immediate mode, never under
+ * a running segment (an EXCLUSIVE reader's own immediate removals land
+ * after the slice, for its next run). Returns the end, the cursor to store
+ * once the callback has run. */
+static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ecs_iter_t *it)
+{
+    const ecs__component_t *c = w->components[sys->removed];
+    uint64_t end = ecs__removals_end(c);
+    ecs__assert(sys->removed_cursor >= c->removed_base && sys->removed_cursor <= end, "reader cursor in the log");
+    if (end > sys->removed_cursor) {
+        it->priv_.removed = c->removed + (sys->removed_cursor - c->removed_base);
+        it->priv_.removed_count = (int32_t)(end - sys->removed_cursor);
+    }
+    return end;
+}
+
+int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities)
+{
+    if (!it || !entities) return ECS_EINVAL;
+    *entities = it->priv_.removed_count ? it->priv_.removed : NULL;
+    return it->priv_.removed_count;
+}
+
+/* At the frame's end: each read log drops what all its readers have
+ * passed. Readers are few; nothing runs without any. */
+static void prune_removals(ecs_world_t *w, ecs__scheduler_t *s)
+{
+    for (uint32_t i = 0; i < s->system_count; i++) {
+        ecs_component_t c = s->systems[i].removed;
+        bool earlier = false;
+        for (uint32_t k = 0; k < i && c && !earlier; k++) earlier = s->systems[k].removed == c;
+        if (!c || earlier) continue; /* pruned with its first reader */
+        uint64_t min = s->systems[i].removed_cursor;
+        for (uint32_t k = i + 1; k < s->system_count; k++) {
+            if (s->systems[k].removed == c && s->systems[k].removed_cursor < min) min = s->systems[k].removed_cursor;
+        }
+        ecs__removals_prune(w->components[c], min);
+    }
+}
+
+/* Calls a system without a query once; a removal reader gets its slice
+ * and moves its cursor past it. */
+static void run_whole(const ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *it)
+{
+    ecs__system_t *sys = node->sys;
+    if (!sys->removed) {
+        sys->run(it);
+        return;
+    }
+    uint64_t end = removed_begin(w, sys, it);
+    sys->run(it);
+    sys->removed_cursor = end;
 }
 
 /* Calls the system on chunks [first, last) of its frame list. */
@@ -132,7 +189,7 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
     ecs__tls_reads = &reads;
 #endif
     if (!sys->query) {
-        sys->run(&it);
+        run_whole(w, node, &it);
     } else {
         for (uint32_t k = first; k < last; k++) {
             const ecs__chunk_ref_t *ref = &node->chunks[k];
@@ -308,7 +365,7 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
 #endif
     const ecs_query_t *q = sys->query;
     if (!q) {
-        sys->run(&it);
+        run_whole(w, node, &it);
     } else {
         if (exclusive) w->defer_chunk_release = true;
         uint32_t nm = q->match_count;
@@ -467,6 +524,7 @@ int ecs_world_progress(ecs_world_t *w, float delta_time)
     }
     w->phase = ECS__PHASE_IDLE;
     w->frame_state = NULL;
+    if (s->removal_readers) prune_removals(w, s);
     record_stats(s);
     w->frame++;
     return w->frame_error;

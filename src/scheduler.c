@@ -255,6 +255,9 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
     }
     uint32_t term_count;
     if (ecs__terms_validate(w, desc->terms, &term_count) != ECS_OK) return register_fail(desc, "invalid term", NULL);
+    if (desc->removed && (desc->removed > w->component_count || !w->components[desc->removed]))
+        return register_fail(desc, "removed: unknown component", NULL);
+    if (desc->removed && term_count) return register_fail(desc, "a removal reader takes no terms", NULL);
 
     /* Explicit order: every name resolves in this stage, and no pair of
      * constraints closes a cycle (some `before` target already reaching
@@ -330,6 +333,11 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
     ecs_system_t id = s->system_count + 1;
     sys.name = name;
     sys.query = q;
+    if (desc->removed) {
+        sys.removed = desc->removed;
+        sys.removed_cursor = ecs__removals_watch(w, desc->removed);
+        s->removal_readers++;
+    }
     access_from_terms(&sys.access, desc->terms, term_count);
     s->systems[s->system_count++] = sys;
     s->system_stats[id - 1].name = name;

@@ -126,6 +126,7 @@ static ecs__archetype_t *archetype_alloc(ecs_world_t *w, const ecs_component_t *
     a->columns = (ecs__column_t *)ecs__align_up((uintptr_t)p, 8);
     a->type_count = count;
     a->hash = hash;
+    a->watch_removals = ecs__removals_watched(w, types, count);
     if (count) memcpy(a->types, types, count * sizeof(ecs_component_t));
     for (uint32_t i = 0; i < count; i++) {
         ecs__component_t *c = w->components[types[i]];

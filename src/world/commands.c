@@ -347,7 +347,13 @@ static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, pl
     int err = ECS_ESTALE;
     if (rec) {
         switch (c->kind) {
-        case CMD_DESPAWN: ecs__entity_destroy(w, e, rec); return;
+        case CMD_DESPAWN:
+            if (!ecs__removals_reserve(w, rec->chunk->archetype)) {
+                skip(pb, ECS_ENOMEM);
+                return;
+            }
+            ecs__entity_destroy(w, e, rec);
+            return;
         case CMD_ADD: err = ecs__entity_add(w, e, rec, c->component); break;
         case CMD_REMOVE: err = ecs__entity_remove(w, e, rec, c->component); break;
         case CMD_SET:
@@ -523,6 +529,7 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
     bool ok = b != NULL;
     if (ok && spawn) ok = ecs__entity_index_reserve(&w->entity_index, &w->allocator, 1);
     if (ok && (spawn || b != a)) ok = (ch = ecs__archetype_chunk_with_room(w, b)) != NULL;
+    if (ok && !spawn && b != a) ok = ecs__removals_reserve(w, a);
     if (!ok) {
         ecs__archetype_discard_unused(w, b);
         if (spawn) apply(w, owner, spawn, pb);

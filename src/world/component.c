@@ -107,6 +107,7 @@ void ecs__components_fini(ecs_world_t *w)
         ecs__component_t *c = w->components[id];
         ecs__free(&w->allocator, (void *)c->info.name);
         ecs__free(&w->allocator, c->archetypes);
+        ecs__free(&w->allocator, c->removed);
         ecs__free(&w->allocator, c);
     }
     ecs__free(&w->allocator, w->components);

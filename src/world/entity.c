@@ -112,6 +112,7 @@ void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
     }
     for (; i < ns; i++) value_fini1(&scols[i], (unsigned char *)src->cols[i] + (size_t)srow * scols[i].size);
     if (ECS__UNLIKELY(src->trackers || dst_chunk->trackers)) move_trackers(src, srow, dst_chunk, drow);
+    if (ECS__UNLIKELY(sa->watch_removals)) ecs__removals_log(w, sa, da, e);
 
     ecs__chunk_remove_row(w, src, srow);
     rec->chunk = dst_chunk;
@@ -138,6 +139,8 @@ ECS__INLINE void move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, e
         ecs__zero_bytes((unsigned char *)dst_chunk->cols[op->dst] + (size_t)drow * op->size, op->size);
     }
     /* Dropped plain values need no destruction. */
+    if (ECS__UNLIKELY(src->archetype->watch_removals))
+        ecs__removals_log(w, src->archetype, dst_chunk->archetype, e);
     ecs__chunk_remove_row(w, src, srow);
     rec->chunk = dst_chunk;
     rec->row = drow;
@@ -172,6 +175,7 @@ void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
     if (a->hooks & ECS__HOOK_DTOR) {
         for (uint32_t c = 0; c < a->column_count; c++) value_fini1(&a->columns[c], column_row(ch, c, rec->row));
     }
+    if (ECS__UNLIKELY(a->watch_removals)) ecs__removals_log(w, a, NULL, e);
     ecs__chunk_remove_row(w, ch, rec->row);
     ecs__entity_index_delete(&w->entity_index, e);
     w->structure_version++;
@@ -188,7 +192,7 @@ ecs_entity_t ecs__entity_create_empty(ecs_world_t *w)
 ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__archetype_t *b, const ecs__edge_t *edge)
 {
     ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, b);
-    if (!ch) {
+    if (!ch || !ecs__removals_reserve(w, rec->chunk->archetype)) {
         ecs__archetype_discard_unused(w, b);
         return ECS_ENOMEM;
     }
@@ -420,6 +424,7 @@ int ecs_despawn(ecs_world_t *w, ecs_entity_t e)
     if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return ECS_ESTALE;
+    if (!ecs__removals_reserve(w, rec->chunk->archetype)) return ECS_ENOMEM;
     ecs__entity_destroy(w, e, rec);
     return ECS_OK;
 }

@@ -171,6 +171,13 @@ typedef struct {
     /* The component index: every archetype that holds this component. */
     ecs__component_record_t *archetypes;
     uint32_t archetype_count, archetype_cap;
+    /* Removal log (removals.c): the entities that lost this component,
+     * in order, while some system reads its removals. ids[0] has sequence
+     * number removed_base; readers keep sequence-number cursors. */
+    uint32_t removal_readers;
+    ecs_entity_t *removed;
+    uint32_t removed_count, removed_cap;
+    uint64_t removed_base;
 } ecs__component_t;
 
 static inline ecs__component_t *ecs__component_get(const ecs_world_t *w, ecs_component_t c);
@@ -242,6 +249,7 @@ struct ecs__archetype {
     uint32_t ids_bytes;     /* one chunk's entity ids, 64-byte aligned */
     uint32_t header_bytes;  /* one chunk header with its column pointers */
     uint32_t hooks;         /* union of the columns' hooks */
+    bool watch_removals;    /* some type has removal readers (removals.c) */
     uint64_t hash;
 
     ecs__chunk_t **chunks; /* in iteration order */
@@ -445,8 +453,36 @@ void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
  * ones: from inits where listed, else default. */
 ecs_entity_t ecs__entity_create_in(ecs_world_t *w, ecs__chunk_t *ch, const ecs__init_t *inits, uint32_t init_count,
                                    bool move);
-/* Despawns a live entity (dtors run). */
+/* Despawns a live entity (dtors run). The caller has reserved removal-log
+ * room (ecs__removals_reserve on its archetype). */
 void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec);
+
+/* ---------------------------------------------------------------------- */
+/* Removal logs (removals.c)                                               */
+/* ---------------------------------------------------------------------- */
+
+/* Makes room in the removal log of every watched component of archetype
+ * a for one more entity, so that logging while an entity leaves a never
+ * allocates (a structural change must not fail halfway). false: out of
+ * memory, nothing changed. Free when a is not watched. */
+bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *a);
+static inline bool ecs__removals_reserve(ecs_world_t *w, const ecs__archetype_t *a)
+{
+    return !a->watch_removals || ecs__removals_reserve_slow(w, a);
+}
+/* Entity e leaves archetype src for dst (NULL: despawned): it lost each
+ * watched component of src that dst lacks. Room was reserved. */
+void ecs__removals_log(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst, ecs_entity_t e);
+/* A system starts reading component c's removals: archetypes holding c
+ * are watched from now on. Returns the cursor it starts at (the log's
+ * end). */
+uint64_t ecs__removals_watch(ecs_world_t *w, ecs_component_t c);
+/* Whether a new archetype's types include a watched component. */
+bool ecs__removals_watched(const ecs_world_t *w, const ecs_component_t *types, uint32_t count);
+/* The log's end (sequence number of the next removal). */
+static inline uint64_t ecs__removals_end(const ecs__component_t *c) { return c->removed_base + c->removed_count; }
+/* Drops the entries below cursor (every reader has passed them). */
+void ecs__removals_prune(ecs__component_t *c, uint64_t cursor);
 /* Spawns an entity with no components. ECS_NULL on OOM. */
 ecs_entity_t ecs__entity_create_empty(ecs_world_t *w);
 /* Adds or removes one component of a live entity. */

@@ -1,0 +1,65 @@
+/*
+ * removals.c: the per-component removal logs behind `removed = T` systems
+ * (ecs_iter_removed). While some system reads T's removals, every entity
+ * that loses T (ecs_remove, despawn, their commands, a folded command run
+ * that ends without T) is appended to T's log, in the order the changes
+ * are applied, which is fixed whatever the worker count. Readers keep
+ * sequence-number cursors; the frame's end drops what every reader has
+ * passed. Components nobody reads are not watched: their archetypes'
+ * watch_removals flag is false and the structural paths test only that.
+ */
+#include "world/world.h"
+
+bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *a)
+{
+    for (uint32_t i = 0; i < a->type_count; i++) {
+        ecs__component_t *c = w->components[a->types[i]];
+        if (!c->removal_readers) continue;
+        if (!ecs__array_reserve(&w->allocator, (void **)&c->removed, &c->removed_cap, c->removed_count + 1,
+                                sizeof(ecs_entity_t), _Alignof(ecs_entity_t)))
+            return false;
+    }
+    return true;
+}
+
+void ecs__removals_log(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst, ecs_entity_t e)
+{
+    /* Both type lists are sorted: one merge walk finds what dst lacks. */
+    uint32_t j = 0, nd = dst ? dst->type_count : 0;
+    for (uint32_t i = 0; i < src->type_count; i++) {
+        ecs_component_t t = src->types[i];
+        while (j < nd && dst->types[j] < t) j++;
+        if (j < nd && dst->types[j] == t) continue;
+        ecs__component_t *c = w->components[t];
+        if (!c->removal_readers) continue;
+        ecs__assert(c->removed_count < c->removed_cap, "removal log room reserved");
+        c->removed[c->removed_count++] = e;
+    }
+}
+
+uint64_t ecs__removals_watch(ecs_world_t *w, ecs_component_t id)
+{
+    ecs__component_t *c = w->components[id];
+    c->removal_readers++;
+    for (uint32_t k = 0; k < c->archetype_count; k++) c->archetypes[k].archetype->watch_removals = true;
+    return ecs__removals_end(c);
+}
+
+bool ecs__removals_watched(const ecs_world_t *w, const ecs_component_t *types, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        if (w->components[types[i]]->removal_readers) return true;
+    }
+    return false;
+}
+
+void ecs__removals_prune(ecs__component_t *c, uint64_t cursor)
+{
+    if (cursor <= c->removed_base) return;
+    uint64_t drop = cursor - c->removed_base;
+    ecs__assert(drop <= c->removed_count, "cursor within the log");
+    uint32_t keep = c->removed_count - (uint32_t)drop;
+    if (keep) memmove(c->removed, c->removed + drop, keep * sizeof(ecs_entity_t));
+    c->removed_count = keep;
+    c->removed_base = cursor;
+}

@@ -1,0 +1,471 @@
+/*
+ * test_removals.c: removal readers (ecs_system_desc_t.removed and
+ * ecs_iter_removed, src/world/removals.c). A reader sees every entity that
+ * lost its component since its previous run exactly once, in the order
+ * the changes were applied: immediate ecs_remove and ecs_despawn, their
+ * commands at barriers (the same frame for a later stage, the next frame
+ * for an earlier one), an EXCLUSIVE system's immediate changes; not a
+ * remove of an absent component, not a command run that leaves the
+ * component in place. Also: readers registered later, two readers and a
+ * reader that runs every third frame (independent cursors, the log pruned
+ * once all have passed), the same sequence for 1, 2 and 4 workers,
+ * registration errors, and out-of-memory on the log leaving the world
+ * unchanged.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecs.h"
+#include "ecs_private.h"
+#include "support.h"
+
+typedef struct {
+    float x;
+} Pos;
+
+/* What a reader saw: every entity, in order, and per run. */
+enum { SEEN_MAX = 200000, RUNS_MAX = 64 };
+
+typedef struct {
+    ecs_entity_t *seen;
+    int count;
+    int runs;
+    int per_run[RUNS_MAX];
+} reader_t;
+
+static void reader_init(reader_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->seen = calloc(SEEN_MAX, sizeof(ecs_entity_t));
+    assert_non_null(r->seen);
+}
+
+static void reader_fini(reader_t *r) { free(r->seen); }
+
+static void reader_run(ecs_iter_t *it)
+{
+    reader_t *r = it->ctx;
+    const ecs_entity_t *ids = NULL;
+    int n = ecs_iter_removed(it, &ids);
+    if (n < 0 || (n > 0 && !ids) || (n == 0 && ids)) n = -1000000; /* caught below */
+    if (r->runs < RUNS_MAX) r->per_run[r->runs] = n;
+    r->runs++;
+    for (int i = 0; i < n && r->count < SEEN_MAX; i++) r->seen[r->count++] = ids[i];
+}
+
+typedef struct {
+    ecs_world_t *w;
+    ecs_component_t pos, tag, other;
+} fx_t;
+
+static fx_t fx_new(int workers)
+{
+    fx_t f;
+    f.w = ecs_world_create(&(ecs_world_desc_t){.workers = workers});
+    assert_non_null(f.w);
+    f.pos = ECS_COMPONENT(f.w, Pos);
+    f.tag = ecs_component_register(f.w, &(ecs_component_desc_t){.name = "Tag"});
+    f.other = ecs_component_register(f.w, &(ecs_component_desc_t){.name = "Other", .size = 4});
+    assert_true(f.pos && f.tag && f.other);
+    return f;
+}
+
+static ecs_system_t reader_on(fx_t *f, ecs_component_t c, reader_t *r, const char *stage)
+{
+    ecs_system_t s = ecs_system_register(f->w, &(ecs_system_desc_t){
+                                                   .stage = stage, .removed = c, .run = reader_run, .ctx = r});
+    assert_true(s != 0);
+    return s;
+}
+
+static ecs_entity_t spawn2(fx_t *f, ecs_component_t a, ecs_component_t b)
+{
+    ecs_component_t ids[2] = {a, b};
+    ecs_entity_t e = ecs_spawn_with(f->w, b ? 2 : 1, ids, NULL);
+    assert_true(ecs_is_alive(f->w, e));
+    return e;
+}
+
+static void frame(fx_t *f) { assert_int_equal(ecs_world_progress(f->w, 0.0f), ECS_OK); }
+
+/* Immediate removes and despawns between frames, tags included. */
+static void removals_immediate_seen_once_in_order(void **state)
+{
+    (void)state;
+    fx_t f = fx_new(1);
+    reader_t rp, rt;
+    reader_init(&rp);
+    reader_init(&rt);
+    reader_on(&f, f.pos, &rp, NULL);
+    reader_on(&f, f.tag, &rt, NULL);
+    ecs_entity_t a = spawn2(&f, f.pos, f.tag), b = spawn2(&f, f.pos, 0), c = spawn2(&f, f.pos, f.other),
+                 d = spawn2(&f, f.other, 0);
+    frame(&f);
+    assert_int_equal(rp.count, 0);
+    assert_int_equal(ecs_remove(f.w, b, f.pos), ECS_OK);
+    assert_int_equal(ecs_despawn(f.w, a), ECS_OK); /* loses Pos and Tag */
+    assert_int_equal(ecs_remove(f.w, b, f.pos), ECS_OK); /* absent now: nothing */
+    assert_int_equal(ecs_despawn(f.w, d), ECS_OK);       /* never had either */
+    assert_int_equal(ecs_remove(f.w, c, f.other), ECS_OK);
+    frame(&f);
+    assert_int_equal(rp.count, 2);
+    assert_true(rp.seen[0] == b && rp.seen[1] == a);
+    assert_int_equal(rt.count, 1);
+    assert_true(rt.seen[0] == a);
+    frame(&f);
+    frame(&f);
+    assert_int_equal(rp.count, 2);
+    assert_int_equal(rp.runs, 4);
+    assert_int_equal(rp.per_run[2], 0);
+    /* Everyone has passed: the log is empty again. */
+    assert_int_equal(f.w->components[f.pos]->removed_count, 0);
+    reader_fini(&rp);
+    reader_fini(&rt);
+    ecs_world_destroy(f.w);
+}
+
+/* Commands: a reader in a later stage sees them in the same frame, one in
+ * an earlier stage in the next; never twice. */
+static ecs_entity_t g_victims[4];
+
+static void commander(ecs_iter_t *it)
+{
+    fx_t *f = it->ctx;
+    if (ecs_world_frame(it->world) != 1) return;
+    assert_int_equal(ecs_cmd_remove(it->commands, g_victims[0], f->pos), ECS_OK);
+    assert_int_equal(ecs_cmd_despawn(it->commands, g_victims[1]), ECS_OK);
+    /* A run that adds and removes Pos on an entity without it: it never
+     * had Pos, so nothing is logged. */
+    assert_int_equal(ecs_cmd_add(it->commands, g_victims[2], f->pos), ECS_OK);
+    assert_int_equal(ecs_cmd_remove(it->commands, g_victims[2], f->pos), ECS_OK);
+    /* Remove then add: it ends with Pos, nothing is logged. */
+    assert_int_equal(ecs_cmd_remove(it->commands, g_victims[3], f->pos), ECS_OK);
+    assert_int_equal(ecs_cmd_add(it->commands, g_victims[3], f->pos), ECS_OK);
+}
+
+static void removals_from_commands(void **state)
+{
+    (void)state;
+    fx_t f = fx_new(1);
+    reader_t early, late;
+    reader_init(&early);
+    reader_init(&late);
+    reader_on(&f, f.pos, &early, "PreUpdate");
+    assert_true(ecs_system_register(f.w, &(ecs_system_desc_t){.run = commander, .ctx = &f}));
+    reader_on(&f, f.pos, &late, "PostUpdate");
+    g_victims[0] = spawn2(&f, f.pos, 0);
+    g_victims[1] = spawn2(&f, f.pos, f.tag);
+    g_victims[2] = spawn2(&f, f.other, 0);
+    g_victims[3] = spawn2(&f, f.pos, f.other);
+    frame(&f); /* frame 0: nothing */
+    frame(&f); /* frame 1: the commands */
+    assert_int_equal(late.per_run[1], 2);
+    assert_true(late.seen[0] == g_victims[0] && late.seen[1] == g_victims[1]);
+    assert_int_equal(early.per_run[1], 0);
+    frame(&f);
+    assert_int_equal(early.per_run[2], 2);
+    assert_true(early.seen[0] == g_victims[0] && early.seen[1] == g_victims[1]);
+    frame(&f);
+    assert_int_equal(early.count, 2);
+    assert_int_equal(late.count, 2);
+    assert_false(ecs_is_alive(f.w, g_victims[1]));
+    assert_true(ecs_has(f.w, g_victims[3], f.pos));
+    reader_fini(&early);
+    reader_fini(&late);
+    ecs_world_destroy(f.w);
+}
+
+/* A reader registered later sees only what happens after; a reader that
+ * runs every third frame sees everything once; the log keeps what the
+ * slow reader has not read yet, and no more. */
+static void removals_cursors_are_per_reader(void **state)
+{
+    (void)state;
+    fx_t f = fx_new(1);
+    reader_t every, third, later;
+    reader_init(&every);
+    reader_init(&third);
+    reader_init(&later);
+    reader_on(&f, f.pos, &every, NULL);
+    assert_true(ecs_system_register(f.w, &(ecs_system_desc_t){
+        .removed = f.pos, .run = reader_run, .ctx = &third, .interval = 3}));
+    ecs_entity_t e[30];
+    for (int i = 0; i < 30; i++) e[i] = spawn2(&f, f.pos, 0);
+    for (int k = 0; k < 10; k++) {
+        assert_int_equal(ecs_remove(f.w, e[k], f.pos), ECS_OK);
+        if (k == 4) reader_on(&f, f.pos, &later, NULL);
+        frame(&f);
+    }
+    assert_int_equal(every.count, 10);
+    for (int k = 0; k < 10; k++) assert_true(every.seen[k] == e[k]);
+    assert_int_equal(later.count, 5);
+    for (int k = 0; k < 5; k++) assert_true(later.seen[k] == e[5 + k]);
+    /* Runs in frames 0, 3, 6, 9: it has read up to e[9]. */
+    assert_int_equal(third.runs, 4);
+    assert_int_equal(third.count, 10);
+    for (int k = 0; k < 10; k++) assert_true(third.seen[k] == e[k]);
+    /* Two more removals and one frame (10): the third reader is behind. */
+    assert_int_equal(ecs_remove(f.w, e[10], f.pos), ECS_OK);
+    assert_int_equal(ecs_despawn(f.w, e[11]), ECS_OK);
+    frame(&f);
+    assert_int_equal(f.w->components[f.pos]->removed_count, 2);
+    frame(&f);
+    frame(&f); /* frame 12: it catches up */
+    assert_int_equal(third.count, 12);
+    assert_true(third.seen[10] == e[10] && third.seen[11] == e[11]);
+    assert_int_equal(every.count, 12);
+    assert_int_equal(f.w->components[f.pos]->removed_count, 0);
+    reader_fini(&every);
+    reader_fini(&third);
+    reader_fini(&later);
+    ecs_world_destroy(f.w);
+}
+
+/* EXCLUSIVE systems: a reader sees an exclusive system's immediate removes
+ * later in the same frame; an exclusive reader sees its own on its next
+ * run. */
+static fx_t *g_fx;
+static ecs_entity_t g_target, g_own;
+
+static void exclusive_remover(ecs_iter_t *it)
+{
+    if (ecs_world_frame(it->world) == 1) assert_int_equal(ecs_remove(it->world, g_target, g_fx->pos), ECS_OK);
+}
+
+static void exclusive_reader(ecs_iter_t *it)
+{
+    reader_run(it);
+    if (ecs_world_frame(it->world) == 2) assert_int_equal(ecs_despawn(it->world, g_own), ECS_OK);
+}
+
+static void removals_and_exclusive_systems(void **state)
+{
+    (void)state;
+    fx_t f = fx_new(2);
+    g_fx = &f;
+    reader_t after, self;
+    reader_init(&after);
+    reader_init(&self);
+    assert_true(ecs_system_register(f.w, &(ecs_system_desc_t){.run = exclusive_remover,
+                                                               .flags = ECS_SYSTEM_EXCLUSIVE}));
+    reader_on(&f, f.pos, &after, NULL);
+    assert_true(ecs_system_register(f.w, &(ecs_system_desc_t){
+        .removed = f.pos, .run = exclusive_reader, .ctx = &self, .flags = ECS_SYSTEM_EXCLUSIVE}));
+    g_target = spawn2(&f, f.pos, 0);
+    g_own = spawn2(&f, f.pos, 0);
+    for (int k = 0; k < 5; k++) frame(&f);
+    assert_int_equal(after.per_run[1], 1);
+    assert_int_equal(after.per_run[3], 1);
+    assert_true(after.seen[0] == g_target && after.seen[1] == g_own);
+    assert_int_equal(self.per_run[1], 1);
+    assert_int_equal(self.per_run[2], 0); /* its own despawn: next run */
+    assert_int_equal(self.per_run[3], 1);
+    assert_true(self.seen[0] == g_target && self.seen[1] == g_own);
+    assert_int_equal(after.count, 2);
+    assert_int_equal(self.count, 2);
+    reader_fini(&after);
+    reader_fini(&self);
+    ecs_world_destroy(f.w);
+}
+
+/* Many entities despawned and stripped by commands from parallel jobs:
+ * the reader's sequence is the same for 1, 2 and 4 workers. */
+static ecs_component_t g_pos;
+
+static void parallel_stripper(ecs_iter_t *it)
+{
+    for (int i = 0; i < it->count; i++) {
+        ecs_entity_t e = it->entities[i];
+        uint64_t h = (e * 0x9e3779b97f4a7c15ull) >> 60;
+        if (h < 3) assert_int_equal(ecs_cmd_despawn(it->commands, e), ECS_OK);
+        else if (h < 6) assert_int_equal(ecs_cmd_remove(it->commands, e, g_pos), ECS_OK);
+    }
+}
+
+static int removed_sequence(int workers, ecs_entity_t *out)
+{
+    fx_t f = fx_new(workers);
+    g_pos = f.pos;
+    reader_t r;
+    reader_init(&r);
+    reader_on(&f, f.pos, &r, "PostUpdate");
+    assert_true(ecs_system_register(f.w, &(ecs_system_desc_t){
+        .terms = {{.component = f.pos, .access = ECS_READ}}, .run = parallel_stripper}));
+    ecs_component_t ids[2] = {f.pos, f.other};
+    assert_int_equal(ecs_spawn_batch(f.w, 60000, 1, ids, NULL, NULL), ECS_OK);
+    assert_int_equal(ecs_spawn_batch(f.w, 40000, 2, ids, NULL, NULL), ECS_OK);
+    for (int k = 0; k < 3; k++) frame(&f);
+    int n = r.count;
+    memcpy(out, r.seen, (size_t)n * sizeof(ecs_entity_t));
+    reader_fini(&r);
+    ecs_world_destroy(f.w);
+    return n;
+}
+
+static void removals_same_for_any_worker_count(void **state)
+{
+    (void)state;
+    ecs_entity_t *one = calloc(SEEN_MAX, sizeof(ecs_entity_t)), *other = calloc(SEEN_MAX, sizeof(ecs_entity_t));
+    assert_true(one && other);
+    int n1 = removed_sequence(1, one);
+    assert_true(n1 > 20000); /* about 6/16 of 100k */
+    for (int workers = 2; workers <= 4; workers += 2) {
+        int n = removed_sequence(workers, other);
+        assert_int_equal(n, n1);
+        assert_memory_equal(one, other, (size_t)n1 * sizeof(ecs_entity_t));
+    }
+    free(one);
+    free(other);
+}
+
+static void removals_registration_errors(void **state)
+{
+    (void)state;
+    fx_t f = fx_new(1);
+    reader_t r;
+    reader_init(&r);
+    /* Unknown component, and a reader with terms: nothing registered. */
+    assert_int_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.removed = 999, .run = reader_run, .ctx = &r}),
+                     0);
+    assert_int_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.removed = f.pos,
+                                                                    .terms = {{.component = f.pos}},
+                                                                    .run = reader_run,
+                                                                    .ctx = &r}),
+                     0);
+    assert_int_equal(stats_of(f.w).systems, 0);
+    /* Nothing watches Pos: removing it logs nothing. */
+    ecs_entity_t e = spawn2(&f, f.pos, 0);
+    assert_int_equal(ecs_remove(f.w, e, f.pos), ECS_OK);
+    assert_int_equal(f.w->components[f.pos]->removed_cap, 0);
+    /* Outside a reader, ecs_iter_removed gives nothing; NULLs are refused. */
+    ecs_iter_t it;
+    memset(&it, 0, sizeof(it));
+    const ecs_entity_t *ids = (const ecs_entity_t *)&it;
+    assert_int_equal(ecs_iter_removed(&it, &ids), 0);
+    assert_null(ids);
+    assert_int_equal(ecs_iter_removed(NULL, &ids), ECS_EINVAL);
+    assert_int_equal(ecs_iter_removed(&it, NULL), ECS_EINVAL);
+    reader_fini(&r);
+    ecs_world_destroy(f.w);
+}
+
+/* The log cannot grow: ecs_remove and ecs_despawn fail with ECS_ENOMEM and
+ * change nothing; a command that needs the room is skipped. */
+typedef struct {
+    pthread_mutex_t lock;
+    bool failing;
+} fail_alloc_t;
+
+static void *fail_alloc(size_t size, size_t align, void *ctx)
+{
+    fail_alloc_t *fa = ctx;
+    pthread_mutex_lock(&fa->lock);
+    bool fail = fa->failing;
+    pthread_mutex_unlock(&fa->lock);
+    if (fail) return NULL;
+    if (align < sizeof(void *)) align = sizeof(void *);
+    size_t rounded = (size + align - 1) & ~(align - 1);
+    return aligned_alloc(align, rounded ? rounded : align);
+}
+
+static void fail_free(void *p, void *ctx)
+{
+    (void)ctx;
+    free(p);
+}
+
+static void set_failing(fail_alloc_t *fa, bool on)
+{
+    pthread_mutex_lock(&fa->lock);
+    fa->failing = on;
+    pthread_mutex_unlock(&fa->lock);
+}
+
+static ecs_entity_t g_cmd_victim, g_warm;
+static ecs_component_t g_warm_tag;
+static _Atomic int g_cmd_frame = -1;
+
+static void despawn_victim(ecs_iter_t *it)
+{
+    /* Frame 0 records a harmless command, so the arena has its block. */
+    if (ecs_world_frame(it->world) == 0) assert_int_equal(ecs_cmd_add(it->commands, g_warm, g_warm_tag), ECS_OK);
+    if ((int)ecs_world_frame(it->world) == atomic_load(&g_cmd_frame))
+        assert_int_equal(ecs_cmd_despawn(it->commands, g_cmd_victim), ECS_OK);
+}
+
+static void removals_out_of_memory_changes_nothing(void **state)
+{
+    (void)state;
+    fail_alloc_t fa = {PTHREAD_MUTEX_INITIALIZER, false};
+    ecs_world_t *w =
+        ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = {fail_alloc, fail_free, &fa}});
+    assert_non_null(w);
+    ecs_component_t P = ECS_COMPONENT(w, Pos);
+    reader_t r;
+    reader_init(&r);
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = P, .run = reader_run, .ctx = &r}));
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.stage = "PreUpdate", .run = despawn_victim}));
+    enum { N = 64 };
+    ecs_entity_t e[N];
+    for (int i = 0; i < N; i++) e[i] = ecs_spawn_with(w, 1, &P, NULL);
+    g_cmd_victim = e[N - 1];
+    g_warm = e[N - 3];
+    g_warm_tag = ecs_component_register(w, &(ecs_component_desc_t){.name = "Warm"});
+    assert_true(g_warm_tag != 0);
+    assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK); /* plan and arenas exist now */
+    /* Between frames the log only grows: fill its room exactly. */
+    const ecs__component_t *c = w->components[P];
+    int removed = 0;
+    while (c->removed_count == 0 || c->removed_count < c->removed_cap) {
+        assert_true(removed < N - 3);
+        assert_int_equal(ecs_remove(w, e[removed], P), ECS_OK);
+        removed++;
+    }
+    set_failing(&fa, true);
+    ecs_entity_t x = e[N - 2];
+    assert_int_equal(ecs_remove(w, x, P), ECS_ENOMEM);
+    assert_true(ecs_has(w, x, P));
+    assert_int_equal(ecs_despawn(w, x), ECS_ENOMEM);
+    assert_true(ecs_is_alive(w, x));
+    assert_true(ecs_has(w, x, P));
+    /* A command that needs the room is skipped at playback (the frame's
+     * arena blocks exist already). */
+    uint64_t skipped = stats_of(w).commands_skipped;
+    atomic_store(&g_cmd_frame, (int)ecs_world_frame(w));
+    assert_int_equal(ecs_world_progress(w, 0.0f), ECS_ENOMEM);
+    set_failing(&fa, false);
+    assert_true(ecs_is_alive(w, g_cmd_victim));
+    assert_int_equal(stats_of(w).commands_skipped, skipped + 1);
+    /* The reader, later in that frame, saw what was logged, once. */
+    assert_int_equal(r.count, removed);
+    for (int i = 0; i < removed; i++) assert_true(r.seen[i] == e[i]);
+    /* With memory back, everything works and is seen. */
+    assert_int_equal(ecs_despawn(w, x), ECS_OK);
+    assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
+    assert_int_equal(r.count, removed + 1);
+    assert_true(r.seen[removed] == x);
+    reader_fini(&r);
+    ecs_world_destroy(w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(removals_immediate_seen_once_in_order),
+        cmocka_unit_test(removals_from_commands),
+        cmocka_unit_test(removals_cursors_are_per_reader),
+        cmocka_unit_test(removals_and_exclusive_systems),
+        cmocka_unit_test(removals_same_for_any_worker_count),
+        cmocka_unit_test(removals_registration_errors),
+        cmocka_unit_test(removals_out_of_memory_changes_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
