@@ -175,7 +175,8 @@ ECS_API uint64_t ecs_world_frame(const ecs_world_t *world);
  */
 ECS_API int ecs_stage_add(ecs_world_t *world, const char *name, const char *after_stage);
 
-/** One system's figures for the last frame it ran in. */
+/** One system's figures for the last frame (rows and jobs 0 when it did not
+ * run; time_ns: its last measurement). */
 typedef struct {
     const char *name; /* NULL for an anonymous system */
     uint64_t time_ns; /* time spent in its jobs (summed over jobs) */
@@ -484,7 +485,10 @@ typedef struct {
      * ecs_iter_removed gives it the entities that lost this component
      * (ecs_remove, despawn, their commands) since its previous run, each
      * exactly once, in the order the changes were applied. Its first run
-     * sees the removals since its registration. 0: none. */
+     * sees the removals since its registration. Its only terms may be
+     * ECS_OTHER ones (what it reads on those entities). The log keeps
+     * what some reader has not read yet: a reader that rarely runs (a
+     * long interval, a run_if that stays false) keeps it growing. 0: none. */
     ecs_component_t removed;
 } ecs_system_desc_t;
 

@@ -128,6 +128,8 @@ static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ec
     const ecs__component_t *c = w->components[sys->removed];
     uint64_t end = ecs__removals_end(c);
     ecs__assert(sys->removed_cursor >= c->removed_base && sys->removed_cursor <= end, "reader cursor in the log");
+    /* The count is an int: a backlog past INT32_MAX goes over several runs. */
+    if (end - sys->removed_cursor > INT32_MAX) end = sys->removed_cursor + INT32_MAX;
     if (end > sys->removed_cursor) {
         it->priv_.removed = c->removed + (sys->removed_cursor - c->removed_base);
         it->priv_.removed_count = (int32_t)(end - sys->removed_cursor);
@@ -513,6 +515,7 @@ int ecs_world_progress(ecs_world_t *w, float delta_time)
             /* The condition is asked as for any segment: no immediate
              * mode yet. */
             w->phase = ECS__PHASE_SYSTEMS;
+            atomic_store_explicit(&plan->nodes[seg->first].busy_ticks, 0, memory_order_relaxed);
             if (seg->conditional) decide_runs(w, &plan->nodes[seg->first], 1);
             w->phase = ECS__PHASE_EXCLUSIVE;
             run_node_here(w, &plan->nodes[seg->first], delta_time, true);

@@ -257,7 +257,12 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
     if (ecs__terms_validate(w, desc->terms, &term_count) != ECS_OK) return register_fail(desc, "invalid term", NULL);
     if (desc->removed && (desc->removed > w->component_count || !w->components[desc->removed]))
         return register_fail(desc, "removed: unknown component", NULL);
-    if (desc->removed && term_count) return register_fail(desc, "a removal reader takes no terms", NULL);
+    /* A removal reader runs once per run: ECS_OTHER terms (what it reads on
+     * the entities it is given) are fine, rows to iterate are not. */
+    for (uint32_t i = 0; desc->removed && i < term_count; i++) {
+        if (desc->terms[i].src == ECS_SELF)
+            return register_fail(desc, "a removal reader takes only ECS_OTHER terms", NULL);
+    }
 
     /* Explicit order: every name resolves in this stage, and no pair of
      * constraints closes a cycle (some `before` target already reaching
@@ -306,9 +311,14 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
         ecs__free(&w->allocator, seen);
     }
 
-    /* Reserve, then commit: a failure leaves no trace. */
-    if (!ecs__array_reserve(&w->allocator, (void **)&s->systems, &s->system_cap, s->system_count + 1,
-                            sizeof(ecs__system_t), _Alignof(ecs__system_t)) ||
+    /* Reserve, then commit: a failure leaves no trace. The plan's nodes
+     * point into s->systems, which the first reserve may move: the plan
+     * is rebuilt in any case. */
+    ecs__system_t *old_systems = s->systems;
+    bool reserved = ecs__array_reserve(&w->allocator, (void **)&s->systems, &s->system_cap, s->system_count + 1,
+                                       sizeof(ecs__system_t), _Alignof(ecs__system_t));
+    if (s->systems != old_systems) s->plan.valid = false;
+    if (!reserved ||
         !ecs__array_reserve(&w->allocator, (void **)&st->systems, &st->system_cap, st->system_count + 1,
                             sizeof(ecs_system_t), _Alignof(ecs_system_t)))
         return register_fail(desc, "out of memory", NULL);

@@ -14,7 +14,17 @@
  *               among systems of the same stage that close no cycle, plus
  *               the odd registration meant to fail (a cycle, an unknown
  *               name, a name from another stage, a duplicate name), which
- *               must return 0 and leave the world as it was.
+ *               must return 0 and leave the world as it was;
+ *   readers     1..3 removal readers (`removed = T`, no terms or only
+ *               ECS_OTHER ones) among those systems, on random components
+ *               (two may share one), placed and flagged like the others
+ *               (after/before included), some with an interval of 2 or 3
+ *               frames or a run_if condition, plus refused registrations
+ *               of their own (a reader with a SELF term, one of an unknown
+ *               component);
+ *   probe       in two rounds of three, a component no system adds or
+ *               removes (it is lost only by despawn), read by the first
+ *               reader.
  *
  * A system's callback writes its WRITE columns as a hash of the row's
  * entity, its declared columns, the frame and what it reads through its
@@ -25,18 +35,33 @@
  * depends on the job split or the thread. EXCLUSIVE systems also use
  * immediate mode. Ordinary systems check that immediate mode is closed.
  *
+ * A removal reader folds the ids ecs_iter_removed gives it, in order, into
+ * its own running (hash, count), with the values of its ECS_OTHER
+ * components on those still alive, then runs as an ordinary system of its
+ * flags (an EXCLUSIVE one makes immediate changes after reading, which it
+ * must see at its next run). It also checks what it got against the world:
+ * every entity that had T at its previous run (a snapshot of T's holders
+ * it keeps) and lacks it now (or is dead) was delivered; for the probe,
+ * every id delivered is dead and delivered once, and the count delivered
+ * so far equals the entities that ever had the probe minus those that hold
+ * it now. Its run conditions are the stress test's own: it must run
+ * exactly in the frames they say.
+ *
  * The round runs F frames (10..50) in a world with 1 worker, hashing the
  * whole world after every frame (live entities in id order: id, component
  * set, values), then rebuilds the same world with 2..16 workers (spin 0 or
  * a little) and checks, frame by frame: the hash, live entities,
- * archetypes, commands_skipped and rows per system equal the 1-worker run;
- * ecs_world_progress returns ECS_OK. In both runs every callback logs
- * (system, thread, start, end); after each frame, for every two systems the
- * plan must order (conflicting access by the DESIGN.md rule, explicit
- * after/before, different segments or stages; EXCLUSIVE conflicts with
- * everything) the earlier one's last callback ended before the later
- * one's first began. The plan itself (order within each stage, the
- * segments) is checked against an independent computation, and the
+ * archetypes, commands_skipped, rows per system and every removal reader's
+ * (hash, count) equal the 1-worker run; ecs_world_progress returns ECS_OK.
+ * In both runs every callback logs (system, thread, start, end); after
+ * each frame, for every two systems the plan must order (conflicting
+ * access by the DESIGN.md rule, explicit after/before, different segments
+ * or stages; EXCLUSIVE conflicts with everything; a removal reader has no
+ * SELF terms, so it conflicts with EXCLUSIVE systems and with writers of
+ * what it reads through ECS_OTHER) the earlier one's last
+ * callback ended before the later one's first began. The plan itself
+ * (order within each stage, the segments, which of them have run
+ * conditions) is checked against an independent computation, and the
  * library's conflict relation (ecs__systems_conflict) against our own.
  * MAIN_THREAD and EXCLUSIVE systems must run on the calling thread,
  * SINGLE_THREADED ones in one job on one thread.
@@ -65,7 +90,9 @@
 
 #define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
 #define MAX_COMPS 30
-#define MAX_SYSTEMS 40
+#define MAX_PLAIN_SYSTEMS 40
+#define MAX_READERS 3 /* removal readers, on top of the plain systems */
+#define MAX_SYSTEMS (MAX_PLAIN_SYSTEMS + MAX_READERS)
 #define MAX_ARCHETYPES 14
 #define MAX_TEST_WORKERS 16
 #define MAX_FRAMES 50
@@ -203,9 +230,17 @@ typedef struct {
     bool other; /* ECS_OTHER */
 } term_spec_t;
 
-enum { BAD_NONE, BAD_CYCLE, BAD_UNKNOWN, BAD_OTHER_STAGE, BAD_DUPLICATE, BAD_STAGE };
-static const char *const bad_names[] = {"none", "cycle", "unknown name", "name from another stage", "duplicate name",
-                                        "unknown stage"};
+/* BAD_READER_*: removal readers only. */
+enum { BAD_NONE, BAD_CYCLE, BAD_UNKNOWN, BAD_OTHER_STAGE, BAD_DUPLICATE, BAD_STAGE, BAD_READER_TERMS,
+       BAD_READER_COMPONENT };
+static const char *const bad_names[] = {"none",
+                                        "cycle",
+                                        "unknown name",
+                                        "name from another stage",
+                                        "duplicate name",
+                                        "unknown stage",
+                                        "removal reader with a SELF term",
+                                        "removal reader of an unknown component"};
 
 typedef struct {
     uint32_t index;
@@ -228,6 +263,11 @@ typedef struct {
     /* A registration attempt meant to fail, made before the real one. */
     uint32_t bad;
     uint32_t bad_ref1, bad_ref2; /* system indices it names */
+    /* Removal reader (no terms): component index + 1 (0: not a reader),
+     * its slot among the round's readers, its run conditions. */
+    uint32_t removed, reader;
+    uint32_t interval; /* 0 or 1: every frame */
+    bool run_if;       /* reader_run_if, true in about 3 frames of 4 */
 } sys_spec_t;
 
 typedef struct {
@@ -249,6 +289,9 @@ typedef struct {
     const char *user_after;    /* the user stage is added after this one (NULL: last) */
     uint32_t nsys;
     sys_spec_t sys[MAX_SYSTEMS];
+    uint32_t nreaders;
+    uint32_t reader_sys[MAX_READERS]; /* system index of each reader */
+    uint32_t probe;                   /* component no system adds or removes; UINT32_MAX: none */
     uint32_t frames;
     uint32_t workers, spin;
     /* Our own plan: system indices in run order, segment of each. */
@@ -256,6 +299,7 @@ typedef struct {
     uint32_t segments;
     uint32_t seg_first[MAX_SYSTEMS + 4], seg_count[MAX_SYSTEMS + 4];
     bool seg_exclusive[MAX_SYSTEMS + 4];
+    bool seg_conditional[MAX_SYSTEMS + 4];
 } round_t;
 
 static const char *const default_stages[3] = {"PreUpdate", "Update", "PostUpdate"};
@@ -407,10 +451,10 @@ static void gen_round(round_t *rd, const scale_t *sc, uint32_t r, uint64_t seed)
 
     /* Population. */
     rd->entities = log_uniform(&rng, sc->min_entities, sc->max_entities);
-    rd->nsys = rng_range(&rng, 5, MAX_SYSTEMS);
+    uint32_t nplain = rng_range(&rng, 5, MAX_PLAIN_SYSTEMS);
     rd->frames = rng_range(&rng, 10, MAX_FRAMES);
-    /* Bound the work: entities * systems * frames. */
-    while ((uint64_t)rd->entities * rd->nsys * rd->frames > sc->work_cap) {
+    /* Bound the work: entities * systems * frames (readers cost little). */
+    while ((uint64_t)rd->entities * nplain * rd->frames > sc->work_cap) {
         if (rd->frames > 10 && rng_below(&rng, 2)) rd->frames--;
         else if (rd->entities > sc->min_entities) rd->entities = rd->entities * 15 / 16;
         else break;
@@ -449,8 +493,28 @@ static void gen_round(round_t *rd, const scale_t *sc, uint32_t r, uint64_t seed)
         rd->stage_count = 4;
     }
 
+    /* The probe: a component (not Link) that pick_comp never returns, so
+     * no system adds, removes or sets it; it is lost only by despawn. */
+    rd->probe = UINT32_MAX;
+    if (rng_below(&rng, 3)) {
+        do rd->probe = rng_below(&rng, rd->ncomps);
+        while (rd->probe == rd->link);
+    }
+
+    /* Removal readers: 1..3 of the systems, at random positions. */
+    rd->nreaders = rng_range(&rng, 1, MAX_READERS);
+    rd->nsys = nplain + rd->nreaders;
+    bool is_reader[MAX_SYSTEMS] = {0};
+    for (uint32_t i = 0; i < rd->nreaders; i++) {
+        uint32_t k;
+        do k = rng_below(&rng, rd->nsys);
+        while (is_reader[k]);
+        is_reader[k] = true;
+    }
+
     /* Systems; in half the rounds, one of them surely EXCLUSIVE. */
     uint32_t exclusive_at = rng_below(&rng, 2) ? rng_below(&rng, rd->nsys) : UINT32_MAX;
+    uint32_t readers = 0;
     for (uint32_t k = 0; k < rd->nsys; k++) {
         sys_spec_t *s = &rd->sys[k];
         s->index = k;
@@ -458,20 +522,54 @@ static void gen_round(round_t *rd, const scale_t *sc, uint32_t r, uint64_t seed)
         snprintf(s->name, sizeof(s->name), "sys%u", k);
         s->stage = rng_below(&rng, rd->stage_count);
         s->stage_null = !strcmp(rd->stage_names[s->stage], "Update") && rng_below(&rng, 2);
-        gen_terms(rd, s, &rng);
-        uint32_t f = rng_below(&rng, 100);
-        s->flags = f < 70   ? 0
-                   : f < 80 ? ECS_SYSTEM_SINGLE_THREADED
-                   : f < 90 ? ECS_SYSTEM_MAIN_THREAD
-                   : f < 94 ? ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD
-                   : f < 98 ? ECS_SYSTEM_EXCLUSIVE
-                            : 0;
-        if (k == exclusive_at) s->flags = ECS_SYSTEM_EXCLUSIVE;
-        s->salt = rng_next(&rng);
         static const uint32_t periods[] = {16, 32, 64, 128, 256, 512};
-        s->cmd_period = rng_below(&rng, 2) ? periods[rng_below(&rng, COUNT_OF(periods))] : 0;
-        s->imm_period = periods[rng_below(&rng, 3)] / 4;
-        s->weight = rng_below(&rng, 5) == 0 ? rng_range(&rng, 1, 48) : 0;
+        if (is_reader[k]) {
+            /* No SELF terms; in a third, ECS_OTHER reads of data
+             * components. The first reads the probe where there is one;
+             * a later one may share an earlier one's component. */
+            s->reader = readers;
+            rd->reader_sys[readers++] = k;
+            uint32_t c = rng_below(&rng, rd->ncomps);
+            if (s->reader == 0 && rd->probe != UINT32_MAX) c = rd->probe;
+            else if (s->reader > 0 && rng_below(&rng, 5) == 0) c = rd->sys[rd->reader_sys[0]].removed - 1;
+            s->removed = c + 1;
+            uint32_t nother = rng_below(&rng, 3) == 0 ? rng_range(&rng, 1, 2) : 0;
+            for (uint32_t i = 0, tries = 0; i < nother && tries < 50; tries++) {
+                uint32_t o = rng_below(&rng, rd->ncomps);
+                bool dup = false;
+                for (uint32_t t = 0; t < s->nterms; t++) dup |= s->terms[t].comp == o;
+                if (!rd->comps[o].size || dup) continue;
+                s->terms[s->nterms++] = (term_spec_t){.comp = (uint8_t)o, .access = ECS_READ, .other = true};
+                i++;
+            }
+            spec_access(s);
+            uint32_t f = rng_below(&rng, 100);
+            s->flags = f < 55   ? 0
+                       : f < 70 ? ECS_SYSTEM_SINGLE_THREADED
+                       : f < 85 ? ECS_SYSTEM_MAIN_THREAD
+                       : f < 93 ? ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD
+                                : ECS_SYSTEM_EXCLUSIVE;
+            if (k == exclusive_at) s->flags = ECS_SYSTEM_EXCLUSIVE;
+            static const uint32_t intervals[] = {0, 0, 0, 1, 2, 2, 3, 3};
+            s->interval = intervals[rng_below(&rng, COUNT_OF(intervals))];
+            s->run_if = rng_below(&rng, 4) == 0;
+            s->salt = rng_next(&rng);
+            s->imm_period = periods[rng_below(&rng, 3)] / 4;
+        } else {
+            gen_terms(rd, s, &rng);
+            uint32_t f = rng_below(&rng, 100);
+            s->flags = f < 70   ? 0
+                       : f < 80 ? ECS_SYSTEM_SINGLE_THREADED
+                       : f < 90 ? ECS_SYSTEM_MAIN_THREAD
+                       : f < 94 ? ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD
+                       : f < 98 ? ECS_SYSTEM_EXCLUSIVE
+                                : 0;
+            if (k == exclusive_at) s->flags = ECS_SYSTEM_EXCLUSIVE;
+            s->salt = rng_next(&rng);
+            s->cmd_period = rng_below(&rng, 2) ? periods[rng_below(&rng, COUNT_OF(periods))] : 0;
+            s->imm_period = periods[rng_below(&rng, 3)] / 4;
+            s->weight = rng_below(&rng, 5) == 0 ? rng_range(&rng, 1, 48) : 0;
+        }
 
         /* Explicit order among named systems of the same stage, closing
          * no cycle: the `before` targets must not reach any `after` one. */
@@ -493,8 +591,8 @@ static void gen_round(round_t *rd, const scale_t *sc, uint32_t r, uint64_t seed)
         }
 
         /* Now and then, a registration that must fail first. */
-        if (rng_below(&rng, 100) < 4) {
-            s->bad = rng_range(&rng, BAD_CYCLE, BAD_STAGE);
+        if (rng_below(&rng, 100) < (s->removed ? 15 : 4)) {
+            s->bad = rng_range(&rng, BAD_CYCLE, s->removed ? BAD_READER_COMPONENT : BAD_STAGE);
             if (s->bad == BAD_CYCLE) {
                 if (!nc) {
                     s->bad = BAD_UNKNOWN;
@@ -566,7 +664,11 @@ static void gen_round(round_t *rd, const scale_t *sc, uint32_t r, uint64_t seed)
             rd->seg_first[g] = i;
             rd->seg_count[g] = end - i;
             rd->seg_exclusive[g] = ex;
-            for (uint32_t j = i; j < end; j++) rd->segment[rd->order[j]] = g;
+            for (uint32_t j = i; j < end; j++) {
+                const sys_spec_t *sj = &rd->sys[rd->order[j]];
+                rd->segment[rd->order[j]] = g;
+                rd->seg_conditional[g] |= sj->interval > 1 || sj->run_if;
+            }
             i = end;
         }
     }
@@ -589,7 +691,10 @@ static void describe_system(const round_t *rd, uint32_t k, char *buf, size_t cap
         n += snprintf(buf + n, cap - (size_t)n, " %s%s %s%s", t->other ? "OTHER " : "", acc[t->access],
                       rd->comps[t->comp].name, t->optional ? "?" : "");
     }
-    if (!s->nterms && n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, " no terms");
+    if (!s->nterms && n > 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, " no terms");
+    if (s->removed && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, ", removal reader of %s%s (interval %u%s)", rd->comps[s->removed - 1].name,
+                 s->removed - 1 == rd->probe ? " (the probe)" : "", s->interval, s->run_if ? ", run_if" : "");
 }
 
 /* ---------------------------------------------------------------------- */
@@ -611,6 +716,23 @@ typedef struct {
     uint64_t immediate;
 } wlog_t;
 
+/* A removal reader's own storage: written only by its callback (one job)
+ * and, between frames, by the main thread. */
+typedef struct {
+    _Alignas(64) uint64_t hash, count; /* every id received, in order; how many */
+    uint32_t runs;                     /* callbacks in this world */
+    bool ran;                          /* in the current frame */
+    /* The holders of its component at its previous run (or when the world
+     * was built), as a list and by entity index (generation + 1). */
+    ecs_entity_t *holders;
+    uint32_t nholders, holders_cap;
+    uint32_t *prevgen;
+    uint32_t *mark; /* by entity index: `epoch` when delivered at this run */
+    uint32_t *seen; /* probe: by entity index, generation + 1 of the entity delivered */
+    uint32_t map_cap;
+    uint32_t epoch;
+} reader_state_t;
+
 static struct {
     const round_t *rd;
     ecs_component_t ids[MAX_COMPS];
@@ -618,12 +740,18 @@ static struct {
     uint64_t frame;
     bool spawn_ok, despawn_ok;
     uint32_t workers;
+    uint32_t main_thread;
     wlog_t logs[MAX_TEST_WORKERS];
+    reader_state_t readers[MAX_READERS];
+    /* Entities that held the probe when its reader was registered or got
+     * it later (only at spawn, while the world is built). */
+    uint64_t probe_ever;
 } g_run;
 
 /* What the program did, for the summary line (main thread only). */
 static struct {
     uint64_t frames, calls, calls_off_main, split, commands, immediate, skipped, parallel_frames, registrations_failed;
+    uint64_t reader_runs, removals, probe_removals;
 } totals;
 
 static _Atomic uint32_t g_thread_counter;
@@ -671,16 +799,16 @@ static ecs_entity_t derived_id(uint64_t h)
     return ((ecs_entity_t)gen << 32) | index;
 }
 
+/* A component for a structural change or a set: never the probe. */
 static uint32_t pick_comp(uint64_t h, bool data)
 {
     const round_t *rd = g_run.rd;
     uint32_t c = (uint32_t)(h % rd->ncomps);
-    if (!data) return c;
     for (uint32_t i = 0; i < rd->ncomps; i++) {
         uint32_t k = (c + i) % rd->ncomps;
-        if (rd->comps[k].size) return k;
+        if (k != rd->probe && (!data || rd->comps[k].size)) return k;
     }
-    return UINT32_MAX; /* never: the Link component has data */
+    return UINT32_MAX; /* never: the Link component has data and is not the probe */
 }
 
 #define EXPECT_OK(call, what)                                                                                      \
@@ -902,9 +1030,9 @@ static void check_chunk(ecs_iter_t *it, const sys_spec_t *s)
     }
 }
 
-static void system_run(ecs_iter_t *it)
+/* t0: when the callback began (a removal reader reads first). */
+static void system_body(ecs_iter_t *it, uint64_t t0)
 {
-    uint64_t t0 = now_ns();
     const sys_spec_t *s = it->ctx;
     int worker = it->worker;
     if (worker < 0 || (uint32_t)worker >= g_run.workers) {
@@ -927,15 +1055,22 @@ static void system_run(ecs_iter_t *it)
             CHECK(ecs_get_mut(w, e0, g_run.link_id) == NULL, "%s: ecs_get_mut inside a system returned a pointer",
                   s->name);
         }
+        if (!s->removed) {
+            const ecs_entity_t *ids = (const ecs_entity_t *)it;
+            CHECK(ecs_iter_removed(it, &ids) == 0 && ids == NULL,
+                  "%s: ecs_iter_removed in a system that reads no removals gave something", s->name);
+            CHECK(ecs_iter_removed(it, NULL) == ECS_EINVAL, "%s: ecs_iter_removed(it, NULL) was not EINVAL", s->name);
+        }
     }
     run_rows(it, s, lg, 0, it->count);
     log_call((uint32_t)worker, s->index, t0, now_ns(), it->count);
 }
 
+static void system_run(ecs_iter_t *it) { system_body(it, now_ns()); }
+
 /* EXCLUSIVE: the usual rows and commands, then immediate mode. */
-static void exclusive_run(ecs_iter_t *it)
+static void exclusive_body(ecs_iter_t *it, uint64_t t0)
 {
-    uint64_t t0 = now_ns();
     const sys_spec_t *s = it->ctx;
     const round_t *rd = g_run.rd;
     ecs_world_t *w = it->world;
@@ -1013,6 +1148,165 @@ static void exclusive_run(ecs_iter_t *it)
     log_call(0, s->index, t0, now_ns(), it->count);
 }
 
+static void exclusive_run(ecs_iter_t *it) { exclusive_body(it, now_ns()); }
+
+/* ---------------------------------------------------------------------- */
+/* Removal readers                                                         */
+/* ---------------------------------------------------------------------- */
+
+/* The reader's run condition, from (salt, frame) alone. */
+static bool run_if_value(const sys_spec_t *s, uint64_t frame)
+{
+    return mix64(s->salt ^ (frame * 0xd6e8feb86659fd93ull)) % 4 != 0;
+}
+
+/* Whether the system runs in this frame: its interval (counted from frame
+ * 0, the first after registration), then its run_if. */
+static bool system_due(const sys_spec_t *s, uint64_t frame)
+{
+    if (s->interval > 1 && frame % s->interval) return false;
+    return !s->run_if || run_if_value(s, frame);
+}
+
+static bool reader_run_if(ecs_world_t *w, void *ctx)
+{
+    const sys_spec_t *s = ctx;
+    CHECK(thread_no() == g_run.main_thread, "%s: run_if called off the calling thread", s->name);
+    CHECK(ecs_world_frame(w) == g_run.frame, "%s: run_if called in frame %" PRIu64 ", expected %" PRIu64, s->name,
+          ecs_world_frame(w), g_run.frame);
+    CHECK(!s->interval || g_run.frame % s->interval == 0, "%s: run_if asked in frame %" PRIu64 ", off its interval %u",
+          s->name, g_run.frame, s->interval);
+    return run_if_value(s, g_run.frame);
+}
+
+/* Room for entity indices below n in the reader's maps (zeroed). */
+static void reader_reserve(reader_state_t *rs, uint32_t n)
+{
+    if (n <= rs->map_cap) return;
+    uint32_t cap = rs->map_cap ? rs->map_cap : 4096;
+    while (cap < n) cap *= 2;
+    uint32_t **maps[3] = {&rs->prevgen, &rs->mark, &rs->seen};
+    for (uint32_t k = 0; k < 3; k++) {
+        uint32_t *m = realloc(*maps[k], (size_t)cap * sizeof(uint32_t));
+        if (!m) abort();
+        memset(m + rs->map_cap, 0, (size_t)(cap - rs->map_cap) * sizeof(uint32_t));
+        *maps[k] = m;
+    }
+    rs->map_cap = cap;
+}
+
+/* Takes the holders of component id as the reader's new snapshot (through
+ * the storage, not the removal log); returns how many there are. Called
+ * from the reader's callback (nothing moves entities while a segment runs)
+ * and from the main thread once the world is built. */
+static uint32_t reader_snapshot(const ecs_world_t *w, reader_state_t *rs, ecs_component_t id)
+{
+    reader_reserve(rs, w->entity_index.next_index);
+    for (uint32_t i = 0; i < rs->nholders; i++) rs->prevgen[(uint32_t)rs->holders[i]] = 0;
+    rs->nholders = 0;
+    const ecs__component_t *c = w->components[id];
+    for (uint32_t k = 0; k < c->archetype_count; k++) {
+        const ecs__archetype_t *a = c->archetypes[k].archetype;
+        for (uint32_t j = 0; j < a->chunk_count; j++) {
+            const ecs__chunk_t *ch = a->chunks[j];
+            for (uint32_t r = 0; r < ch->count; r++) {
+                ecs_entity_t e = ch->entities[r];
+                if (rs->nholders == rs->holders_cap) {
+                    uint32_t cap = rs->holders_cap ? rs->holders_cap * 2 : 4096;
+                    ecs_entity_t *v = realloc(rs->holders, cap * sizeof(*v));
+                    if (!v) abort();
+                    rs->holders = v;
+                    rs->holders_cap = cap;
+                }
+                rs->holders[rs->nholders++] = e;
+                rs->prevgen[(uint32_t)e] = (uint32_t)(e >> 32) + 1;
+            }
+        }
+    }
+    return rs->nholders;
+}
+
+/* What the reader got (ids[0..n)) against the world: every previous
+ * holder that lacks the component now was delivered; for the probe, each
+ * id is dead and delivered once, and the running count adds up. */
+static void reader_check(ecs_world_t *w, const sys_spec_t *s, reader_state_t *rs, const ecs_entity_t *ids, int n)
+{
+    const round_t *rd = g_run.rd;
+    uint32_t c = s->removed - 1;
+    ecs_component_t id = g_run.ids[c];
+    bool probe = c == rd->probe;
+    uint32_t next = w->entity_index.next_index;
+    reader_reserve(rs, next);
+    rs->epoch++;
+    for (int i = 0; i < n; i++) {
+        ecs_entity_t e = ids[i];
+        uint32_t index = (uint32_t)e, gen1 = (uint32_t)(e >> 32) + 1;
+        if (!index || index >= next || (e >> 63)) {
+            report("%s: ecs_iter_removed gave %#" PRIx64 " (index %u of %u, frame %" PRIu64 ")", s->name, e, index,
+                   next, g_run.frame);
+            return;
+        }
+        if (rs->prevgen[index] == gen1) rs->mark[index] = rs->epoch;
+        if (probe) {
+            CHECK(!ecs_is_alive(w, e),
+                  "%s: got %#" PRIx64 " for %s, which is alive (the probe is lost only by despawn), frame %" PRIu64,
+                  s->name, e, rd->comps[c].name, g_run.frame);
+            CHECK(rs->seen[index] != gen1, "%s: got %#" PRIx64 " for %s (the probe) twice, frame %" PRIu64, s->name,
+                  e, rd->comps[c].name, g_run.frame);
+            rs->seen[index] = gen1;
+        }
+    }
+    for (uint32_t i = 0; i < rs->nholders; i++) {
+        ecs_entity_t e = rs->holders[i];
+        if (rs->mark[(uint32_t)e] == rs->epoch || ecs_has(w, e, id)) continue;
+        report("%s: %#" PRIx64 " had %s at the reader's previous run and lacks it now (%s), but was not among the "
+               "%d ids delivered, frame %" PRIu64,
+               s->name, e, rd->comps[c].name, ecs_is_alive(w, e) ? "alive" : "despawned", n, g_run.frame);
+        break;
+    }
+    uint32_t now = reader_snapshot(w, rs, id);
+    if (probe) {
+        CHECK(rs->count + now == g_run.probe_ever,
+              "%s: %" PRIu64 " ids delivered for %s (the probe) so far, %u entities hold it, but %" PRIu64
+              " ever had it, frame %" PRIu64,
+              s->name, rs->count, rd->comps[c].name, now, g_run.probe_ever, g_run.frame);
+    }
+}
+
+/* A removal reader: reads and folds its ids first (an EXCLUSIVE reader's
+ * own immediate changes come after, for its next run), then does what a
+ * system of its flags does. */
+static void reader_run(ecs_iter_t *it)
+{
+    uint64_t t0 = now_ns();
+    const sys_spec_t *s = it->ctx;
+    reader_state_t *rs = &g_run.readers[s->reader];
+    const ecs_entity_t *ids = (const ecs_entity_t *)it;
+    int n = ecs_iter_removed(it, &ids);
+    if (n < 0 || (n == 0) != (ids == NULL)) {
+        report("%s: ecs_iter_removed returned %d with ids %p", s->name, n, (const void *)ids);
+        n = 0;
+    }
+    CHECK(it->count == 0, "%s (removal reader) called with count %d", s->name, it->count);
+    CHECK(!rs->ran, "%s (removal reader) ran twice in frame %" PRIu64, s->name, g_run.frame);
+    rs->ran = true;
+    rs->runs++;
+    const round_t *rd = g_run.rd;
+    for (int i = 0; i < n; i++) {
+        rs->hash = hcomb(rs->hash, ids[i]);
+        /* Its ECS_OTHER components on the entity, where it still lives. */
+        for (uint32_t t = 0; t < s->nterms && ecs_is_alive(it->world, ids[i]); t++) {
+            uint32_t c = s->terms[t].comp;
+            const void *p = ecs_get(it->world, ids[i], g_run.ids[c]);
+            rs->hash = p ? hash_bytes(hcomb(rs->hash, c), p, rd->comps[c].size) : hcomb(rs->hash, 0xab5e47ull ^ c);
+        }
+    }
+    rs->count += (uint64_t)n;
+    reader_check(it->world, s, rs, ids, n);
+    if (s->flags & ECS_SYSTEM_EXCLUSIVE) exclusive_body(it, t0);
+    else system_body(it, t0);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Building a world from the specification                                 */
 /* ---------------------------------------------------------------------- */
@@ -1031,8 +1325,13 @@ static void fill_desc(const round_t *rd, const sys_spec_t *s, ecs_system_desc_t 
     for (uint32_t i = 0; i < s->nafter; i++) d->after[i] = rd->sys[s->after[i]].name;
     for (uint32_t i = 0; i < s->nbefore; i++) d->before[i] = rd->sys[s->before[i]].name;
     d->flags = s->flags;
-    d->run = (s->flags & ECS_SYSTEM_EXCLUSIVE) ? exclusive_run : system_run;
+    d->run = s->removed ? reader_run : (s->flags & ECS_SYSTEM_EXCLUSIVE) ? exclusive_run : system_run;
     d->ctx = (void *)s;
+    if (s->removed) {
+        d->removed = g_run.ids[s->removed - 1];
+        d->interval = s->interval;
+        d->run_if = s->run_if ? reader_run_if : NULL;
+    }
 }
 
 static void register_systems(ecs_world_t *w, const round_t *rd)
@@ -1056,6 +1355,11 @@ static void register_systems(ecs_world_t *w, const round_t *rd)
                 d.before[s->nbefore] = rd->sys[s->bad_ref1].name;
                 break;
             case BAD_DUPLICATE: d.name = rd->sys[s->bad_ref1].name; break;
+            case BAD_READER_TERMS:
+                d.terms[s->nterms] = (ecs_term_t){.component = g_run.ids[(s->removed + k) % rd->ncomps],
+                                                  .access = k % 2 ? ECS_READ : ECS_WITH};
+                break;
+            case BAD_READER_COMPONENT: d.removed = g_run.ids[rd->ncomps - 1] + 1 + k; break;
             default: d.stage = "NoSuchStage"; break;
             }
             ecs_system_t id = ecs_system_register(w, &d);
@@ -1159,6 +1463,23 @@ static ecs_world_t *build_world(const round_t *rd, uint32_t workers, uint32_t sp
     if (rd->systems_first) register_systems(w, rd);
     spawn_population(w, rd, rd->seed ^ 0x9090);
     if (!rd->systems_first) register_systems(w, rd);
+    /* The readers' first snapshots; the probe's holders since its reader
+     * was registered: every entity spawned with it when the systems came
+     * first, else those that hold it now. */
+    for (uint32_t j = 0; j < rd->nreaders; j++) {
+        const sys_spec_t *s = &rd->sys[rd->reader_sys[j]];
+        reader_snapshot(w, &g_run.readers[j], g_run.ids[s->removed - 1]);
+    }
+    g_run.probe_ever = 0;
+    if (rd->probe != UINT32_MAX) {
+        if (rd->systems_first) {
+            for (uint32_t a = 0; a < rd->narch; a++) {
+                if (rd->arch[a].mask & (1u << rd->probe)) g_run.probe_ever += rd->arch[a].count;
+            }
+        } else {
+            g_run.probe_ever = g_run.readers[0].nholders; /* reader 0 reads the probe */
+        }
+    }
     return w;
 }
 
@@ -1214,6 +1535,7 @@ typedef struct {
     uint32_t entities, archetypes;
     uint64_t skipped;
     uint64_t rows[MAX_SYSTEMS];
+    uint64_t reader_hash[MAX_READERS], reader_count[MAX_READERS]; /* cumulative */
 } frame_rec_t;
 
 static void check_plan(ecs_world_t *w, const round_t *rd)
@@ -1229,10 +1551,12 @@ static void check_plan(ecs_world_t *w, const round_t *rd)
     CHECK(p->segment_count == rd->segments, "plan: %u segments, expected %u", p->segment_count, rd->segments);
     for (uint32_t g = 0; g < p->segment_count && g < rd->segments; g++) {
         CHECK(p->segments[g].first == rd->seg_first[g] && p->segments[g].count == rd->seg_count[g] &&
-                  p->segments[g].exclusive == rd->seg_exclusive[g],
-              "plan: segment %u is [%u, +%u) exclusive %d, expected [%u, +%u) exclusive %d", g, p->segments[g].first,
-              p->segments[g].count, p->segments[g].exclusive, rd->seg_first[g], rd->seg_count[g],
-              rd->seg_exclusive[g]);
+                  p->segments[g].exclusive == rd->seg_exclusive[g] &&
+                  p->segments[g].conditional == rd->seg_conditional[g],
+              "plan: segment %u is [%u, +%u) exclusive %d conditional %d, expected [%u, +%u) exclusive %d "
+              "conditional %d",
+              g, p->segments[g].first, p->segments[g].count, p->segments[g].exclusive, p->segments[g].conditional,
+              rd->seg_first[g], rd->seg_count[g], rd->seg_exclusive[g], rd->seg_conditional[g]);
     }
     /* The library's conflict relation against ours. */
     for (uint32_t a = 0; a < rd->nsys; a++) {
@@ -1302,7 +1626,18 @@ static void check_frame_log(ecs_world_t *w, const round_t *rd, uint32_t main_thr
         const sys_frame_t *f = &sf[k];
         const ecs_system_stats_t *ss = &st->system_stats[k];
         rows_out[k] = f->rows;
-        if (!s->nself) CHECK(f->calls == 1, "%s (no SELF terms) ran %u times in a frame", s->name, f->calls);
+        bool due = system_due(s, g_run.frame);
+        if (!s->nself) {
+            CHECK(f->calls == due, "%s (no SELF terms%s) ran %u times in frame %" PRIu64 ", expected %d", s->name,
+                  s->removed ? ", removal reader" : "", f->calls, g_run.frame, due);
+        }
+        if (s->removed) {
+            CHECK(g_run.readers[s->reader].ran == due, "%s (removal reader): ran %d in frame %" PRIu64 ", expected %d",
+                  s->name, g_run.readers[s->reader].ran, g_run.frame, due);
+        }
+        CHECK(due || (ss->jobs == 0 && ss->rows == 0),
+              "%s did not run in frame %" PRIu64 " (run conditions), but its stats say %u jobs, %" PRIu64 " rows",
+              s->name, g_run.frame, ss->jobs, ss->rows);
         CHECK(ss->rows == f->rows, "%s: stats say %" PRIu64 " rows, its callbacks saw %" PRIu64, s->name, ss->rows,
               f->rows);
         if (ss->jobs > 1) totals.split++;
@@ -1362,6 +1697,20 @@ static bool run_world(const round_t *rd, uint32_t run, uint32_t workers, uint32_
     g_run.spawn_ok = g_run.despawn_ok = true;
     g_run.frame = 0;
     reset_logs();
+    for (uint32_t j = 0; j < MAX_READERS; j++) {
+        reader_state_t *rs = &g_run.readers[j];
+        rs->hash = 0x4e3d0a1ull;
+        rs->count = 0;
+        rs->runs = 0;
+        rs->ran = false;
+        rs->nholders = 0;
+        rs->epoch = 0;
+        if (rs->map_cap) {
+            memset(rs->prevgen, 0, rs->map_cap * sizeof(uint32_t));
+            memset(rs->mark, 0, rs->map_cap * sizeof(uint32_t));
+            memset(rs->seen, 0, rs->map_cap * sizeof(uint32_t));
+        }
+    }
     ecs_world_t *w = build_world(rd, workers, spin);
     bool ok = atomic_load(&error_count) == 0;
     uint32_t floor = rd->entities / 2, ceiling = rd->entities * 2 + 64;
@@ -1372,6 +1721,7 @@ static bool run_world(const round_t *rd, uint32_t run, uint32_t workers, uint32_
         g_run.spawn_ok = st.entities < ceiling;
         g_run.despawn_ok = st.entities > floor;
         reset_logs();
+        for (uint32_t j = 0; j < rd->nreaders; j++) g_run.readers[j].ran = false;
         atomic_store(&now_running.frame, f);
         atomic_store(&now_running.started, now_ns());
         int err = ecs_world_progress(w, 1.0f / 60.0f);
@@ -1394,6 +1744,10 @@ static bool run_world(const round_t *rd, uint32_t run, uint32_t workers, uint32_
               st.entities);
         cur.archetypes = st.archetypes;
         cur.skipped = st.commands_skipped;
+        for (uint32_t j = 0; j < rd->nreaders; j++) {
+            cur.reader_hash[j] = g_run.readers[j].hash;
+            cur.reader_count[j] = g_run.readers[j].count;
+        }
         for (uint32_t k = 0; k < workers; k++) {
             if (run == 1) {
                 totals.commands += g_run.logs[k].commands;
@@ -1419,6 +1773,14 @@ static bool run_world(const round_t *rd, uint32_t run, uint32_t workers, uint32_
                 CHECK(cur.rows[k] == ref->rows[k], "%s saw %" PRIu64 " rows with %u workers, %" PRIu64 " with 1",
                       rd->sys[k].name, cur.rows[k], workers, ref->rows[k]);
             }
+            for (uint32_t j = 0; j < rd->nreaders; j++) {
+                const sys_spec_t *s = &rd->sys[rd->reader_sys[j]];
+                CHECK(cur.reader_count[j] == ref->reader_count[j] && cur.reader_hash[j] == ref->reader_hash[j],
+                      "removal reader %s of %s: %" PRIu64 " ids so far, hash %#" PRIx64 ", with %u workers; %" PRIu64
+                      " ids, hash %#" PRIx64 ", with 1",
+                      s->name, rd->comps[s->removed - 1].name, cur.reader_count[j], cur.reader_hash[j], workers,
+                      ref->reader_count[j], ref->reader_hash[j]);
+            }
             CHECK(cur.hash == ref->hash,
                   "world hash %#" PRIx64 " with %u workers, %#" PRIx64 " with 1 (same ids and live count: %s)",
                   cur.hash, workers, ref->hash, cur.entities == ref->entities ? "yes" : "no");
@@ -1428,10 +1790,25 @@ static bool run_world(const round_t *rd, uint32_t run, uint32_t workers, uint32_
             break;
         }
     }
+    if (ok) {
+        /* Every reader ran in exactly the frames its conditions allow. */
+        for (uint32_t j = 0; j < rd->nreaders; j++) {
+            const sys_spec_t *s = &rd->sys[rd->reader_sys[j]];
+            uint32_t due = 0;
+            for (uint32_t f = 0; f < rd->frames; f++) due += system_due(s, f);
+            CHECK(g_run.readers[j].runs == due, "removal reader %s ran %u times in %u frames, expected %u", s->name,
+                  g_run.readers[j].runs, rd->frames, due);
+        }
+    }
     if (run == 1 && ok) {
         ecs_world_stats_t st;
         ecs_world_stats(w, &st);
         totals.skipped += st.commands_skipped;
+        for (uint32_t j = 0; j < rd->nreaders; j++) {
+            totals.reader_runs += g_run.readers[j].runs;
+            totals.removals += g_run.readers[j].count;
+            if (rd->sys[rd->reader_sys[j]].removed - 1 == rd->probe) totals.probe_removals += g_run.readers[j].count;
+        }
     }
     ecs_world_destroy(w);
     atomic_store(&now_running.started, 0);
@@ -1490,6 +1867,7 @@ int main(int argc, char **argv)
     }
     g_frame_limit_ns = (uint64_t)sc->frame_seconds * 1000000000u;
     uint32_t main_thread = thread_no();
+    g_run.main_thread = main_thread;
     printf("stress/scheduler: %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us\n", mode, g_seed,
            g_spin_cap);
     fflush(stdout);
@@ -1504,7 +1882,7 @@ int main(int argc, char **argv)
     if (!rd || !recs) abort();
     uint64_t start = now_ns();
     int failed = 0;
-    uint32_t rounds_run = 0, systems = 0, exclusive = 0, entities = 0;
+    uint32_t rounds_run = 0, systems = 0, exclusive = 0, entities = 0, readers = 0;
     for (uint32_t r = (uint32_t)first_round; r < sc->rounds && !failed; r++) {
         uint64_t rseed = g_seed ^ (0x9e3779b97f4a7c15ull * (r + 1));
         rng_next(&rseed);
@@ -1520,6 +1898,7 @@ int main(int argc, char **argv)
         }
         rounds_run++;
         systems += rd->nsys;
+        readers += rd->nreaders;
         for (uint32_t k = 0; k < rd->nsys; k++) exclusive += (rd->sys[k].flags & ECS_SYSTEM_EXCLUSIVE) != 0;
         entities += rd->entities;
         if (!ok || atomic_load(&error_count)) {
@@ -1536,25 +1915,34 @@ int main(int argc, char **argv)
             break;
         }
         if (sc == &scale_long) {
-            printf("stress/scheduler: round %u ok: %u components, %u entities in %u archetypes, %u systems in %u "
-                   "segments, %u frames, %u workers, spin %u us, %.1f s\n",
-                   r, rd->ncomps, rd->entities, rd->narch, rd->nsys, rd->segments, rd->frames, rd->workers, rd->spin,
-                   (double)(now_ns() - t0) / 1e9);
+            printf("stress/scheduler: round %u ok: %u components, %u entities in %u archetypes, %u systems (%u "
+                   "removal readers) in %u segments, %u frames, %u workers, spin %u us, %.1f s\n",
+                   r, rd->ncomps, rd->entities, rd->narch, rd->nsys, rd->nreaders, rd->segments, rd->frames,
+                   rd->workers, rd->spin, (double)(now_ns() - t0) / 1e9);
             fflush(stdout);
         }
     }
     atomic_store(&now_running.quit, true);
     pthread_join(monitor, NULL);
     for (uint32_t k = 0; k < MAX_TEST_WORKERS; k++) free(g_run.logs[k].v);
+    for (uint32_t j = 0; j < MAX_READERS; j++) {
+        free(g_run.readers[j].holders);
+        free(g_run.readers[j].prevgen);
+        free(g_run.readers[j].mark);
+        free(g_run.readers[j].seen);
+    }
     free(rd);
     free(recs);
     double secs = (double)(now_ns() - start) / 1e9;
     if (failed) return EXIT_FAILURE;
-    printf("stress/scheduler: ok: %u rounds (%u systems, %u EXCLUSIVE, %u entities at start), %" PRIu64 " frames, %" PRIu64
-           " callbacks (%" PRIu64 " off the calling thread, %" PRIu64 " frames with parallel work, %" PRIu64
-           " split system runs), %" PRIu64 " commands recorded (%" PRIu64 " skipped at playback), %" PRIu64
-           " immediate operations, %" PRIu64 " registrations refused as meant, %.1f s (seed %#" PRIx64 ")\n",
-           rounds_run, systems, exclusive, entities, totals.frames, totals.calls, totals.calls_off_main, totals.parallel_frames,
-           totals.split, totals.commands, totals.skipped, totals.immediate, totals.registrations_failed, secs, g_seed);
+    printf("stress/scheduler: ok: %u rounds (%u systems, %u EXCLUSIVE, %u removal readers, %u entities at start), %" PRIu64
+           " frames, %" PRIu64 " callbacks (%" PRIu64 " off the calling thread, %" PRIu64
+           " frames with parallel work, %" PRIu64 " split system runs), %" PRIu64 " commands recorded (%" PRIu64
+           " skipped at playback), %" PRIu64 " immediate operations, %" PRIu64 " reader runs delivering %" PRIu64
+           " removals (%" PRIu64 " of probes), %" PRIu64 " registrations refused as meant, %.1f s (seed %#" PRIx64
+           ")\n",
+           rounds_run, systems, exclusive, readers, entities, totals.frames, totals.calls, totals.calls_off_main,
+           totals.parallel_frames, totals.split, totals.commands, totals.skipped, totals.immediate, totals.reader_runs,
+           totals.removals, totals.probe_removals, totals.registrations_failed, secs, g_seed);
     return 0;
 }

@@ -362,13 +362,14 @@ static void removals_registration_errors(void **state)
 typedef struct {
     pthread_mutex_t lock;
     bool failing;
+    int countdown; /* > 0: the countdown-th allocation from now fails */
 } fail_alloc_t;
 
 static void *fail_alloc(size_t size, size_t align, void *ctx)
 {
     fail_alloc_t *fa = ctx;
     pthread_mutex_lock(&fa->lock);
-    bool fail = fa->failing;
+    bool fail = fa->failing || (fa->countdown > 0 && --fa->countdown == 0);
     pthread_mutex_unlock(&fa->lock);
     if (fail) return NULL;
     if (align < sizeof(void *)) align = sizeof(void *);
@@ -404,7 +405,7 @@ static void despawn_victim(ecs_iter_t *it)
 static void removals_out_of_memory_changes_nothing(void **state)
 {
     (void)state;
-    fail_alloc_t fa = {PTHREAD_MUTEX_INITIALIZER, false};
+    fail_alloc_t fa = {PTHREAD_MUTEX_INITIALIZER, false, 0};
     ecs_world_t *w =
         ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = {fail_alloc, fail_free, &fa}});
     assert_non_null(w);
@@ -456,6 +457,167 @@ static void removals_out_of_memory_changes_nothing(void **state)
     ecs_world_destroy(w);
 }
 
+/* Moves that lose no watched component need no log room: with the log
+ * full and no memory at all, adding a tag into an existing archetype and
+ * removing an unwatched component still work. A move that does lose one
+ * fails cleanly at every allocation it makes: the world (archetypes,
+ * chunks, the entity) is as before, or the move is complete. */
+static void removals_log_room_only_for_lost_components(void **state)
+{
+    (void)state;
+    fail_alloc_t fa = {PTHREAD_MUTEX_INITIALIZER, false, 0};
+    ecs_world_t *w =
+        ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = {fail_alloc, fail_free, &fa}});
+    assert_non_null(w);
+    ecs_component_t P = ECS_COMPONENT(w, Pos);
+    ecs_component_t V = ecs_component_register(w, &(ecs_component_desc_t){.name = "V", .size = 8});
+    ecs_component_t T = ecs_component_register(w, &(ecs_component_desc_t){.name = "T"});
+    reader_t r;
+    reader_init(&r);
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = P, .run = reader_run, .ctx = &r}));
+    enum { N = 64 };
+    ecs_entity_t e[N];
+    ecs_component_t pv[2] = {P, V}, pt[2] = {P, T};
+    for (int i = 0; i < N; i++) e[i] = ecs_spawn_with(w, 2, pv, NULL);
+    ecs_entity_t holder = ecs_spawn_with(w, 2, pt, NULL); /* {P, T} has a chunk with room */
+    assert_true(ecs_is_alive(w, holder));
+    ecs_entity_t x = e[N - 1], y = e[N - 2];
+    /* Make {P} and {V} exist (an emptied archetype keeps a spare chunk). */
+    assert_int_equal(ecs_remove(w, x, V), ECS_OK);
+    assert_int_equal(ecs_add(w, x, V), ECS_OK);
+    /* Fill the log's room exactly (between frames it only grows). */
+    const ecs__component_t *c = w->components[P];
+    int removed = 0;
+    while (c->removed_count == 0 || c->removed_count < c->removed_cap) {
+        assert_true(removed < N / 2);
+        assert_int_equal(ecs_remove(w, e[removed++], P), ECS_OK);
+    }
+    set_failing(&fa, true);
+    /* {P, V} -> {V} loses P: it needs room, and there is no memory. */
+    assert_int_equal(ecs_remove(w, y, P), ECS_ENOMEM);
+    assert_true(ecs_has(w, y, P));
+    /* Without memory: {P, V} -> {P} and {P} -> {P, T} lose no P. */
+    assert_int_equal(ecs_remove(w, x, V), ECS_OK);
+    assert_true(ecs_has(w, x, P) && !ecs_has(w, x, V));
+    assert_int_equal(ecs_add(w, x, T), ECS_OK);
+    assert_true(ecs_has(w, x, T));
+    set_failing(&fa, false);
+    /* A move that loses P into an archetype that does not exist yet, with
+     * the k-th allocation failing, for every k until it succeeds. */
+    ecs_component_t U = ecs_component_register(w, &(ecs_component_desc_t){.name = "U", .size = 4});
+    ecs_entity_t z = e[N - 3];
+    assert_int_equal(ecs_add(w, z, U), ECS_OK); /* {P, V, U} */
+    int k = 1;
+    for (;; k++) {
+        assert_true(k < 100);
+        ecs_world_stats_t before = stats_of(w);
+        uint32_t logged = c->removed_count;
+        pthread_mutex_lock(&fa.lock);
+        fa.countdown = k;
+        pthread_mutex_unlock(&fa.lock);
+        int err = ecs_remove(w, z, P); /* to {V, U}: new */
+        pthread_mutex_lock(&fa.lock);
+        fa.countdown = 0;
+        pthread_mutex_unlock(&fa.lock);
+        if (err == ECS_OK) break;
+        assert_int_equal(err, ECS_ENOMEM);
+        ecs_world_stats_t after = stats_of(w);
+        assert_int_equal(after.archetypes, before.archetypes);
+        assert_int_equal(after.chunks, before.chunks);
+        assert_true(ecs_has(w, z, P) && ecs_has(w, z, V) && ecs_has(w, z, U));
+        assert_int_equal(c->removed_count, logged);
+    }
+    assert_true(k > 1); /* some allocation was needed, and failed first */
+    assert_false(ecs_has(w, z, P));
+    assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
+    assert_int_equal(r.count, removed + 1);
+    assert_true(r.seen[removed] == z);
+    reader_fini(&r);
+    ecs_world_destroy(w);
+}
+
+/* A reader may declare ECS_OTHER reads and look at the entities it gets
+ * (those that only lost the component are still alive). */
+static struct {
+    ecs_component_t v;
+    int alive_with_v;
+} g_other;
+
+static void reader_reading_others(ecs_iter_t *it)
+{
+    const ecs_entity_t *ids;
+    int n = ecs_iter_removed(it, &ids);
+    for (int i = 0; i < n; i++) {
+        if (ecs_is_alive(it->world, ids[i]) && ecs_get(it->world, ids[i], g_other.v)) g_other.alive_with_v++;
+    }
+}
+
+static void removals_reader_with_other_terms(void **state)
+{
+    (void)state;
+    fx_t f = fx_new(2);
+    g_other.v = f.other;
+    g_other.alive_with_v = 0;
+    ecs_system_t s = ecs_system_register(
+        f.w, &(ecs_system_desc_t){.removed = f.pos,
+                                  .terms = {{.component = f.other, .src = ECS_OTHER}},
+                                  .run = reader_reading_others});
+    assert_true(s != 0);
+    ecs_entity_t a = spawn2(&f, f.pos, f.other), b = spawn2(&f, f.pos, f.other);
+    assert_int_equal(ecs_remove(f.w, a, f.pos), ECS_OK);
+    assert_int_equal(ecs_despawn(f.w, b), ECS_OK);
+    frame(&f);
+    assert_int_equal(g_other.alive_with_v, 1);
+    ecs_world_destroy(f.w);
+}
+
+/* A registration that fails after the system array grew must not leave
+ * the frame plan pointing into the old array (ASan reports the use after
+ * free; the release build checks that the readers still work). */
+static void removals_failed_registration_keeps_plan_valid(void **state)
+{
+    (void)state;
+    fail_alloc_t fa = {PTHREAD_MUTEX_INITIALIZER, false, 0};
+    ecs_world_t *w =
+        ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = {fail_alloc, fail_free, &fa}});
+    assert_non_null(w);
+    ecs_component_t P = ECS_COMPONENT(w, Pos);
+    reader_t r;
+    reader_init(&r);
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = P, .run = reader_run, .ctx = &r}));
+    ecs__scheduler_t *s = w->scheduler;
+    /* Fill the system array to its capacity, with a valid plan. */
+    while (s->system_count < s->system_cap)
+        assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = P, .run = reader_run, .ctx = &r}));
+    assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
+    int runs = r.runs;
+    uint32_t count = s->system_count;
+    /* The next registration moves the array; fail each allocation after
+     * the move in turn, and run a frame after every failure. */
+    for (int k = 2;; k++) {
+        assert_true(k < 50);
+        pthread_mutex_lock(&fa.lock);
+        fa.countdown = k;
+        pthread_mutex_unlock(&fa.lock);
+        ecs_system_t id = ecs_system_register(w, &(ecs_system_desc_t){.removed = P, .run = reader_run, .ctx = &r});
+        pthread_mutex_lock(&fa.lock);
+        fa.countdown = 0;
+        pthread_mutex_unlock(&fa.lock);
+        ecs_entity_t e = ecs_spawn_with(w, 1, &P, NULL);
+        assert_int_equal(ecs_despawn(w, e), ECS_OK);
+        int before = r.count;
+        assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
+        uint32_t readers = id ? count + 1 : count;
+        assert_int_equal(r.runs - runs, (int)readers);
+        assert_int_equal(r.count - before, (int)readers); /* each saw the despawn once */
+        runs = r.runs;
+        if (id) break;
+        assert_int_equal(s->system_count, count);
+    }
+    reader_fini(&r);
+    ecs_world_destroy(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -466,6 +628,9 @@ int main(void)
         cmocka_unit_test(removals_same_for_any_worker_count),
         cmocka_unit_test(removals_registration_errors),
         cmocka_unit_test(removals_out_of_memory_changes_nothing),
+        cmocka_unit_test(removals_log_room_only_for_lost_components),
+        cmocka_unit_test(removals_reader_with_other_terms),
+        cmocka_unit_test(removals_failed_registration_keeps_plan_valid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

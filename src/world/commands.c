@@ -348,7 +348,7 @@ static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, pl
     if (rec) {
         switch (c->kind) {
         case CMD_DESPAWN:
-            if (!ecs__removals_reserve(w, rec->chunk->archetype)) {
+            if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL)) {
                 skip(pb, ECS_ENOMEM);
                 return;
             }
@@ -528,8 +528,9 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
     }
     bool ok = b != NULL;
     if (ok && spawn) ok = ecs__entity_index_reserve(&w->entity_index, &w->allocator, 1);
+    /* Log room before the chunk: once b has a chunk it stays. */
+    if (ok && !spawn && b != a) ok = ecs__removals_reserve(w, a, b);
     if (ok && (spawn || b != a)) ok = (ch = ecs__archetype_chunk_with_room(w, b)) != NULL;
-    if (ok && !spawn && b != a) ok = ecs__removals_reserve(w, a);
     if (!ok) {
         ecs__archetype_discard_unused(w, b);
         if (spawn) apply(w, owner, spawn, pb);

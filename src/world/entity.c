@@ -191,8 +191,9 @@ ecs_entity_t ecs__entity_create_empty(ecs_world_t *w)
 /* Moves e to b (a neighbour of its archetype), along edge when cached. */
 ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__archetype_t *b, const ecs__edge_t *edge)
 {
-    ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, b);
-    if (!ch || !ecs__removals_reserve(w, rec->chunk->archetype)) {
+    /* Log room first: once b has a chunk, a failure could not be undone. */
+    ecs__chunk_t *ch = ecs__removals_reserve(w, rec->chunk->archetype, b) ? ecs__archetype_chunk_with_room(w, b) : NULL;
+    if (!ch) {
         ecs__archetype_discard_unused(w, b);
         return ECS_ENOMEM;
     }
@@ -424,7 +425,7 @@ int ecs_despawn(ecs_world_t *w, ecs_entity_t e)
     if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return ECS_ESTALE;
-    if (!ecs__removals_reserve(w, rec->chunk->archetype)) return ECS_ENOMEM;
+    if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL)) return ECS_ENOMEM;
     ecs__entity_destroy(w, e, rec);
     return ECS_OK;
 }

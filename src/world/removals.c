@@ -10,11 +10,30 @@
  */
 #include "world/world.h"
 
-bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *a)
+/* A walk over the watched components of src that dst (NULL: none)
+ * lacks. Both type lists are sorted: one merge walk. */
+typedef struct {
+    uint32_t i, j;
+} lost_walk_t;
+
+static ecs__component_t *lost_next(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst,
+                                   lost_walk_t *k)
 {
-    for (uint32_t i = 0; i < a->type_count; i++) {
-        ecs__component_t *c = w->components[a->types[i]];
-        if (!c->removal_readers) continue;
+    uint32_t nd = dst ? dst->type_count : 0;
+    while (k->i < src->type_count) {
+        ecs_component_t t = src->types[k->i++];
+        while (k->j < nd && dst->types[k->j] < t) k->j++;
+        if (k->j < nd && dst->types[k->j] == t) continue;
+        ecs__component_t *c = w->components[t];
+        if (c->removal_readers) return c;
+    }
+    return NULL;
+}
+
+bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst)
+{
+    lost_walk_t k = {0, 0};
+    for (ecs__component_t *c; (c = lost_next(w, src, dst, &k)) != NULL;) {
         if (!ecs__array_reserve(&w->allocator, (void **)&c->removed, &c->removed_cap, c->removed_count + 1,
                                 sizeof(ecs_entity_t), _Alignof(ecs_entity_t)))
             return false;
@@ -24,14 +43,8 @@ bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *a)
 
 void ecs__removals_log(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst, ecs_entity_t e)
 {
-    /* Both type lists are sorted: one merge walk finds what dst lacks. */
-    uint32_t j = 0, nd = dst ? dst->type_count : 0;
-    for (uint32_t i = 0; i < src->type_count; i++) {
-        ecs_component_t t = src->types[i];
-        while (j < nd && dst->types[j] < t) j++;
-        if (j < nd && dst->types[j] == t) continue;
-        ecs__component_t *c = w->components[t];
-        if (!c->removal_readers) continue;
+    lost_walk_t k = {0, 0};
+    for (ecs__component_t *c; (c = lost_next(w, src, dst, &k)) != NULL;) {
         ecs__assert(c->removed_count < c->removed_cap, "removal log room reserved");
         c->removed[c->removed_count++] = e;
     }

@@ -461,14 +461,16 @@ void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec);
 /* Removal logs (removals.c)                                               */
 /* ---------------------------------------------------------------------- */
 
-/* Makes room in the removal log of every watched component of archetype
- * a for one more entity, so that logging while an entity leaves a never
- * allocates (a structural change must not fail halfway). false: out of
- * memory, nothing changed. Free when a is not watched. */
-bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *a);
-static inline bool ecs__removals_reserve(ecs_world_t *w, const ecs__archetype_t *a)
+/* Makes room for one more entity in the removal log of every watched
+ * component of archetype src that dst lacks (dst NULL: a despawn), so
+ * that logging while the entity moves never allocates (a structural
+ * change must not fail halfway). Call it before anything else is
+ * allocated for the move. false: out of memory, nothing changed. Free
+ * when src is not watched. */
+bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst);
+static inline bool ecs__removals_reserve(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst)
 {
-    return !a->watch_removals || ecs__removals_reserve_slow(w, a);
+    return !src->watch_removals || ecs__removals_reserve_slow(w, src, dst);
 }
 /* Entity e leaves archetype src for dst (NULL: despawned): it lost each
  * watched component of src that dst lacks. Room was reserved. */
