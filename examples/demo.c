@@ -11,10 +11,14 @@
  *               wrap      particles WITHOUT it wrap around the box
  *               age       Lifetime -= dt; ecs_cmd_despawn when it runs out
  *               mood_*    now and then ecs_cmd_add / ecs_cmd_remove Bouncy
- *   PostUpdate  burst     EXCLUSIVE: pending commands are applied, then it
- *                         runs alone with immediate mode; every BURST_EVERY
- *                         frames it ecs_spawn_batch-es a burst of sparks
+ *   PostUpdate  burst     EXCLUSIVE, gated by run_if to one frame in
+ *                         BURST_EVERY: pending commands are applied, then it
+ *                         runs alone with immediate mode and
+ *                         ecs_spawn_batch-es a burst of sparks
  *               stats_*   centre of mass and population per archetype
+ *               obituary  a removal reader (removed = Lifetime): through
+ *                         ecs_iter_removed it sees each particle that died
+ *                         since its last run, exactly once
  *
  * Commands recorded in a stage are applied at its end, in a fixed order.
  * Usage: demo [frames [target_population]]   (defaults: 300, 20000)
@@ -78,6 +82,7 @@ typedef struct {
     uint64_t spawner_rng, burst_rng;
     uint64_t spawned;        /* by spawner and burst */
     atomic_ullong despawned; /* by age */
+    unsigned long long obituaries; /* deaths the removal reader saw */
     atomic_ullong toggles;   /* by mood_on and mood_off */
 } Sim;
 
@@ -185,12 +190,20 @@ static void mood(ecs_iter_t *it)
 
 /* ---- PostUpdate --------------------------------------------------------- */
 
-/* EXCLUSIVE, no terms: runs once per frame, alone, on the calling thread,
- * after the commands recorded before it were applied. */
+/* The run condition of burst: asked on the calling thread before its
+ * segment, it lets one frame in BURST_EVERY through. */
+static bool burst_due(ecs_world_t *world, void *ctx)
+{
+    (void)world;
+    const Sim *s = ctx;
+    return s->frame % BURST_EVERY == BURST_EVERY - 1;
+}
+
+/* EXCLUSIVE, no terms: runs alone, on the calling thread, after the
+ * commands recorded before it were applied. */
 static void burst(ecs_iter_t *it)
 {
     Sim *s = it->ctx;
-    if (s->frame % BURST_EVERY != BURST_EVERY - 1) return;
 
     static Position p[BURST_SIZE]; /* scratch: an exclusive system runs alone */
     static Velocity v[BURST_SIZE];
@@ -207,6 +220,17 @@ static void burst(ecs_iter_t *it)
     const void *const values[] = {p, v, l};
     CHECK_OK(ecs_spawn_batch(it->world, BURST_SIZE, 3, ids, values, NULL)); /* immediate */
     s->spawned += BURST_SIZE;
+}
+
+/* A removal reader: every particle that lost its Lifetime (they only lose
+ * it by dying) since the reader's previous run, each exactly once. */
+static void obituary(ecs_iter_t *it)
+{
+    Sim *s = it->ctx;
+    const ecs_entity_t *dead;
+    int n = ecs_iter_removed(it, &dead);
+    for (int i = 0; i < n; i++) CHECK(!ecs_is_alive(it->world, dead[i]));
+    s->obituaries += (unsigned long long)n;
 }
 
 /* One accumulator per stats system. The systems are SINGLE_THREADED (one
@@ -280,11 +304,13 @@ int main(int argc, char **argv)
         {.name = "age", .terms = {TERM(L, ECS_WRITE)}, .run = age, .ctx = &sim},
         {.name = "mood_on", .terms = {TERM(L, ECS_WITH), TERM(B, ECS_WITHOUT)}, .run = mood, .ctx = &mood_on},
         {.name = "mood_off", .terms = {TERM(L, ECS_WITH), TERM(B, ECS_WITH)}, .run = mood, .ctx = &mood_off},
-        {.name = "burst", .stage = "PostUpdate", .flags = ECS_SYSTEM_EXCLUSIVE, .run = burst, .ctx = &sim},
+        {.name = "burst", .stage = "PostUpdate", .flags = ECS_SYSTEM_EXCLUSIVE, .run = burst, .ctx = &sim,
+         .run_if = burst_due},
         {.name = "stats_plain", .stage = "PostUpdate", .flags = ECS_SYSTEM_SINGLE_THREADED, .run = stats,
          .terms = {TERM(P, ECS_READ), any_color, TERM(B, ECS_WITHOUT)}, .ctx = &census[0]},
         {.name = "stats_bouncy", .stage = "PostUpdate", .flags = ECS_SYSTEM_SINGLE_THREADED, .run = stats,
          .terms = {TERM(P, ECS_READ), any_color, TERM(B, ECS_WITH)}, .ctx = &census[1]},
+        {.name = "obituary", .stage = "PostUpdate", .removed = L, .run = obituary, .ctx = &sim},
     };
     for (size_t i = 0; i < sizeof systems / sizeof systems[0]; i++)
         if (!ecs_system_register(world, &systems[i])) FAIL("cannot register system %s", systems[i].name);
@@ -323,6 +349,7 @@ int main(int argc, char **argv)
     CHECK(st.frame == (uint64_t)frames);
     CHECK(st.entities == sim.population);
     CHECK(sim.spawned - despawned == st.entities);
+    CHECK(sim.obituaries == despawned); /* each death seen once */
 
     qsort(frame_us, (size_t)frames, sizeof *frame_us, cmp_double);
     printf("\nframe time (us): frames %d  min %.1f  median %.1f  p95 %.1f  p99 %.1f  max %.1f  mean %.1f\n", frames,
@@ -333,8 +360,8 @@ int main(int argc, char **argv)
            census[0].count[1], census[1].count[1], census[0].count[0], census[1].count[0]);
     printf("world: entities %u  archetypes %u  chunks %u  systems %u  commands_skipped %llu\n", st.entities,
            st.archetypes, st.chunks, st.systems, (unsigned long long)st.commands_skipped);
-    printf("totals: spawned %llu  despawned %llu  Bouncy flips %llu\n", (unsigned long long)sim.spawned, despawned,
-           (unsigned long long)atomic_load(&sim.toggles));
+    printf("totals: spawned %llu  despawned %llu  Bouncy flips %llu  obituaries (removal reader) %llu\n",
+           (unsigned long long)sim.spawned, despawned, (unsigned long long)atomic_load(&sim.toggles), sim.obituaries);
 
     free(frame_us);
     ecs_world_destroy(world);
