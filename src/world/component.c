@@ -36,6 +36,14 @@ static bool hooks_empty(const ecs_type_hooks_t *h)
     return !h->ctor && !h->dtor && !h->move && !h->copy;
 }
 
+/* FNV-1a over the name, never 0 (the map's empty key). */
+static uint64_t name_hash(const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
+    return h | 1;
+}
+
 ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_t *desc)
 {
     if (!w || !desc || !desc->name || !desc->name[0]) return 0;
@@ -64,6 +72,7 @@ ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_
     if (!ecs__array_reserve(&w->allocator, (void **)&w->components, &w->component_cap, id + 1,
                             sizeof(ecs__component_t *), _Alignof(ecs__component_t *)))
         return 0;
+    if (!ecs__map_reserve(&w->component_names, &w->allocator, 1)) return 0;
     ecs__component_t *c = ecs__calloc(&w->allocator, sizeof(*c), _Alignof(ecs__component_t));
     char *name = ecs__strdup(&w->allocator, desc->name);
     if (!c || !name) {
@@ -79,6 +88,11 @@ ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_
     c->hooks = desc->hooks;
     c->entity_field_count = nfields;
     for (uint32_t i = 0; i < nfields; i++) c->entity_fields[i] = (uint32_t)(desc->entity_fields[i] - 1);
+    /* Room was reserved: this cannot fail. */
+    uint64_t *head = ecs__map_ensure(&w->component_names, &w->allocator, name_hash(name), NULL);
+    ecs__assert(head != NULL, "name map room reserved");
+    c->name_next = (ecs_component_t)*head;
+    *head = id;
     w->components[0] = NULL;
     w->components[id] = c;
     w->component_count = id;
@@ -88,7 +102,8 @@ ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_
 ecs_component_t ecs_component_lookup(const ecs_world_t *w, const char *name)
 {
     if (!w || !name) return 0;
-    for (uint32_t id = 1; id <= w->component_count; id++) {
+    const uint64_t *head = ecs__map_get(&w->component_names, name_hash(name));
+    for (ecs_component_t id = head ? (ecs_component_t)*head : 0; id; id = w->components[id]->name_next) {
         if (!strcmp(w->components[id]->info.name, name)) return id;
     }
     return 0;
@@ -113,4 +128,5 @@ void ecs__components_fini(ecs_world_t *w)
     ecs__free(&w->allocator, w->components);
     w->components = NULL;
     w->component_count = w->component_cap = 0;
+    ecs__map_fini(&w->component_names, &w->allocator);
 }

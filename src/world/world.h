@@ -168,6 +168,7 @@ typedef struct {
     ecs_type_hooks_t hooks;
     uint32_t entity_field_count;
     uint32_t entity_fields[ECS_MAX_ENTITY_FIELDS]; /* byte offsets */
+    ecs_component_t name_next; /* next component whose name hashes alike, 0: none */
     /* The component index: every archetype that holds this component. */
     ecs__component_record_t *archetypes;
     uint32_t archetype_count, archetype_cap;
@@ -608,6 +609,9 @@ struct ecs_world {
     ecs__component_t **components; /* by id; [0] unused */
     uint32_t component_count;      /* highest id */
     uint32_t component_cap;
+    /* Name lookup: hash of the name -> the last component registered
+     * with that hash; ecs__component_t.name_next chains the others. */
+    ecs__map_t component_names;
 
     ecs__archetype_t **archetypes; /* creation order */
     uint32_t archetype_count, archetype_cap;
