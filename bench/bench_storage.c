@@ -249,7 +249,7 @@ static void bench_spawn(int n, bool batch)
 
 static void bench_add_remove(int n)
 {
-    double ta[64], tr[64];
+    double ta[64], tr[64], ts[64];
     ecs_entity_t *e = malloc(sizeof(ecs_entity_t) * (size_t)n);
     ecs_world_t *w = ecs_world_create(NULL);
     ecs_component_t P = ECS_COMPONENT(w, Position), V = ECS_COMPONENT(w, Velocity), M = ECS_COMPONENT(w, Mass);
@@ -265,16 +265,24 @@ static void bench_add_remove(int n)
         double t1 = now_ns();
         for (int i = 0; i < n; i++) ecs_remove(w, e[i], M);
         double t2 = now_ns();
+        /* ecs_set of an absent component: the add and the value at once. */
+        for (int i = 0; i < n; i++) ecs_set(w, e[i], M, &(Mass){(float)i});
+        double t3 = now_ns();
+        for (int i = 0; i < n; i++) ecs_remove(w, e[i], M);
         ta[r] = t1 - t0;
         tr[r] = t2 - t1;
+        ts[r] = t3 - t2;
     }
     ecs_world_destroy(w);
     free(e);
-    double ma = median(ta, reps), mr = median(tr, reps);
+    double ma = median(ta, reps), mr = median(tr, reps), ms = median(ts, reps);
     printf("{\"name\":\"add_component\",\"entities\":%d,\"from_components\":2,\"median_ns\":%.0f,\"ns_per_op\":%.3f}\n",
            n, ma, ma / n);
     printf("{\"name\":\"remove_component\",\"entities\":%d,\"from_components\":3,\"median_ns\":%.0f,\"ns_per_op\":%.3f}\n",
            n, mr, mr / n);
+    printf("{\"name\":\"set_adding_component\",\"entities\":%d,\"from_components\":2,\"median_ns\":%.0f,"
+           "\"ns_per_op\":%.3f}\n",
+           n, ms, ms / n);
 }
 
 static void bench_despawn(int n)

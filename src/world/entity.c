@@ -120,12 +120,15 @@ void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
     w->structure_version++;
 }
 
+/* Moves e along a cached edge. init (NULL: none) supplies the value of the
+ * component an add edge adds (ecs_set of an absent component); it may
+ * point into e's own row, which is read before the row goes. */
 ECS__INLINE void move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
-                           const ecs__edge_t *edge)
+                           const ecs__edge_t *edge, const ecs__init_t *init, bool move)
 {
     ecs__chunk_t *src = rec->chunk;
     if (ECS__UNLIKELY(!edge->plain || src->trackers || dst_chunk->trackers)) {
-        ecs__entity_move(w, e, rec, dst_chunk, NULL, 0, false);
+        ecs__entity_move(w, e, rec, dst_chunk, init, init ? 1 : 0, move);
         return;
     }
     uint32_t srow = rec->row;
@@ -136,7 +139,10 @@ ECS__INLINE void move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, e
                         (unsigned char *)src->cols[op->src] + (size_t)srow * op->size, op->size);
     }
     for (uint32_t k = 0; k < edge->init_count; k++, op++) {
-        ecs__zero_bytes((unsigned char *)dst_chunk->cols[op->dst] + (size_t)drow * op->size, op->size);
+        unsigned char *dst = (unsigned char *)dst_chunk->cols[op->dst] + (size_t)drow * op->size;
+        /* Plain values: a copy and a move are the same bytes. */
+        if (init && init->value) ecs__copy_bytes(dst, init->value, op->size);
+        else ecs__zero_bytes(dst, op->size);
     }
     /* Dropped plain values need no destruction. */
     if (ECS__UNLIKELY(src->archetype->watch_removals))
@@ -197,7 +203,7 @@ ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_
         ecs__archetype_discard_unused(w, b);
         return ECS_ENOMEM;
     }
-    if (ECS__LIKELY(edge != NULL)) move_edge(w, e, rec, ch, edge);
+    if (ECS__LIKELY(edge != NULL)) move_edge(w, e, rec, ch, edge, NULL, false);
     else ecs__entity_move(w, e, rec, ch, NULL, 0, false);
     return ECS_OK;
 }
@@ -237,7 +243,10 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
         else value_copy1(c_, dst, value);
         return ECS_OK;
     }
-    ecs__archetype_t *b = ecs__archetype_with(w, a, c, NULL);
+    /* Absent: one add along the cached edge, with the value in place of
+     * the default. */
+    ecs__edge_t *edge;
+    ecs__archetype_t *b = ecs__archetype_step(w, a, c, true, &edge);
     if (!b) return ECS_ENOMEM;
     ecs__chunk_t *dst = ecs__archetype_chunk_with_room(w, b);
     if (!dst) {
@@ -245,7 +254,8 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
         return ECS_ENOMEM;
     }
     ecs__init_t init = {c, value};
-    ecs__entity_move(w, e, rec, dst, &init, 1, move);
+    if (ECS__LIKELY(edge != NULL)) move_edge(w, e, rec, dst, edge, &init, move);
+    else ecs__entity_move(w, e, rec, dst, &init, 1, move);
     return ECS_OK;
 }
 
