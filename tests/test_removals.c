@@ -20,6 +20,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -618,6 +619,42 @@ static void removals_failed_registration_keeps_plan_valid(void **state)
     ecs_world_destroy(w);
 }
 
+/* Archetypes of more than 64 types take the merge walk instead of the
+ * watched-type mask: the same removals are logged. */
+static void removals_in_wide_archetypes(void **state)
+{
+    (void)state;
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
+    assert_non_null(w);
+    enum { WIDE = 70 };
+    ecs_component_t ids[WIDE];
+    for (int i = 0; i < WIDE; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "W%d", i);
+        ids[i] = ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = i % 3 ? 4 : 0});
+        assert_true(ids[i] != 0);
+    }
+    reader_t lo, hi;
+    reader_init(&lo);
+    reader_init(&hi);
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = ids[2], .run = reader_run, .ctx = &lo}));
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = ids[68], .run = reader_run, .ctx = &hi}));
+    ecs_entity_t a = ecs_spawn_with(w, WIDE, ids, NULL), b = ecs_spawn_with(w, WIDE, ids, NULL);
+    assert_true(ecs_is_alive(w, a) && ecs_is_alive(w, b));
+    assert_int_equal(ecs_remove(w, a, ids[68]), ECS_OK); /* hi */
+    assert_int_equal(ecs_remove(w, a, ids[10]), ECS_OK); /* neither */
+    assert_int_equal(ecs_despawn(w, b), ECS_OK);         /* both */
+    assert_int_equal(ecs_despawn(w, a), ECS_OK);         /* lo only: 68 is gone */
+    assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
+    assert_int_equal(hi.count, 2);
+    assert_true(hi.seen[0] == a && hi.seen[1] == b);
+    assert_int_equal(lo.count, 2);
+    assert_true(lo.seen[0] == b && lo.seen[1] == a);
+    reader_fini(&lo);
+    reader_fini(&hi);
+    ecs_world_destroy(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -631,6 +668,7 @@ int main(void)
         cmocka_unit_test(removals_log_room_only_for_lost_components),
         cmocka_unit_test(removals_reader_with_other_terms),
         cmocka_unit_test(removals_failed_registration_keeps_plan_valid),
+        cmocka_unit_test(removals_in_wide_archetypes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

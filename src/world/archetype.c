@@ -126,8 +126,8 @@ static ecs__archetype_t *archetype_alloc(ecs_world_t *w, const ecs_component_t *
     a->columns = (ecs__column_t *)ecs__align_up((uintptr_t)p, 8);
     a->type_count = count;
     a->hash = hash;
-    a->watch_removals = ecs__removals_watched(w, types, count);
     if (count) memcpy(a->types, types, count * sizeof(ecs_component_t));
+    ecs__removals_watch_archetype(w, a);
     for (uint32_t i = 0; i < count; i++) {
         ecs__component_t *c = w->components[types[i]];
         if (!c->info.size) {

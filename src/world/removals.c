@@ -11,14 +11,31 @@
 #include "world/world.h"
 
 /* A walk over the watched components of src that dst (NULL: none)
- * lacks. Both type lists are sorted: one merge walk. */
+ * lacks. Archetypes of up to 64 types keep a mask of their watched types,
+ * so the walk visits only those (a despawn then costs one lookup per
+ * watched component, not one per type); wider ones merge the two sorted
+ * type lists. */
 typedef struct {
-    uint32_t i, j;
+    uint64_t mask; /* watched types not visited yet (narrow archetypes) */
+    uint32_t i, j; /* merge positions (wide archetypes) */
 } lost_walk_t;
+
+static inline lost_walk_t lost_begin(const ecs__archetype_t *src)
+{
+    return (lost_walk_t){src->type_count <= 64 ? src->watched_types : 0, 0, 0};
+}
 
 static ecs__component_t *lost_next(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst,
                                    lost_walk_t *k)
 {
+    if (src->type_count <= 64) {
+        while (k->mask) {
+            ecs_component_t t = src->types[__builtin_ctzll(k->mask)];
+            k->mask &= k->mask - 1;
+            if (!dst || ecs__archetype_type_index(dst, t) < 0) return w->components[t];
+        }
+        return NULL;
+    }
     uint32_t nd = dst ? dst->type_count : 0;
     while (k->i < src->type_count) {
         ecs_component_t t = src->types[k->i++];
@@ -32,8 +49,9 @@ static ecs__component_t *lost_next(ecs_world_t *w, const ecs__archetype_t *src, 
 
 bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst)
 {
-    lost_walk_t k = {0, 0};
+    lost_walk_t k = lost_begin(src);
     for (ecs__component_t *c; (c = lost_next(w, src, dst, &k)) != NULL;) {
+        if (c->removed_count < c->removed_cap) continue;
         if (!ecs__array_reserve(&w->allocator, (void **)&c->removed, &c->removed_cap, c->removed_count + 1,
                                 sizeof(ecs_entity_t), _Alignof(ecs_entity_t)))
             return false;
@@ -43,7 +61,7 @@ bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *src, con
 
 void ecs__removals_log(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst, ecs_entity_t e)
 {
-    lost_walk_t k = {0, 0};
+    lost_walk_t k = lost_begin(src);
     for (ecs__component_t *c; (c = lost_next(w, src, dst, &k)) != NULL;) {
         ecs__assert(c->removed_count < c->removed_cap, "removal log room reserved");
         c->removed[c->removed_count++] = e;
@@ -54,16 +72,22 @@ uint64_t ecs__removals_watch(ecs_world_t *w, ecs_component_t id)
 {
     ecs__component_t *c = w->components[id];
     c->removal_readers++;
-    for (uint32_t k = 0; k < c->archetype_count; k++) c->archetypes[k].archetype->watch_removals = true;
+    for (uint32_t k = 0; k < c->archetype_count; k++) {
+        ecs__archetype_t *a = c->archetypes[k].archetype;
+        a->watch_removals = true;
+        int32_t i = ecs__archetype_type_index(a, id);
+        if (i >= 0 && i < 64) a->watched_types |= 1ull << i;
+    }
     return ecs__removals_end(c);
 }
 
-bool ecs__removals_watched(const ecs_world_t *w, const ecs_component_t *types, uint32_t count)
+void ecs__removals_watch_archetype(const ecs_world_t *w, ecs__archetype_t *a)
 {
-    for (uint32_t i = 0; i < count; i++) {
-        if (w->components[types[i]]->removal_readers) return true;
+    for (uint32_t i = 0; i < a->type_count; i++) {
+        if (!w->components[a->types[i]]->removal_readers) continue;
+        a->watch_removals = true;
+        if (i < 64) a->watched_types |= 1ull << i;
     }
-    return false;
 }
 
 void ecs__removals_prune(ecs__component_t *c, uint64_t cursor)

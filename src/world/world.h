@@ -251,6 +251,7 @@ struct ecs__archetype {
     uint32_t header_bytes;  /* one chunk header with its column pointers */
     uint32_t hooks;         /* union of the columns' hooks */
     bool watch_removals;    /* some type has removal readers (removals.c) */
+    uint64_t watched_types; /* bit i: types[i] has removal readers (i < 64) */
     uint64_t hash;
 
     ecs__chunk_t **chunks; /* in iteration order */
@@ -480,8 +481,8 @@ void ecs__removals_log(ecs_world_t *w, const ecs__archetype_t *src, const ecs__a
  * are watched from now on. Returns the cursor it starts at (the log's
  * end). */
 uint64_t ecs__removals_watch(ecs_world_t *w, ecs_component_t c);
-/* Whether a new archetype's types include a watched component. */
-bool ecs__removals_watched(const ecs_world_t *w, const ecs_component_t *types, uint32_t count);
+/* Sets a new archetype's watch_removals and watched_types. */
+void ecs__removals_watch_archetype(const ecs_world_t *w, ecs__archetype_t *a);
 /* The log's end (sequence number of the next removal). */
 static inline uint64_t ecs__removals_end(const ecs__component_t *c) { return c->removed_base + c->removed_count; }
 /* Drops the entries below cursor (every reader has passed them). */
