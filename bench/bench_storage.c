@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
+
 typedef struct {
     float x, y, z;
 } Position;
@@ -25,25 +27,6 @@ typedef struct {
 } Mass;
 
 static int reps = 21;
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* Keeps the optimiser from deleting loops whose results nobody reads. */
 static volatile float sink;

@@ -24,7 +24,6 @@
  */
 #include "jobs/jobs.h"
 
-#include <dirent.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -37,6 +36,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "proc.h"
 #include "report.h"
 #include "rng.h"
 
@@ -48,33 +48,6 @@
 /* Small helpers                                                           */
 /* ---------------------------------------------------------------------- */
 
-
-static void busy(uint32_t iterations)
-{
-    for (volatile uint32_t i = 0; i < iterations; i++) {
-    }
-}
-
-static int task_count(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d) return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
-static int task_count_settled(int want)
-{
-    uint64_t deadline = now_ns() + 5000000000u;
-    int n = task_count();
-    while (n != want && now_ns() < deadline) {
-        sleep_ns(1000000);
-        n = task_count();
-    }
-    return n;
-}
 
 /* ---------------------------------------------------------------------- */
 /* Errors and the watchdog                                                 */
@@ -172,27 +145,23 @@ static ecs__job_pool_t *pool_make(uint32_t workers, uint32_t spin)
     return p;
 }
 
-static uint64_t pool_jobs_run(const ecs__job_pool_t *p)
+/* The pool's worker counters, summed over its workers. */
+static ecs__worker_stats_t pool_totals(const ecs__job_pool_t *p)
 {
-    uint64_t n = 0;
+    ecs__worker_stats_t t = {0};
     for (uint32_t i = 0; i < ecs__job_pool_workers(p); i++) {
         ecs__worker_stats_t s;
         ecs__job_pool_stats(p, i, &s);
-        n += s.jobs_run;
+        t.jobs_run += s.jobs_run;
+        t.steals += s.steals;
+        t.sleeps += s.sleeps;
+        t.idle_ns += s.idle_ns;
     }
-    return n;
+    return t;
 }
 
-static uint64_t pool_sleeps(const ecs__job_pool_t *p)
-{
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < ecs__job_pool_workers(p); i++) {
-        ecs__worker_stats_t s;
-        ecs__job_pool_stats(p, i, &s);
-        n += s.sleeps;
-    }
-    return n;
-}
+static uint64_t pool_jobs_run(const ecs__job_pool_t *p) { return pool_totals(p).jobs_run; }
+static uint64_t pool_sleeps(const ecs__job_pool_t *p) { return pool_totals(p).sleeps; }
 
 #define JOB_COUNTER(name)                                                      \
     ecs__job_counter_t name;                                                   \

@@ -1,6 +1,7 @@
 /*
- * clock.h: monotonic time for tests and stress programs: now, sleep, and
- * busy-wait. Header-only (static functions), no dependencies beyond libc.
+ * clock.h: monotonic time for tests and stress programs: now, sleep,
+ * busy-wait for a time or an iteration count. Header-only (static
+ * functions), no dependencies beyond libc.
  */
 #ifndef ECS_TEST_CLOCK_H
 #define ECS_TEST_CLOCK_H
@@ -28,6 +29,13 @@ static inline void spin_for(uint64_t ns)
     if (!ns) return;
     uint64_t t0 = now_ns();
     while (now_ns() - t0 < ns) {
+    }
+}
+
+/* Work that costs time but touches no memory: the stand-in job body. */
+static inline void busy(uint32_t iterations)
+{
+    for (volatile uint32_t i = 0; i < iterations; i++) {
     }
 }
 

@@ -1,12 +1,14 @@
 /*
  * support.h: the small helpers several test files share: the deterministic
- * random generator (rng.h) and a checked ecs_world_stats. Include after
- * <cmocka.h> and "ecs.h".
+ * random generator (rng.h), a checked ecs_world_stats, and capturing what
+ * a call writes on stderr. Include after <cmocka.h> and "ecs.h".
  */
 #ifndef ECS_TEST_SUPPORT_H
 #define ECS_TEST_SUPPORT_H
 
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "rng.h"
 
@@ -15,6 +17,36 @@ static inline ecs_world_stats_t stats_of(const ecs_world_t *w)
     ecs_world_stats_t s;
     assert_int_equal(ecs_world_stats(w, &s), ECS_OK);
     return s;
+}
+
+/* Redirects stderr into a temporary file until stderr_capture_end. */
+typedef struct {
+    FILE *tmp;
+    int saved;
+} stderr_capture_t;
+
+static inline stderr_capture_t stderr_capture_begin(void)
+{
+    fflush(stderr);
+    stderr_capture_t c = {tmpfile(), -1};
+    assert_non_null(c.tmp);
+    c.saved = dup(STDERR_FILENO);
+    assert_true(c.saved >= 0);
+    assert_true(dup2(fileno(c.tmp), STDERR_FILENO) >= 0);
+    return c;
+}
+
+/* Restores stderr; out receives what was written (NUL-terminated,
+ * truncated to size). */
+static inline void stderr_capture_end(stderr_capture_t *c, char *out, size_t size)
+{
+    fflush(stderr);
+    dup2(c->saved, STDERR_FILENO);
+    close(c->saved);
+    rewind(c->tmp);
+    size_t n = fread(out, 1, size - 1, c->tmp);
+    out[n] = '\0';
+    fclose(c->tmp);
 }
 
 #endif /* ECS_TEST_SUPPORT_H */

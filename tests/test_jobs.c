@@ -19,7 +19,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -429,36 +428,7 @@ static void arena_fini_frees_everything(void **state)
  * its interceptors, and a spinning waiter may never reach one.) */
 #define WATCHDOG_PROGRAM "test_jobs"
 #include "watchdog.h"
-
-/* Threads of this process, from /proc (-1 when unreadable). */
-static int task_count(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d) return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
-/* The thread count once it equals want (a joined thread leaves /proc a
- * moment after pthread_join returns), or whatever it is after 5 s. */
-static int task_count_settled(int want)
-{
-    uint64_t deadline = now_ns() + 5000000000u;
-    int n = task_count();
-    while (n != want && now_ns() < deadline) {
-        sleep_ns(1000000);
-        n = task_count();
-    }
-    return n;
-}
-
-static void busy(uint32_t iterations)
-{
-    for (volatile uint32_t i = 0; i < iterations; i++) {
-    }
-}
+#include "proc.h"
 
 #define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
 

@@ -391,6 +391,22 @@ static void set_failing(fail_alloc_t *fa, bool on)
     pthread_mutex_unlock(&fa->lock);
 }
 
+/* A 1-worker world whose every allocation goes through fa. */
+static ecs_world_t *world_on(fail_alloc_t *fa)
+{
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = {fail_alloc, fail_free, fa}});
+    assert_non_null(w);
+    return w;
+}
+
+/* The countdown-th allocation from now fails (0: none). */
+static void set_countdown(fail_alloc_t *fa, int countdown)
+{
+    pthread_mutex_lock(&fa->lock);
+    fa->countdown = countdown;
+    pthread_mutex_unlock(&fa->lock);
+}
+
 static ecs_entity_t g_cmd_victim, g_warm;
 static ecs_component_t g_warm_tag;
 static _Atomic int g_cmd_frame = -1;
@@ -407,9 +423,7 @@ static void removals_out_of_memory_changes_nothing(void **state)
 {
     (void)state;
     fail_alloc_t fa = {PTHREAD_MUTEX_INITIALIZER, false, 0};
-    ecs_world_t *w =
-        ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = {fail_alloc, fail_free, &fa}});
-    assert_non_null(w);
+    ecs_world_t *w = world_on(&fa);
     ecs_component_t P = ECS_COMPONENT(w, Pos);
     reader_t r;
     reader_init(&r);
@@ -467,9 +481,7 @@ static void removals_log_room_only_for_lost_components(void **state)
 {
     (void)state;
     fail_alloc_t fa = {PTHREAD_MUTEX_INITIALIZER, false, 0};
-    ecs_world_t *w =
-        ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = {fail_alloc, fail_free, &fa}});
-    assert_non_null(w);
+    ecs_world_t *w = world_on(&fa);
     ecs_component_t P = ECS_COMPONENT(w, Pos);
     ecs_component_t V = ecs_component_register(w, &(ecs_component_desc_t){.name = "V", .size = 8});
     ecs_component_t T = ecs_component_register(w, &(ecs_component_desc_t){.name = "T"});
@@ -513,13 +525,9 @@ static void removals_log_room_only_for_lost_components(void **state)
         assert_true(k < 100);
         ecs_world_stats_t before = stats_of(w);
         uint32_t logged = c->removed_count;
-        pthread_mutex_lock(&fa.lock);
-        fa.countdown = k;
-        pthread_mutex_unlock(&fa.lock);
+        set_countdown(&fa, k);
         int err = ecs_remove(w, z, P); /* to {V, U}: new */
-        pthread_mutex_lock(&fa.lock);
-        fa.countdown = 0;
-        pthread_mutex_unlock(&fa.lock);
+        set_countdown(&fa, 0);
         if (err == ECS_OK) break;
         assert_int_equal(err, ECS_ENOMEM);
         ecs_world_stats_t after = stats_of(w);
@@ -579,9 +587,7 @@ static void removals_failed_registration_keeps_plan_valid(void **state)
 {
     (void)state;
     fail_alloc_t fa = {PTHREAD_MUTEX_INITIALIZER, false, 0};
-    ecs_world_t *w =
-        ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = {fail_alloc, fail_free, &fa}});
-    assert_non_null(w);
+    ecs_world_t *w = world_on(&fa);
     ecs_component_t P = ECS_COMPONENT(w, Pos);
     reader_t r;
     reader_init(&r);
@@ -597,13 +603,9 @@ static void removals_failed_registration_keeps_plan_valid(void **state)
      * the move in turn, and run a frame after every failure. */
     for (int k = 2;; k++) {
         assert_true(k < 50);
-        pthread_mutex_lock(&fa.lock);
-        fa.countdown = k;
-        pthread_mutex_unlock(&fa.lock);
+        set_countdown(&fa, k);
         ecs_system_t id = ecs_system_register(w, &(ecs_system_desc_t){.removed = P, .run = reader_run, .ctx = &r});
-        pthread_mutex_lock(&fa.lock);
-        fa.countdown = 0;
-        pthread_mutex_unlock(&fa.lock);
+        set_countdown(&fa, 0);
         ecs_entity_t e = ecs_spawn_with(w, 1, &P, NULL);
         assert_int_equal(ecs_despawn(w, e), ECS_OK);
         int before = r.count;

@@ -375,20 +375,9 @@ static void check_plan(ecs_world_t *w)
 
 static ecs_system_t register_captured(ecs_world_t *w, const ecs_system_desc_t *d, char *msg, size_t cap)
 {
-    fflush(stderr);
-    FILE *tmp = tmpfile();
-    assert_non_null(tmp);
-    int saved = dup(STDERR_FILENO);
-    assert_true(saved >= 0);
-    assert_true(dup2(fileno(tmp), STDERR_FILENO) >= 0);
+    stderr_capture_t c = stderr_capture_begin();
     ecs_system_t id = ecs_system_register(w, d);
-    fflush(stderr);
-    dup2(saved, STDERR_FILENO);
-    close(saved);
-    rewind(tmp);
-    size_t n = fread(msg, 1, cap - 1, tmp);
-    msg[n] = '\0';
-    fclose(tmp);
+    stderr_capture_end(&c, msg, cap);
     return id;
 }
 

@@ -16,7 +16,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -39,6 +38,7 @@
  * a world whose threads never join fails fast instead of hanging. */
 #define WATCHDOG_PROGRAM "test_world"
 #include "watchdog.h"
+#include "proc.h"
 
 static uint64_t clock_ns(clockid_t id)
 {
@@ -106,30 +106,6 @@ static int case_teardown(void **state)
 /* Helpers                                                                 */
 /* ---------------------------------------------------------------------- */
 
-/* Threads of this process, from /proc (-1 when unreadable). */
-static int task_count(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d) return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
-/* The thread count once it equals want (a joined thread leaves /proc a
- * moment after pthread_join returns), or whatever it is after 5 s. */
-static int task_count_settled(int want)
-{
-    uint64_t deadline = now_ns() + 5000000000u;
-    int n = task_count();
-    while (n != want && now_ns() < deadline) {
-        sleep_ns(1000000);
-        n = task_count();
-    }
-    return n;
-}
-
 /* This process's own threads at the start of a case: the main thread and
  * this case's watchdog. Read settled, because the previous case's threads
  * (its watchdog, its worlds' workers) leave /proc a moment after they are
@@ -148,20 +124,9 @@ static int online_cpus(void)
  * out receives what was written (NUL-terminated, truncated to size). */
 static ecs_world_t *create_capturing(const ecs_world_desc_t *desc, char *out, size_t size)
 {
-    fflush(stderr);
-    FILE *tmp = tmpfile();
-    assert_non_null(tmp);
-    int saved = dup(STDERR_FILENO);
-    assert_true(saved >= 0);
-    assert_true(dup2(fileno(tmp), STDERR_FILENO) >= 0);
+    stderr_capture_t c = stderr_capture_begin();
     ecs_world_t *w = ecs_world_create(desc);
-    fflush(stderr);
-    dup2(saved, STDERR_FILENO);
-    close(saved);
-    rewind(tmp);
-    size_t n = fread(out, 1, size - 1, tmp);
-    out[n] = '\0';
-    fclose(tmp);
+    stderr_capture_end(&c, out, size);
     return w;
 }
 
