@@ -78,6 +78,8 @@ typedef uint64_t ecs_entity_t;
 typedef uint32_t ecs_component_t;
 /** A system id, 1-based; 0 reports a failed registration. */
 typedef uint32_t ecs_system_t;
+/** A relation type id, 1-based; 0 is never valid. */
+typedef uint32_t ecs_relation_t;
 
 #define ECS_NULL ((ecs_entity_t)0)
 #define ECS_MAX_TERMS 16
@@ -368,15 +370,54 @@ typedef struct {
     ecs_source_t src;
 } ecs_term_t;
 
+/* ---------------------------------------------------------------------- */
+/* Change filters                                                          */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A change filter narrows a system (or a cached query) to the rows whose
+ * component was added (ECS_ADDED) or marked changed (ECS_CHANGED) since
+ * the system's previous run. Added and Changed are independent: a spawn,
+ * an add, or an ecs_set that adds the component is Added, not Changed.
+ * What marks a change: ecs_set of a present component, ecs_get_mut,
+ * ecs_cmd_set, a system's WRITE term (every row of every chunk it visits),
+ * and ecs_iter_changed in ECS_SYSTEM_MANUAL_CHANGE_MARKS systems.
+ *
+ * A system sees each marked row once per run: the marks made since its
+ * previous run, never its own direct writes (its WRITE terms and
+ * ecs_iter_changed, or an EXCLUSIVE system's immediate writes), and its
+ * own commands on its next run. Its first run sees every entity that has
+ * the component as Added, and as Changed the marks made since tracking of
+ * the component began (when the first filter on it was registered).
+ * Filters combine with AND; the component of every filter must be a data
+ * component (not a tag), and the filter restricts matching to archetypes
+ * that have it. A system's filter costs O(marked rows), not O(entities).
+ */
+typedef enum { ECS_ADDED = 1, ECS_CHANGED } ecs_change_t;
+
 typedef struct {
-    ecs_term_t terms[ECS_MAX_TERMS]; /* ends at the first term with component 0 */
+    ecs_change_t kind;         /* 0 ends the list */
+    ecs_component_t component; /* the component whose marks are tested */
+    ecs_relation_t relation;   /* pairs of a relation (not supported yet: must be 0) */
+} ecs_change_filter_t;
+
+typedef struct {
+    ecs_term_t terms[ECS_MAX_TERMS];            /* ends at the first term with component 0 */
+    /* AND of all, ends at the first entry with kind 0. Compared against the
+     * query's previous ecs_query_iter; the first iteration sees all (as a
+     * system's first run does). A filtered query scans its chunks' ticks,
+     * O(entities matched): systems use dirty lists and cost O(marked). */
+    ecs_change_filter_t changes[ECS_MAX_TERMS];
 } ecs_query_desc_t;
 
 /**
  * Creates a cached query: it keeps its matching archetypes and is updated
- * when archetypes are created. Returns NULL on bad terms, out of memory,
- * or when called from a system that is not EXCLUSIVE. Not to be destroyed
- * from such a system either.
+ * when archetypes are created. Returns NULL on bad terms or filters, out
+ * of memory, or when called from a system that is not EXCLUSIVE. Not to be
+ * destroyed from such a system either. A query with change filters starts
+ * tracking its filters' components (which allocates change-tracking state
+ * beside their chunks) and supports one iteration at a time: starting a
+ * new ecs_query_iter ends the previous one.
  */
 ECS_API ecs_query_t *ecs_query_create(ecs_world_t *world, const ecs_query_desc_t *desc);
 
@@ -406,13 +447,18 @@ struct ecs_iter {
         int32_t field_count;
         const ecs_entity_t *removed;
         int32_t removed_count;
+        uint64_t since, tick; /* change-filter window; tick: what marks take */
+        uint32_t marks;       /* nonzero: ecs_iter_changed may mark rows */
     } priv_;
 };
 
 /**
  * Starts iterating a cached query: call ecs_query_next until it returns
  * false. A structural change while iterating ends the iteration (next
- * returns false); iterators need no cleanup.
+ * returns false); iterators need no cleanup. With change filters, each
+ * chunk comes with it->rows, the rows that pass (NULL when all do; chunks
+ * where none does are skipped), and the window moves on: the next
+ * ecs_query_iter sees what was marked after this one started.
  */
 ECS_API ecs_iter_t ecs_query_iter(ecs_world_t *world, ecs_query_t *query);
 
@@ -422,7 +468,8 @@ ECS_API bool ecs_query_next(ecs_iter_t *it);
 /**
  * Uncached one-shot query: calls fn once per non-empty matching chunk,
  * with it->ctx = ctx. fn must not make structural changes. Returns ECS_OK,
- * or ECS_EINVAL (bad terms; fn is then never called).
+ * or ECS_EINVAL (bad terms, or change filters, which need a cached query
+ * to remember what it saw; fn is then never called).
  */
 ECS_API int ecs_query_each(ecs_world_t *world, const ecs_query_desc_t *desc, void (*fn)(ecs_iter_t *it),
                            void *ctx);
@@ -451,6 +498,18 @@ ECS_API int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities
 /** Chunk-local row of the i-th matching row. */
 static inline int ecs_iter_row(const ecs_iter_t *it, int i) { return it->rows ? it->rows[i] : i; }
 
+/**
+ * Marks the value of WRITE term `term` at chunk-local row `row` of the
+ * current chunk as changed: what an ECS_SYSTEM_MANUAL_CHANGE_MARKS system
+ * calls for the rows it wrote (other systems' WRITE terms mark whole
+ * chunks, so there it is redundant but harmless). Also works on an
+ * ecs_query_iter iterator where immediate mode is open. Returns ECS_OK;
+ * ECS_EINVAL for a NULL or finished iterator, a term that is not a WRITE
+ * term present in this chunk, a row outside the chunk, or an iterator that
+ * may not write (a query iterated from inside a non-exclusive system).
+ */
+ECS_API int ecs_iter_changed(ecs_iter_t *it, int term, int row);
+
 /* ---------------------------------------------------------------------- */
 /* Systems and stages                                                      */
 /* ---------------------------------------------------------------------- */
@@ -459,12 +518,22 @@ enum {
     ECS_SYSTEM_EXCLUSIVE = 1,       /* splits its stage; runs alone with immediate mode */
     ECS_SYSTEM_SINGLE_THREADED = 2, /* one job */
     ECS_SYSTEM_MAIN_THREAD = 4,     /* runs on the thread that calls ecs_world_progress */
+    /* WRITE terms do not mark the chunks the system visits; it calls
+     * ecs_iter_changed for the rows it wrote. */
+    ECS_SYSTEM_MANUAL_CHANGE_MARKS = 8,
 };
 
 typedef struct {
     const char *name;                /* optional; unique when given; copied */
     const char *stage;               /* NULL: "Update" */
     ecs_term_t terms[ECS_MAX_TERMS]; /* ends at the first term with component 0 */
+    /* Change filters (see "Change filters" above): AND of all, the first
+     * drives iteration; the list ends at the first entry with kind 0. The
+     * callback gets it->rows, the matching rows of each chunk, ascending
+     * (NULL: every row of the chunk matches). A filter reads its
+     * component's tracker, so it conflicts with writers of the component
+     * like a READ term does. */
+    ecs_change_filter_t changes[ECS_MAX_TERMS];
     /* Explicit order: names of systems already registered in the same
      * stage that this one runs after / before. Each list ends at the first
      * NULL. */

@@ -31,6 +31,12 @@ typedef struct {
     bool (*run_if)(ecs_world_t *world, void *ctx);
     ecs_component_t removed; /* removal reader of this component; 0: none */
     uint64_t removed_cursor; /* sequence number of its next unread removal */
+    /* Change detection: the tick of its previous run (0: it has not run),
+     * the low end of its next window; and its SELF WRITE terms, whose
+     * chunks it marks (unless MANUAL_CHANGE_MARKS) and lists. */
+    uint64_t last_run;
+    uint8_t write_terms[ECS_MAX_TERMS];
+    uint32_t nwrite_terms;
     ecs__access_t access;
     ecs_system_t after[ECS_MAX_DEPS]; /* resolved explicit order */
     ecs_system_t before[ECS_MAX_DEPS];
@@ -55,6 +61,7 @@ typedef struct {
     ecs__job_t job; /* first: the pool sees only this */
     ecs__plan_node_t *node;
     uint32_t first, last; /* range in node->chunks */
+    uint64_t rows;        /* rows it handed to the callback (filtered systems) */
     ecs_commands_t cmd;   /* its command buffer's header (not in the arena:
                              see ecs__commands_begin) */
 } ecs__system_job_t;
@@ -63,7 +70,8 @@ typedef struct {
 typedef struct {
     ecs__chunk_t *chunk;
     const ecs__query_match_t *match;
-    uint64_t order; /* (match index << 32) | chunk index: the chunk order */
+    uint64_t order;  /* (match index << 32) | chunk index: the chunk order */
+    uint32_t weight; /* rows expected: what job splitting balances */
 } ecs__chunk_ref_t;
 
 /* One system in the plan. Per-frame fields are rewritten each frame. */
@@ -75,7 +83,10 @@ struct ecs__plan_node {
     uint32_t *succ;  /* successors (node indices), in the plan's pool */
     uint32_t nsucc;
     /* This frame. */
-    bool skip; /* a run condition said no */
+    bool skip;     /* a run condition said no */
+    bool filtered; /* a change-filtered system past its first run: its
+                      chunks come from dirty lists when it starts */
+    uint64_t since, this_run; /* its change window */
     ecs__chunk_ref_t *chunks;
     uint32_t chunk_count, chunk_cap;
     uint64_t rows;
@@ -93,6 +104,7 @@ struct ecs__plan_node {
  * one EXCLUSIVE system. */
 typedef struct {
     uint32_t first, count; /* range in plan.nodes */
+    uint32_t barrier_slot; /* the slot of the flush that ends it */
     bool exclusive;
     bool conditional; /* some system has a run condition */
     /* Sum of its nodes' last measured times, kept by the frame's end
@@ -121,6 +133,7 @@ struct ecs__scheduler {
     ecs_system_stats_t *system_stats; /* by id - 1 */
     ecs_worker_stats_t *worker_stats; /* per worker */
     uint32_t removal_readers;         /* systems with `removed` set */
+    uint32_t filter_systems;          /* systems with change filters */
     uint64_t tick_per_ns_q16;         /* cycle counter rate, 16.16 fixed */
 };
 

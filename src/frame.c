@@ -16,6 +16,16 @@
  * their system declared, and commands are keyed by (plan slot, chunk
  * order, recording order), so the world after a frame is the same for
  * any worker count and any inline-or-parallel choice.
+ *
+ * Change detection (docs/change-detection.md): a frame reserves one tick
+ * per plan slot, from just above the world's current tick. A system's
+ * window is (its previous run, its slot's tick). A change-filtered system
+ * past its first run gets its chunks from the dirty-chunk lists of its
+ * first filter when it starts (after its predecessors, which may have
+ * listed more), never from a walk over every chunk it matches. WRITE
+ * terms mark each chunk a system visits with the system's tick; the chunk
+ * is listed by the thread that finishes the system (its jobs share the
+ * lists), and the frame's end prunes what every consumer has seen.
  */
 #include "ecs_private.h"
 
@@ -61,6 +71,8 @@ typedef struct {
     ecs__plan_node_t *nodes;
     ecs__job_counter_t counter;
     float dt;
+    uint32_t workers;
+    uint64_t base; /* tick of plan slot 0 */
 } frame_t;
 
 static frame_t *frame_of(const ecs_world_t *w) { return (frame_t *)w->frame_state; }
@@ -95,9 +107,10 @@ static void declare_reads(const ecs__system_t *sys, ecs__read_set_t *set)
  * enough to be timed always. */
 #define TIMING_SAMPLE_EVERY 16u
 
-static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__system_t *sys, ecs_commands_t *cmd, float dt,
+static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *node, ecs_commands_t *cmd, float dt,
                       uint32_t worker)
 {
+    const ecs__system_t *sys = node->sys;
     /* Field by field: the fields array is filled per chunk, for the
      * terms there are, and clearing all of it showed in profiles. */
     it->count = 0;
@@ -116,6 +129,9 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__system_t *sys, 
     it->priv_.field_count = sys->query ? (int32_t)sys->query->term_count : 0;
     it->priv_.removed = NULL;
     it->priv_.removed_count = 0;
+    it->priv_.since = node->since;
+    it->priv_.tick = node->this_run;
+    it->priv_.marks = ECS__ITER_MARKS_DEFERRED;
 }
 
 /* A removal reader's slice: from its cursor to the log's end as it is
@@ -175,6 +191,78 @@ static void run_whole(const ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *
     sys->removed_cursor = end;
 }
 
+/* Lists chunk ch in the dirty-chunk lists of the columns the system
+ * writes, where it has marks (single-threaded: see tracking.c). */
+static void list_written(const ecs__system_t *sys, const ecs__query_match_t *m, ecs__chunk_t *ch)
+{
+    for (uint32_t k = 0; k < sys->nwrite_terms; k++) {
+        int16_t col = m->columns[sys->write_terms[k]];
+        if (col >= 0 && ch->trackers[col]) ecs__chunk_list(ch, (uint32_t)col);
+    }
+}
+
+/* One system's walk over chunks, shared by jobs and the inline path. */
+typedef struct {
+    ecs__plan_node_t *node;
+    const ecs__system_t *sys;
+    const ecs_query_t *q;
+    ecs_iter_t *it;
+    ecs_commands_t *cmd;
+    uint16_t *rows; /* ECS__CHUNK_MAX_ROWS: the selected rows of one chunk */
+    bool scan;      /* a filtered system's first run */
+    bool list_now;  /* single-threaded: list written chunks right away */
+    uint64_t handed;
+#ifndef NDEBUG
+    ecs__read_set_t *reads;
+#endif
+} walk_t;
+
+/* Runs the system on chunk ch of match number m: the rows its filters
+ * pass (none: no call), a chunk-level mark on each written column first
+ * (it covers the rows present; an EXCLUSIVE callback may change them),
+ * then the callback. */
+static inline void walk_chunk(walk_t *wk, uint32_t m, ecs__chunk_t *ch)
+{
+    const ecs__query_match_t *match = &wk->q->matches[m];
+    ecs_iter_t *it = wk->it;
+    int32_t n = -1;
+    if (wk->q->change_count) {
+        ecs__change_test_t tests[ECS_MAX_TERMS];
+        for (uint32_t i = 0; i < wk->q->change_count; i++) {
+            tests[i].tracker = ch->trackers[match->filter_columns[i]];
+            tests[i].added = wk->q->changes[i].kind == ECS_ADDED;
+        }
+        n = ecs__changes_select(tests, wk->q->change_count, ch->count, wk->node->since, wk->node->this_run,
+                                wk->scan, wk->rows);
+        if (!n) return;
+    }
+#ifndef NDEBUG
+    wk->reads->chunk = ch;
+#endif
+    ecs__commands_set_chunk(wk->cmd, ((uint64_t)m << 32) | ch->index);
+    ecs__iter_set_chunk(it, wk->q, match, ch);
+    it->priv_.match = (int32_t)m;
+    if (n > 0) {
+        it->rows = wk->rows;
+        it->count = n;
+    }
+    wk->handed += (uint64_t)it->count;
+    bool tracked = ch->trackers && wk->sys->nwrite_terms;
+    if (ECS__UNLIKELY(tracked) && !(wk->sys->flags & ECS_SYSTEM_MANUAL_CHANGE_MARKS)) {
+        /* Its job owns the chunk: no other thread touches these trackers
+         * while the system runs (writers of a component are serialised,
+         * and its filtered readers run after it). */
+        for (uint32_t k = 0; k < wk->sys->nwrite_terms; k++) {
+            int16_t col = match->columns[wk->sys->write_terms[k]];
+            if (col >= 0 && ch->trackers[col]) ch->trackers[col]->chunk_changed = wk->node->this_run;
+        }
+    }
+    wk->sys->run(it);
+    /* An exclusive callback may have created archetypes (moving the match
+     * array) or chunks: read them again. */
+    if (ECS__UNLIKELY(tracked) && wk->list_now) list_written(wk->sys, &wk->q->matches[m], ch);
+}
+
 /* Calls the system on chunks [first, last) of its frame list. */
 static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, float dt)
 {
@@ -184,7 +272,7 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
     uint64_t t0 = ecs__ticks();
     ecs_commands_t *cmd = ecs__commands_begin(w, worker, node->slot, &j->cmd);
     ecs_iter_t it;
-    iter_init(&it, w, sys, cmd, dt, worker);
+    iter_init(&it, w, node, cmd, dt, worker);
 #ifndef NDEBUG
     ecs__read_set_t reads;
     declare_reads(sys, &reads);
@@ -193,15 +281,18 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
     if (!sys->query) {
         run_whole(w, node, &it);
     } else {
+        uint16_t rows[ECS__CHUNK_MAX_ROWS];
+        walk_t wk = {.node = node, .sys = sys, .q = sys->query, .it = &it, .cmd = cmd, .rows = rows,
+                     .scan = node->since == 0,
+#ifndef NDEBUG
+                     .reads = &reads,
+#endif
+        };
         for (uint32_t k = first; k < last; k++) {
             const ecs__chunk_ref_t *ref = &node->chunks[k];
-#ifndef NDEBUG
-            reads.chunk = ref->chunk;
-#endif
-            ecs__commands_set_chunk(cmd, ref->order);
-            ecs__iter_set_chunk(&it, sys->query, ref->match, ref->chunk);
-            sys->run(&it);
+            walk_chunk(&wk, (uint32_t)(ref->order >> 32), ref->chunk);
         }
+        j->rows = wk.handed;
     }
 #ifndef NDEBUG
     ecs__tls_reads = NULL;
@@ -227,11 +318,74 @@ static bool collect_chunks(ecs_world_t *w, ecs__plan_node_t *node)
         for (uint32_t c = 0; c < a->chunk_count; c++) {
             ecs__chunk_t *ch = a->chunks[c];
             if (!ch->count) continue;
-            node->chunks[node->chunk_count++] = (ecs__chunk_ref_t){ch, &q->matches[m], ((uint64_t)m << 32) | c};
+            node->chunks[node->chunk_count++] =
+                (ecs__chunk_ref_t){ch, &q->matches[m], ((uint64_t)m << 32) | c, ch->count};
             node->rows += ch->count;
         }
     }
     return true;
+}
+
+/* Rows a filtered system is expected to get from a listed chunk: all of
+ * them under a chunk-level mark in its window, else its dirty entries. */
+static uint32_t listed_weight(const ecs__plan_node_t *node, const ecs__tracker_t *t, const ecs__chunk_t *ch)
+{
+    bool whole = t->chunk_changed > node->since && t->chunk_changed < node->this_run;
+    uint32_t n = whole ? ch->count : t->dirty_count;
+    return n ? n : 1;
+}
+
+/* A filtered system's chunks are known only when it starts: room for the
+ * most it can get (every chunk it matches) and for its jobs, reserved at
+ * the segment's start so that starting it on a worker allocates nothing.
+ * node->rows gets an estimate from what is listed now. */
+static bool reserve_filtered(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers)
+{
+    const ecs_query_t *q = node->sys->query;
+    uint32_t chunks = 0;
+    node->rows = 0;
+    node->chunk_count = 0;
+    for (uint32_t m = 0; m < q->match_count; m++) {
+        const ecs__archetype_t *a = q->matches[m].archetype;
+        if (!a->entity_count) continue;
+        chunks += a->chunk_count;
+        const ecs__column_t *col = &a->columns[q->matches[m].filter_columns[0]];
+        for (uint32_t k = 0; k < col->dirty_chunk_count; k++) {
+            const ecs__chunk_t *ch = col->dirty_chunks[k];
+            node->rows += listed_weight(node, ch->trackers[q->matches[m].filter_columns[0]], ch);
+            node->chunk_count++;
+        }
+    }
+    uint32_t jobs = chunks < workers * JOBS_PER_WORKER ? chunks : workers * JOBS_PER_WORKER;
+    return ecs__array_reserve(&w->allocator, (void **)&node->chunks, &node->chunk_cap, chunks ? chunks : 1,
+                              sizeof(ecs__chunk_ref_t), _Alignof(ecs__chunk_ref_t)) &&
+           ecs__array_reserve(&w->allocator, (void **)&node->jobs, &node->job_cap, jobs ? jobs : 1,
+                              sizeof(ecs__system_job_t), _Alignof(ecs__system_job_t));
+}
+
+/* A filtered system's chunks, from the dirty-chunk lists of its first
+ * filter: every row that passes all filters passes the first, so its
+ * chunk has marks for it and is listed. O(listed chunks); room was
+ * reserved by reserve_filtered. */
+static void collect_filtered(ecs__plan_node_t *node)
+{
+    const ecs_query_t *q = node->sys->query;
+    node->chunk_count = 0;
+    node->rows = 0;
+    for (uint32_t m = 0; m < q->match_count; m++) {
+        const ecs__query_match_t *match = &q->matches[m];
+        if (!match->archetype->entity_count) continue;
+        const ecs__column_t *col = &match->archetype->columns[match->filter_columns[0]];
+        for (uint32_t k = 0; k < col->dirty_chunk_count; k++) {
+            ecs__chunk_t *ch = col->dirty_chunks[k];
+            if (!ch->count) continue;
+            ecs__assert(node->chunk_count < node->chunk_cap, "room reserved at the segment's start");
+            uint32_t weight = listed_weight(node, ch->trackers[match->filter_columns[0]], ch);
+            node->chunks[node->chunk_count++] =
+                (ecs__chunk_ref_t){ch, match, ((uint64_t)m << 32) | ch->index, weight};
+            node->rows += weight;
+        }
+    }
 }
 
 static void system_job_run(ecs__job_t *job, uint32_t worker);
@@ -264,11 +418,11 @@ static bool split_jobs(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers)
     uint64_t per = (node->rows + want - 1) / want, acc = 0;
     uint32_t start = 0;
     for (uint32_t k = 0; k < node->chunk_count; k++) {
-        acc += node->chunks[k].chunk->count;
+        acc += node->chunks[k].weight;
         bool last_chunk = k + 1 == node->chunk_count;
         if ((acc >= per && node->job_count + 1 < want) || last_chunk) {
-            node->jobs[node->job_count++] =
-                (ecs__system_job_t){.job = {system_job_run, NULL, NULL}, .node = node, .first = start, .last = k + 1};
+            node->jobs[node->job_count++] = (ecs__system_job_t){
+                .job = {system_job_run, NULL, NULL}, .node = node, .first = start, .last = k + 1};
             start = k + 1;
             acc = 0;
         }
@@ -287,11 +441,33 @@ static bool split_jobs(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers)
  * inline. A node with nothing to run is done at once. */
 static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep);
 
+/* After the last job of a node (or at once, for a node with none): what
+ * its jobs could not do while they shared the dirty-chunk lists, and its
+ * change window moves on. Runs before the successors are released, so
+ * they see the lists complete. */
+static void node_done(ecs__plan_node_t *node)
+{
+    ecs__system_t *sys = node->sys;
+    if (node->skip) return;
+    if (sys->nwrite_terms) {
+        for (uint32_t k = 0; k < node->chunk_count; k++) {
+            const ecs__chunk_ref_t *ref = &node->chunks[k];
+            if (ref->chunk->trackers) list_written(sys, ref->match, ref->chunk);
+        }
+    }
+    if (sys->query && sys->query->change_count) {
+        node->rows = 0;
+        for (uint32_t k = 0; k < node->job_count; k++) node->rows += node->jobs[k].rows;
+    }
+    sys->last_run = node->this_run;
+}
+
 /* The node finished: release its successors. Returns one job for the
  * caller to run next (or NULL). */
 static ecs__system_job_t *finish_node(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep)
 {
     ecs__system_job_t *next = NULL;
+    node_done(node);
     for (uint32_t k = 0; k < node->nsucc; k++) {
         ecs__plan_node_t *succ = &f->nodes[node->succ[k]];
         /* acq_rel: the last predecessor to finish sees every other's
@@ -306,6 +482,16 @@ static ecs__system_job_t *finish_node(frame_t *f, ecs__plan_node_t *node, uint32
 static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep)
 {
     ecs__job_pool_t *pool = f->world->pool;
+    if (node->filtered && !node->skip) {
+        /* Its predecessors are done: the lists hold everything it must
+         * see. Room for chunks and jobs was reserved, so nothing here
+         * allocates (split_jobs cannot fail). */
+        collect_filtered(node);
+        bool split = split_jobs(f->world, node, f->workers);
+        ecs__assert(split, "job room reserved");
+        (void)split;
+        atomic_store_explicit(&node->jobs_left, (int32_t)node->job_count, memory_order_relaxed);
+    }
     if (!node->job_count) return finish_node(f, node, worker, keep);
     if (node->sys->flags & ECS_SYSTEM_MAIN_THREAD) {
         if (keep && worker == 0) return &node->jobs[0];
@@ -347,7 +533,7 @@ static void system_job_run(ecs__job_t *job, uint32_t worker)
  * until it returns. */
 static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool exclusive)
 {
-    const ecs__system_t *sys = node->sys;
+    ecs__system_t *sys = node->sys;
     if (node->skip) {
         node->rows = 0;
         node->job_count = 0;
@@ -357,7 +543,7 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
     uint64_t t0 = timed ? ecs__ticks() : 0;
     ecs_commands_t *cmd = ecs__commands_begin(w, 0, node->slot, &node->cmd);
     ecs_iter_t it;
-    iter_init(&it, w, sys, cmd, dt, 0);
+    iter_init(&it, w, node, cmd, dt, 0);
     node->rows = 0;
     node->job_count = 1;
 #ifndef NDEBUG
@@ -370,30 +556,45 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
         run_whole(w, node, &it);
     } else {
         if (exclusive) w->defer_chunk_release = true;
+        uint16_t rows[ECS__CHUNK_MAX_ROWS];
+        walk_t wk = {.node = node, .sys = sys, .q = q, .it = &it, .cmd = cmd, .rows = rows,
+                     .scan = node->since == 0, .list_now = true,
+#ifndef NDEBUG
+                     .reads = &reads,
+#endif
+        };
+        /* By index, re-reading every array after each callback: an
+         * exclusive system may create archetypes, chunks and list entries
+         * as it goes (it covers what was there when it reached them). */
         uint32_t nm = q->match_count;
         for (uint32_t m = 0; m < nm; m++) {
-            uint32_t nc = q->matches[m].archetype->chunk_count;
-            for (uint32_t c = 0; c < nc; c++) {
-                const ecs__chunk_t *ch = q->matches[m].archetype->chunks[c];
-                if (!ch->count) continue;
-#ifndef NDEBUG
-                reads.chunk = ch;
-#endif
-                node->rows += ch->count;
-                ecs__commands_set_chunk(cmd, ((uint64_t)m << 32) | c);
-                ecs__iter_set_chunk(&it, q, &q->matches[m], ch);
-                sys->run(&it);
+            ecs__archetype_t *a = q->matches[m].archetype;
+            if (node->filtered) {
+                ecs__column_t *col = &a->columns[q->matches[m].filter_columns[0]];
+                uint32_t nc = col->dirty_chunk_count;
+                for (uint32_t k = 0; k < nc; k++) {
+                    ecs__chunk_t *ch = col->dirty_chunks[k];
+                    if (ch->count) walk_chunk(&wk, m, ch);
+                }
+            } else {
+                uint32_t nc = a->chunk_count;
+                for (uint32_t c = 0; c < nc; c++) {
+                    ecs__chunk_t *ch = a->chunks[c];
+                    if (ch->count) walk_chunk(&wk, m, ch);
+                }
             }
         }
         if (exclusive) {
             w->defer_chunk_release = false;
             ecs__archetypes_trim(w);
         }
+        node->rows = wk.handed;
         if (!node->rows) node->job_count = 0; /* no callback ran */
     }
 #ifndef NDEBUG
     ecs__tls_reads = NULL;
 #endif
+    sys->last_run = node->this_run;
     if (timed) atomic_store_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
 }
 
@@ -423,18 +624,38 @@ static void decide_runs(ecs_world_t *w, ecs__plan_node_t *nodes, uint32_t n)
     }
 }
 
+/* Fixes a node's change window for this frame: (its previous run, its
+ * slot's tick). */
+static void window_begin(const frame_t *f, ecs__plan_node_t *node)
+{
+    const ecs_query_t *q = node->sys->query;
+    node->since = node->sys->last_run;
+    node->this_run = f->base + node->slot;
+    node->filtered = q && q->change_count && node->since != 0;
+}
+
 static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_segment_t *seg, float dt)
 {
     ecs__plan_node_t *nodes = &s->plan.nodes[seg->first];
+    frame_t *f = frame_of(w);
     if (seg->conditional) decide_runs(w, nodes, seg->count);
-    uint32_t workers = ecs__job_pool_workers(w->pool);
-    for (uint32_t i = 0; i < seg->count; i++) atomic_store_explicit(&nodes[i].busy_ticks, 0, memory_order_relaxed);
+    uint32_t workers = f->workers;
+    for (uint32_t i = 0; i < seg->count; i++) {
+        atomic_store_explicit(&nodes[i].busy_ticks, 0, memory_order_relaxed);
+        window_begin(f, &nodes[i]);
+    }
     /* Chunk lists only when the estimate may call for the pool: measured
-     * times need none, first frames estimate from rows. */
+     * times need none, first frames estimate from rows. A filtered
+     * system's list waits for its start; only room is reserved now. */
     bool parallel = workers > 1 && (!seg->measured_ns || seg->measured_ns >= INLINE_WORK_NS);
-    for (uint32_t i = 0; parallel && i < seg->count; i++) parallel = collect_chunks(w, &nodes[i]);
+    for (uint32_t i = 0; parallel && i < seg->count; i++) {
+        ecs__plan_node_t *node = &nodes[i];
+        parallel = node->filtered && !node->skip ? reserve_filtered(w, node, workers) : collect_chunks(w, node);
+    }
     parallel = parallel && segment_estimate_ns(nodes, seg->count) >= INLINE_WORK_NS;
-    for (uint32_t i = 0; parallel && i < seg->count; i++) parallel = split_jobs(w, &nodes[i], workers);
+    for (uint32_t i = 0; parallel && i < seg->count; i++) {
+        if (!nodes[i].filtered || nodes[i].skip) parallel = split_jobs(w, &nodes[i], workers);
+    }
     if (!parallel) {
         /* Plan order respects every edge, so running it in order is one
          * valid schedule of the DAG. */
@@ -442,7 +663,6 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
         return;
     }
 
-    frame_t *f = frame_of(w);
     f->nodes = s->plan.nodes;
     for (uint32_t i = 0; i < seg->count; i++) {
         nodes[i].frame = f;
@@ -462,10 +682,12 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
 /* The frame                                                               */
 /* ---------------------------------------------------------------------- */
 
-/* Applies the pending commands; the first error is kept. */
-static void barrier(ecs_world_t *w, ecs__phase_t resume)
+/* Applies the pending commands, whose marks take the barrier's tick; the
+ * first error is kept. */
+static void barrier(ecs_world_t *w, uint64_t tick, ecs__phase_t resume)
 {
     w->phase = ECS__PHASE_FLUSH;
+    w->tick_now = tick;
     int err = ecs__commands_flush(w);
     ecs__archetypes_trim(w);
     w->phase = resume;
@@ -497,6 +719,36 @@ static void record_stats(ecs__scheduler_t *s)
     }
 }
 
+/* At the frame's end: each tracked component's dirty lists drop what
+ * every system filtering on it has seen. A system that has not run yet is
+ * left out: its first run scans ticks, not lists. */
+static void prune_changes(ecs_world_t *w, ecs__scheduler_t *s)
+{
+    for (uint32_t i = 0; i < s->system_count; i++) {
+        const ecs_query_t *q = s->systems[i].query;
+        for (uint32_t k = 0; q && k < q->change_count; k++) w->components[q->changes[k].component]->prune_min = UINT64_MAX;
+    }
+    for (uint32_t i = 0; i < s->system_count; i++) {
+        const ecs__system_t *sys = &s->systems[i];
+        const ecs_query_t *q = sys->query;
+        if (!q || !sys->last_run) continue;
+        for (uint32_t k = 0; k < q->change_count; k++) {
+            ecs__component_t *c = w->components[q->changes[k].component];
+            if (sys->last_run < c->prune_min) c->prune_min = sys->last_run;
+        }
+    }
+    /* prune_min 0 marks a component done (a real minimum is >= 1). */
+    for (uint32_t i = 0; i < s->system_count; i++) {
+        const ecs_query_t *q = s->systems[i].query;
+        for (uint32_t k = 0; q && k < q->change_count; k++) {
+            ecs__component_t *c = w->components[q->changes[k].component];
+            if (!c->prune_min) continue;
+            ecs__tracking_prune(w, q->changes[k].component, c->prune_min);
+            c->prune_min = 0;
+        }
+    }
+}
+
 int ecs_world_progress(ecs_world_t *w, float delta_time)
 {
     if (!w) return ECS_EINVAL;
@@ -505,7 +757,9 @@ int ecs_world_progress(ecs_world_t *w, float delta_time)
     if (w->phase != ECS__PHASE_IDLE || w->defer_chunk_release) return ECS_EBUSY;
     ecs__scheduler_t *s = w->scheduler;
     if (ecs__plan_ensure(w, s) != ECS_OK) return ECS_ENOMEM;
-    frame_t f = {.world = w, .sched = s, .dt = delta_time};
+    /* The frame's ticks: one per plan slot, above every mark so far. */
+    frame_t f = {.world = w, .sched = s, .dt = delta_time, .workers = ecs__job_pool_workers(w->pool),
+                 .base = w->tick_now + 1};
     w->frame_state = &f;
     w->frame_error = ECS_OK;
     const ecs__plan_t *plan = &s->plan;
@@ -513,21 +767,28 @@ int ecs_world_progress(ecs_world_t *w, float delta_time)
         const ecs__plan_segment_t *seg = &plan->segments[g];
         if (seg->exclusive) {
             /* The condition is asked as for any segment: no immediate
-             * mode yet. */
+             * mode yet. Its immediate writes take its own tick. */
+            ecs__plan_node_t *node = &plan->nodes[seg->first];
             w->phase = ECS__PHASE_SYSTEMS;
-            atomic_store_explicit(&plan->nodes[seg->first].busy_ticks, 0, memory_order_relaxed);
-            if (seg->conditional) decide_runs(w, &plan->nodes[seg->first], 1);
+            atomic_store_explicit(&node->busy_ticks, 0, memory_order_relaxed);
+            if (seg->conditional) decide_runs(w, node, 1);
+            window_begin(&f, node);
+            node->filtered = node->filtered && !node->skip;
+            w->tick_now = node->this_run;
             w->phase = ECS__PHASE_EXCLUSIVE;
-            run_node_here(w, &plan->nodes[seg->first], delta_time, true);
+            run_node_here(w, node, delta_time, true);
         } else {
             w->phase = ECS__PHASE_SYSTEMS;
             run_segment(w, s, seg, delta_time);
         }
-        barrier(w, ECS__PHASE_IDLE);
+        barrier(w, f.base + seg->barrier_slot, ECS__PHASE_IDLE);
     }
+    /* Writes between frames take a tick above every slot of this one. */
+    w->tick_now = f.base + plan->slots;
     w->phase = ECS__PHASE_IDLE;
     w->frame_state = NULL;
     if (s->removal_readers) prune_removals(w, s);
+    if (s->filter_systems) prune_changes(w, s);
     record_stats(s);
     w->frame++;
     return w->frame_error;

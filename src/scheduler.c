@@ -123,9 +123,17 @@ static bool access_has(const ecs_component_t *set, uint8_t n, ecs_component_t c)
     return false;
 }
 
-static void access_from_terms(ecs__access_t *acc, const ecs_term_t *terms, uint32_t n)
+/* Terms and change filters: a filter reads its component's tracker (so
+ * it conflicts with the component's writers) and, since rows without the
+ * component never pass it, requires the component like a WITH term. */
+static void access_from_terms(ecs__access_t *acc, const ecs_term_t *terms, uint32_t n,
+                              const ecs_change_filter_t *changes, uint32_t nc)
 {
     memset(acc, 0, sizeof(*acc));
+    for (uint32_t i = 0; i < nc; i++) {
+        access_add(acc->reads, &acc->nreads, changes[i].component);
+        access_add(acc->required, &acc->nrequired, changes[i].component);
+    }
     for (uint32_t i = 0; i < n; i++) {
         const ecs_term_t *t = &terms[i];
         if (t->src == ECS_OTHER) {
@@ -240,7 +248,8 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
     if (!w || !desc) return register_fail(desc, "NULL world or descriptor", NULL);
     if (w->phase != ECS__PHASE_IDLE) return register_fail(desc, "called inside a frame", NULL);
     if (!desc->run) return register_fail(desc, "no run callback", NULL);
-    if (desc->flags & ~(uint32_t)(ECS_SYSTEM_EXCLUSIVE | ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD))
+    if (desc->flags & ~(uint32_t)(ECS_SYSTEM_EXCLUSIVE | ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD |
+                                  ECS_SYSTEM_MANUAL_CHANGE_MARKS))
         return register_fail(desc, "unknown flags", NULL);
     ecs__scheduler_t *s = w->scheduler;
     int stage = stage_find(s, desc->stage ? desc->stage : "Update");
@@ -253,8 +262,11 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
                 return register_fail(desc, "a system with this name exists", NULL);
         }
     }
-    uint32_t term_count;
+    uint32_t term_count, change_count;
     if (ecs__terms_validate(w, desc->terms, &term_count) != ECS_OK) return register_fail(desc, "invalid term", NULL);
+    if (ecs__changes_validate(w, desc->changes, &change_count) != ECS_OK)
+        return register_fail(desc, "invalid change filter (a registered data component, no relation)", NULL);
+    if (desc->removed && change_count) return register_fail(desc, "a removal reader takes no change filters", NULL);
     if (desc->removed && (desc->removed > w->component_count || !w->components[desc->removed]))
         return register_fail(desc, "removed: unknown component", NULL);
     /* A removal reader runs once per run: ECS_OTHER terms (what it reads on
@@ -329,9 +341,28 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
      * frame like one without terms (its terms still declare its reads). */
     uint32_t self_terms = 0;
     for (uint32_t i = 0; i < term_count; i++) self_terms += desc->terms[i].src == ECS_SELF;
+    /* A system with filters iterates the rows that pass them, even with
+     * no terms of its own (it then reads values through ecs_get). */
+    bool iterates = self_terms || change_count;
     ecs_query_t *q = NULL;
-    if (stats && (name || !desc->name) && self_terms) q = ecs__query_create(w, desc->terms, term_count);
-    if (!stats || (desc->name && !name) || (self_terms && !q)) {
+    if (stats && (name || !desc->name) && iterates)
+        q = ecs__query_create(w, desc->terms, term_count, desc->changes, change_count);
+    /* Filters start tracking their components now, not at the next plan
+     * build, so what happens before the first frame is recorded too. */
+    uint32_t tracked = 0;
+    bool ok = stats && (name || !desc->name) && (!iterates || q);
+    while (ok && tracked < change_count) {
+        ecs__component_t *c = w->components[desc->changes[tracked].component];
+        c->filter_systems++;
+        tracked++;
+        ok = ecs__tracking_raise(w, desc->changes[tracked - 1].component, ECS__TRACK_DIRTY) == ECS_OK;
+    }
+    if (!ok) {
+        for (uint32_t i = 0; i < tracked; i++) {
+            ecs__component_t *c = w->components[desc->changes[i].component];
+            c->filter_systems--;
+            ecs__tracking_lower(w, desc->changes[i].component, ecs__tracking_wanted(c));
+        }
         ecs__free(&w->allocator, stats);
         ecs__free(&w->allocator, name);
         if (q) ecs__query_free(q);
@@ -348,7 +379,11 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
         sys.removed_cursor = ecs__removals_watch(w, desc->removed);
         s->removal_readers++;
     }
-    access_from_terms(&sys.access, desc->terms, term_count);
+    access_from_terms(&sys.access, desc->terms, term_count, desc->changes, change_count);
+    for (uint32_t i = 0; i < term_count; i++) {
+        if (desc->terms[i].src == ECS_SELF && desc->terms[i].access == ECS_WRITE) sys.write_terms[sys.nwrite_terms++] = (uint8_t)i;
+    }
+    s->filter_systems += change_count != 0;
     s->systems[s->system_count++] = sys;
     s->system_stats[id - 1].name = name;
     st->systems[st->system_count++] = id;
@@ -469,7 +504,7 @@ int ecs__plan_ensure(ecs_world_t *w, ecs__scheduler_t *s)
                     }
                 }
             }
-            slot++; /* the barrier flush after the segment */
+            seg->barrier_slot = slot++; /* the barrier flush after the segment */
             k = end;
         }
         plan.stage_end[si] = plan.segment_count;

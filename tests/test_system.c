@@ -203,14 +203,16 @@ static void system_register_rejects_unknown_flags(void **state)
     g_reset();
     fixture_t f;
     fixture_init(&f);
-    uint32_t bad[] = {8u, 16u, 1u << 31, ECS_SYSTEM_EXCLUSIVE | 8u, 0xffffffffu};
+    uint32_t bad[] = {16u, 32u, 1u << 31, ECS_SYSTEM_EXCLUSIVE | 16u, 0xffffffffu};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         assert_register_fails(&f, &(ecs_system_desc_t){.flags = bad[i], .run = never_run});
     }
     assert_nothing_runs(&f);
     /* Every known flag, alone and together, is accepted. */
     uint32_t good[] = {ECS_SYSTEM_EXCLUSIVE, ECS_SYSTEM_SINGLE_THREADED, ECS_SYSTEM_MAIN_THREAD,
-                       ECS_SYSTEM_EXCLUSIVE | ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD};
+                       ECS_SYSTEM_MANUAL_CHANGE_MARKS,
+                       ECS_SYSTEM_EXCLUSIVE | ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD |
+                           ECS_SYSTEM_MANUAL_CHANGE_MARKS};
     for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
         assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.flags = good[i], .run = count_run}), 0);
     }

@@ -26,6 +26,15 @@ typedef enum {
 
 typedef struct ecs__tracker {
     uint64_t chunk_changed; /* chunk-level changed tick of a dense writer, 0: none */
+    /* A chunk-level mark that pruning retired (every consumer that walks
+     * dirty lists has seen it): kept, unlisted, for consumers that scan
+     * ticks instead (filtered queries, a system's first run). Like
+     * chunk_changed it covers the rows present and is folded before they
+     * change. */
+    uint64_t chunk_retired;
+    /* Set by the world while the chunk is in its archetype's dirty-chunk
+     * list for this component; the tracker only stores it. */
+    bool listed;
     uint64_t *added;        /* per row */
     uint64_t *changed;      /* per row */
     uint64_t *dirty_bits;   /* capacity bits */
@@ -42,9 +51,10 @@ void ecs__tracker_destroy(const ecs_allocator_t *a, ecs__tracker_t *t);
 void ecs__tracker_mark_added(ecs__tracker_t *t, uint32_t row, uint64_t tick);
 void ecs__tracker_mark_changed(ecs__tracker_t *t, uint32_t row, uint64_t tick);
 
-/* Folds a pending chunk-level mark into the per-row ticks of rows
- * [0, count): called before a structural change adds, removes or moves
- * rows, so the mark covers exactly the rows present when it was made. */
+/* Folds the chunk-level marks into the per-row ticks of rows [0, count):
+ * called before a structural change adds, removes or moves rows, so a mark
+ * covers exactly the rows present when it was made. A pending mark lists
+ * the rows; a retired one only stamps their ticks. */
 void ecs__tracker_fold_chunk_mark(ecs__tracker_t *t, uint32_t count);
 
 /* Row `row` is being replaced by the chunk's last row `last` (row <= last). */
@@ -66,5 +76,50 @@ static inline bool ecs__tracker_in_dirty(const ecs__tracker_t *t, uint32_t row)
 {
     return (t->dirty_bits[row >> 6] >> (row & 63)) & 1;
 }
+
+/* Whether the chunk has anything a consumer's walk must visit: a dirty
+ * entry or a chunk-level mark. */
+static inline bool ecs__tracker_has_marks(const ecs__tracker_t *t)
+{
+    return t->dirty_count != 0 || t->chunk_changed != 0;
+}
+
+/* Pruning: the chunk-level mark is at or below every list consumer's
+ * window, so it leaves chunk_changed for chunk_retired. O(1). */
+static inline void ecs__tracker_retire_chunk_mark(ecs__tracker_t *t)
+{
+    if (t->chunk_changed > t->chunk_retired) t->chunk_retired = t->chunk_changed;
+    t->chunk_changed = 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The consumer side: which rows of a chunk pass a set of filters          */
+/* ---------------------------------------------------------------------- */
+
+/* One change filter applied to one chunk: the tracker of its component
+ * there, and whether it tests added (else changed) ticks. */
+typedef struct {
+    const ecs__tracker_t *tracker;
+    bool added;
+} ecs__change_test_t;
+
+/* A dirty list at most this long is walked and its few passing rows
+ * sorted; a longer one is read through its bitmap, which is ascending. */
+#define ECS__SELECT_LIST_MAX 16u
+
+/*
+ * The rows of a chunk of `count` rows that pass every test (AND) in the
+ * window (lo, hi), both ends excluded: ticks above the consumer's previous
+ * run and below its current one. lo == 0 is a first run, where every row
+ * passes an added test. Returns -1 when every row passes (the chunk goes
+ * over densely: each changed test has a chunk-level mark in the window, or
+ * every row passed), else the number of rows written to rows, ascending
+ * (rows has room for count entries). The candidates come from the dirty
+ * list of the first test that does not pass wholesale; scan: consider
+ * every row instead (a first run, whose window may reach past what the
+ * lists still hold, or a filtered query), and count retired chunk marks.
+ */
+int32_t ecs__changes_select(const ecs__change_test_t *tests, uint32_t n, uint32_t count, uint64_t lo, uint64_t hi,
+                            bool scan, uint16_t *rows);
 
 #endif /* ECS_CHANGES_H */

@@ -58,10 +58,18 @@ void ecs__tracker_mark_changed(ecs__tracker_t *t, uint32_t row, uint64_t tick)
 
 void ecs__tracker_fold_chunk_mark(ecs__tracker_t *t, uint32_t count)
 {
-    uint64_t tick = t->chunk_changed;
-    if (!tick) return;
+    uint64_t tick = t->chunk_changed, retired = t->chunk_retired;
+    if (!tick && !retired) return;
     t->chunk_changed = 0;
+    t->chunk_retired = 0;
     if (t->level == ECS__TRACK_NONE) return;
+    if (retired) {
+        /* Every list consumer has seen it: ticks only, not listed. */
+        for (uint32_t r = 0; r < count; r++) {
+            if (t->changed[r] < retired) t->changed[r] = retired;
+        }
+    }
+    if (!tick) return;
     for (uint32_t r = 0; r < count; r++) {
         if (t->changed[r] < tick) t->changed[r] = tick;
         if (t->level == ECS__TRACK_DIRTY) dirty_append(t, r);
@@ -124,5 +132,76 @@ void ecs__tracker_set_level(ecs__tracker_t *t, ecs__track_level_t level, uint32_
         memset(t->added, 0, t->capacity * sizeof(uint64_t));
         memset(t->changed, 0, t->capacity * sizeof(uint64_t));
         t->chunk_changed = 0;
+        t->chunk_retired = 0;
     }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Selection                                                               */
+/* ---------------------------------------------------------------------- */
+
+static inline bool in_window(uint64_t tick, uint64_t lo, uint64_t hi) { return tick > lo && tick < hi; }
+
+/* Whether row passes every test listed in pending (indices into tests). */
+static inline bool row_passes(const ecs__change_test_t *tests, const uint8_t *pending, uint32_t np, uint32_t row,
+                              uint64_t lo, uint64_t hi)
+{
+    for (uint32_t k = 0; k < np; k++) {
+        const ecs__change_test_t *c = &tests[pending[k]];
+        uint64_t tick = c->added ? c->tracker->added[row] : c->tracker->changed[row];
+        if (!in_window(tick, lo, hi)) return false;
+    }
+    return true;
+}
+
+int32_t ecs__changes_select(const ecs__change_test_t *tests, uint32_t n, uint32_t count, uint64_t lo, uint64_t hi,
+                            bool scan, uint16_t *rows)
+{
+    ecs__assert(n <= 255, "few tests");
+    /* Tests that hold for every row drop out: an added test on a first
+     * run, a changed test whose chunk-level mark is in the window. */
+    uint8_t pending[256];
+    uint32_t np = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const ecs__tracker_t *t = tests[i].tracker;
+        bool all = tests[i].added ? lo == 0
+                                  : in_window(t->chunk_changed, lo, hi) || (scan && in_window(t->chunk_retired, lo, hi));
+        if (!all) pending[np++] = (uint8_t)i;
+    }
+    if (!np) return -1;
+    const ecs__tracker_t *drv = tests[pending[0]].tracker;
+    uint32_t out = 0;
+    if (scan || drv->level != ECS__TRACK_DIRTY) {
+        for (uint32_t r = 0; r < count; r++) {
+            if (row_passes(tests, pending, np, r, lo, hi)) rows[out++] = (uint16_t)r;
+        }
+    } else if (drv->dirty_count <= ECS__SELECT_LIST_MAX) {
+        /* A row passing the driver's test has a tick above lo, and entries
+         * are pruned only below every consumer's lo: it is in the list.
+         * Entries at or past count were swapped out (their ticks are zero
+         * until the row is reused, and then they are the new row's). */
+        for (uint32_t i = 0; i < drv->dirty_count; i++) {
+            uint32_t r = drv->dirty_list[i];
+            if (r >= count || !row_passes(tests, pending, np, r, lo, hi)) continue;
+            /* Insertion into the sorted prefix: at most a few entries. */
+            uint32_t at = out++;
+            while (at > 0 && rows[at - 1] > r) {
+                rows[at] = rows[at - 1];
+                at--;
+            }
+            rows[at] = (uint16_t)r;
+        }
+    } else {
+        uint32_t words = (count + 63) / 64;
+        for (uint32_t wi = 0; wi < words; wi++) {
+            uint64_t bits = drv->dirty_bits[wi];
+            if (wi == words - 1 && (count & 63)) bits &= (1ull << (count & 63)) - 1;
+            while (bits) {
+                uint32_t r = wi * 64 + (uint32_t)__builtin_ctzll(bits);
+                bits &= bits - 1;
+                if (row_passes(tests, pending, np, r, lo, hi)) rows[out++] = (uint16_t)r;
+            }
+        }
+    }
+    return out == count ? -1 : (int32_t)out;
 }

@@ -139,6 +139,7 @@ static ecs__archetype_t *archetype_alloc(ecs_world_t *w, const ecs_component_t *
         a->type_columns[i] = (int32_t)a->column_count;
         a->columns[a->column_count] =
             (ecs__column_t){.comp = c, .id = types[i], .size = (uint32_t)c->info.size, .hooks = hooks};
+        a->tracked_columns += c->track_level != ECS__TRACK_NONE;
         a->column_count++;
         a->hooks |= hooks;
     }
@@ -154,6 +155,7 @@ static void archetype_free(ecs_world_t *w, ecs__archetype_t *a)
 {
     edges_free(w, &a->add_edges);
     edges_free(w, &a->remove_edges);
+    ecs__archetype_dirty_lists_free(w, a);
     ecs__free(&w->allocator, a->chunks);
     ecs__free(&w->allocator, a->nonfull);
     ecs__free(&w->allocator, a);
@@ -167,7 +169,7 @@ ecs__archetype_t *ecs__archetype_ensure(ecs_world_t *w, const ecs_component_t *t
 
     a = archetype_alloc(w, types, count, hash);
     if (!a) return NULL;
-    int16_t cols[ECS_MAX_TERMS];
+    ecs__query_match_t scratch;
 
     /* Reserve every slot the new archetype will take, then commit. A
      * failed reservation only leaves spare capacity behind. */
@@ -181,7 +183,7 @@ ecs__archetype_t *ecs__archetype_ensure(ecs_world_t *w, const ecs_component_t *t
     }
     for (uint32_t i = 0; ok && i < w->query_count; i++) {
         ecs_query_t *q = w->queries[i];
-        if (ecs__query_match(q, a, cols)) {
+        if (ecs__query_match(q, a, &scratch)) {
             ok = ecs__array_reserve(&w->allocator, (void **)&q->matches, &q->match_cap, q->match_count + 1,
                                     sizeof(ecs__query_match_t), _Alignof(ecs__query_match_t));
         }
@@ -199,12 +201,9 @@ ecs__archetype_t *ecs__archetype_ensure(ecs_world_t *w, const ecs_component_t *t
         c->archetypes[c->archetype_count++] = (ecs__component_record_t){a, a->type_columns[i]};
     }
     for (uint32_t i = 0; i < w->query_count; i++) {
-        /* Match into scratch: only matching queries reserved a slot. */
+        /* Only matching queries reserved a slot. */
         ecs_query_t *q = w->queries[i];
-        if (!ecs__query_match(q, a, cols)) continue;
-        ecs__query_match_t *m = &q->matches[q->match_count++];
-        m->archetype = a;
-        memcpy(m->columns, cols, sizeof(cols));
+        if (ecs__query_match(q, a, &scratch)) q->matches[q->match_count++] = scratch;
     }
     return a;
 }
@@ -355,14 +354,6 @@ static uint32_t first_nonfull(ecs__archetype_t *a)
     return UINT32_MAX;
 }
 
-static void chunk_free_trackers(ecs_world_t *w, ecs__chunk_t *ch)
-{
-    if (!ch->trackers) return;
-    for (uint32_t c = 0; c < ch->archetype->column_count; c++) ecs__tracker_destroy(&w->allocator, ch->trackers[c]);
-    ecs__free(&w->allocator, ch->trackers);
-    ch->trackers = NULL;
-}
-
 /* Slab layout: [slab][headers x slots][ids x slots][column 0 x slots]... */
 static size_t slab_header_bytes(uint32_t slots, const ecs__archetype_t *a)
 {
@@ -437,7 +428,9 @@ static bool chunk_list_reserve(ecs_world_t *w, ecs__archetype_t *a, uint32_t n)
         a->nonfull = bits;
         a->nonfull_words = words_need;
     }
-    return true;
+    /* Likewise the dirty-chunk lists of tracked columns, so that listing a
+     * chunk never allocates. */
+    return ecs__archetype_dirty_lists_reserve(w, a);
 }
 
 /* Appends an empty chunk to a's list, taking a free slot (the lowest in
@@ -450,15 +443,20 @@ static ecs__chunk_t *chunk_new(ecs_world_t *w, ecs__archetype_t *a, uint32_t wan
         for (s = a->slabs; s && s->used_mask == (s->slots == 32 ? ~0u : (1u << s->slots) - 1); s = s->next) {
         }
     }
+    bool fresh = !s;
     if (!s && !(s = slab_new(w, a, slab_slots_for(a, want)))) return NULL;
     uint32_t slot = (uint32_t)__builtin_ctz(~s->used_mask);
+    ecs__chunk_t *ch = slab_chunk(a, s, slot);
+    ch->trackers = NULL;
+    if (a->tracked_columns && !ecs__chunk_trackers_create(w, ch)) {
+        if (fresh) slab_unlink_free(w, a, s);
+        return NULL;
+    }
     s->used_mask |= 1u << slot;
     a->free_slots--;
-    ecs__chunk_t *ch = slab_chunk(a, s, slot);
     uint32_t idx = a->chunk_count;
     ch->count = 0;
     ch->index = idx;
-    ch->trackers = NULL;
     a->chunks[idx] = ch;
     a->chunk_count++;
     a->empty_chunks++;
@@ -485,7 +483,8 @@ static void chunk_release(ecs_world_t *w, ecs__chunk_t *ch)
     a->empty_chunks--;
     if (idx < a->chunk_count && nonfull_test(a, idx) && idx < a->nonfull_hint) a->nonfull_hint = idx;
     w->chunk_count--;
-    chunk_free_trackers(w, ch);
+    ecs__chunk_unlist(ch);
+    ecs__chunk_trackers_destroy(w, ch);
     ecs__slab_t *s = ch->slab;
     s->used_mask &= ~(1u << ch->slot);
     a->free_slots++;
@@ -647,7 +646,7 @@ void ecs__archetypes_fini(ecs_world_t *w)
                     ecs__value_fini(a->columns[c].comp, ecs__chunk_column(ch, c), (int32_t)ch->count);
                 }
             }
-            chunk_free_trackers(w, ch);
+            ecs__chunk_trackers_destroy(w, ch);
         }
         while (a->slabs) {
             ecs__slab_t *s = a->slabs;

@@ -576,6 +576,9 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
             ecs__value_fini(comp, dst, 1);
             if (inits[k].value) ecs__value_move(comp, dst, inits[k].value, 1);
             else ecs__value_init(comp, dst, 1);
+            /* A new value in place (a set, or a remove and add folded
+             * into a fresh default): Changed, not Added. */
+            ecs__chunk_mark_changed(w, rec->chunk, (uint32_t)col, rec->row);
         }
     }
     drop_values(w, first, end); /* the superseded ones */

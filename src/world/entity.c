@@ -40,26 +40,38 @@ static inline void value_copy1(const ecs__column_t *col, void *dst, const void *
     else ecs__copy_bytes(dst, src, col->size);
 }
 
-/* Carries change-tracking state of the moved row (only when either chunk
- * is tracked; the untracked fast path never gets here). */
-static void move_trackers(const ecs__chunk_t *src, uint32_t srow, ecs__chunk_t *dst, uint32_t drow)
-{
-    const ecs__archetype_t *sa = src->archetype, *da = dst->archetype;
-    if (!dst->trackers) return;
-    for (uint32_t j = 0; j < da->column_count; j++) {
-        if (!dst->trackers[j]) continue;
-        int32_t scol = ecs__archetype_column(sa, da->columns[j].id);
-        const ecs__tracker_t *st = scol >= 0 && src->trackers ? src->trackers[scol] : NULL;
-        ecs__tracker_move_row(dst->trackers[j], drow, st, srow);
-    }
-}
-
 static inline const ecs__init_t *init_find(const ecs__init_t *inits, uint32_t n, ecs_component_t c)
 {
     for (uint32_t k = 0; k < n; k++) {
         if (inits[k].component == c) return &inits[k];
     }
     return NULL;
+}
+
+/* Carries the change-tracking state of the moved row (only when either
+ * chunk is tracked; the untracked fast path never gets here). A column the
+ * row gains is Added; a kept column given a new value is Changed. A
+ * component is tracked in every archetype or in none, so a kept tracked
+ * column has a tracker on both sides. */
+static void move_trackers(ecs_world_t *w, const ecs__chunk_t *src, uint32_t srow, ecs__chunk_t *dst, uint32_t drow,
+                          const ecs__init_t *inits, uint32_t init_count)
+{
+    const ecs__archetype_t *sa = src->archetype, *da = dst->archetype;
+    if (!dst->trackers) return;
+    for (uint32_t j = 0; j < da->column_count; j++) {
+        ecs__tracker_t *t = dst->trackers[j];
+        if (!t) continue;
+        int32_t scol = ecs__archetype_column(sa, da->columns[j].id);
+        if (scol < 0) {
+            ecs__tracker_move_row(t, drow, NULL, 0);
+            ecs__tracker_mark_added(t, drow, w->tick_now);
+        } else {
+            ecs__tracker_move_row(t, drow, src->trackers[scol], srow);
+            if (init_count && init_find(inits, init_count, da->columns[j].id))
+                ecs__tracker_mark_changed(t, drow, w->tick_now);
+        }
+        ecs__chunk_list(dst, j);
+    }
 }
 
 void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
@@ -111,7 +123,8 @@ void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
         }
     }
     for (; i < ns; i++) value_fini1(&scols[i], (unsigned char *)src->cols[i] + (size_t)srow * scols[i].size);
-    if (ECS__UNLIKELY(src->trackers || dst_chunk->trackers)) move_trackers(src, srow, dst_chunk, drow);
+    if (ECS__UNLIKELY(src->trackers || dst_chunk->trackers))
+        move_trackers(w, src, srow, dst_chunk, drow, inits, init_count);
     if (ECS__UNLIKELY(sa->watch_removals)) ecs__removals_log(w, sa, da, e);
 
     ecs__chunk_remove_row(w, src, srow);
@@ -170,6 +183,7 @@ ecs_entity_t ecs__entity_create_in(ecs_world_t *w, ecs__chunk_t *ch, const ecs__
         else if (move) value_move1(col, dst, init->value);
         else value_copy1(col, dst, init->value);
     }
+    ecs__chunk_mark_added(w, ch, row, 1);
     w->structure_version++;
     return e;
 }
@@ -237,7 +251,8 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
     if (col >= 0) {
         const ecs__column_t *c_ = &a->columns[col];
         void *dst = column_row(ch, (uint32_t)col, rec->row);
-        if (dst == value) return ECS_OK; /* set to itself */
+        ecs__chunk_mark_changed(w, ch, (uint32_t)col, rec->row);
+        if (dst == value) return ECS_OK; /* set to itself: still a write */
         value_fini1(c_, dst);
         if (move) value_move1(c_, dst, value);
         else value_copy1(c_, dst, value);
@@ -378,6 +393,7 @@ ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *id
             if (v) value_copy1(c_, dst, v);
             else value_init1(c_, dst);
         }
+        ecs__chunk_mark_added(w, ch, row, 1);
         w->structure_version++;
         if (s.types) scratch_fini(w, &s);
         return e;
@@ -422,6 +438,7 @@ int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids
             if (v) ecs__value_copy(c->comp, dst, (const unsigned char *)v + (size_t)done * c->size, (int32_t)k);
             else ecs__value_init(c->comp, dst, (int32_t)k);
         }
+        ecs__chunk_mark_added(w, ch, base, k);
         done += k;
     }
     scratch_fini(w, &s);
@@ -518,5 +535,10 @@ const void *ecs_get(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 void *ecs_get_mut(ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 {
     if (!w || !ecs__world_immediate_ok(w)) return NULL;
-    return (void *)ecs_get(w, e, c);
+    ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
+    if (!rec) return NULL;
+    int32_t col = ecs__archetype_column(rec->chunk->archetype, c);
+    if (col < 0) return NULL;
+    ecs__chunk_mark_changed(w, rec->chunk, (uint32_t)col, rec->row);
+    return column_row(rec->chunk, (uint32_t)col, rec->row);
 }

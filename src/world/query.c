@@ -7,6 +7,12 @@
  * component index when created and extended by ecs__archetype_ensure
  * whenever a new archetype appears, so iteration never scans archetypes.
  * Iteration hands out one chunk at a time with the fields at row 0.
+ *
+ * A cached query may carry change filters. It scans the ticks of every
+ * chunk it matches (O(entities matched)); it does not read the dirty
+ * lists, so it never holds their pruning back, and its window is its
+ * previous ecs_query_iter. Systems' filters take the O(marked) path in
+ * frame.c.
  */
 #include "world/world.h"
 
@@ -26,8 +32,25 @@ int ecs__terms_validate(const ecs_world_t *w, const ecs_term_t *terms, uint32_t 
     return ECS_OK;
 }
 
-bool ecs__query_match(const ecs_query_t *q, const ecs__archetype_t *a, int16_t *columns)
+int ecs__changes_validate(const ecs_world_t *w, const ecs_change_filter_t *changes, uint32_t *count)
 {
+    uint32_t n = 0;
+    for (; n < ECS_MAX_TERMS && changes[n].kind; n++) {
+        const ecs_change_filter_t *f = &changes[n];
+        if (f->kind != ECS_ADDED && f->kind != ECS_CHANGED) return ECS_EINVAL;
+        /* Pair filters come with the relation stores. */
+        if (f->relation) return ECS_EINVAL;
+        const ecs__component_t *c = ecs__component_get(w, f->component);
+        /* A tag has no column, so nothing to keep ticks beside. */
+        if (!c || !c->info.size) return ECS_EINVAL;
+    }
+    *count = n;
+    return ECS_OK;
+}
+
+bool ecs__query_match(const ecs_query_t *q, ecs__archetype_t *a, ecs__query_match_t *m)
+{
+    int16_t *columns = m->columns;
     for (uint32_t i = 0; i < q->term_count; i++) {
         const ecs_term_t *t = &q->terms[i];
         columns[i] = -1;
@@ -50,6 +73,13 @@ bool ecs__query_match(const ecs_query_t *q, const ecs__archetype_t *a, int16_t *
             break;
         }
     }
+    /* A filter tests its component's ticks: rows without it never pass. */
+    for (uint32_t i = 0; i < q->change_count; i++) {
+        int32_t col = ecs__archetype_column(a, q->changes[i].component);
+        if (col < 0) return false;
+        m->filter_columns[i] = (int16_t)col;
+    }
+    m->archetype = a;
     return true;
 }
 
@@ -68,6 +98,13 @@ static ecs_component_t narrowest_required(const ecs_query_t *q)
             best = t->component;
         }
     }
+    for (uint32_t i = 0; i < q->change_count; i++) {
+        uint32_t n = q->world->components[q->changes[i].component]->archetype_count;
+        if (n < best_count) {
+            best_count = n;
+            best = q->changes[i].component;
+        }
+    }
     return best;
 }
 
@@ -78,7 +115,8 @@ static int cmp_match(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t term_count)
+ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t term_count,
+                               const ecs_change_filter_t *changes, uint32_t change_count)
 {
     if (!ecs__array_reserve(&w->allocator, (void **)&w->queries, &w->query_cap, w->query_count + 1,
                             sizeof(ecs_query_t *), _Alignof(ecs_query_t *)))
@@ -88,16 +126,18 @@ ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t
     q->world = w;
     q->term_count = term_count;
     memcpy(q->terms, terms, term_count * sizeof(ecs_term_t));
+    q->change_count = change_count;
+    if (change_count) memcpy(q->changes, changes, change_count * sizeof(ecs_change_filter_t));
 
     /* Candidates come from the component index of the narrowest required
      * term (or every archetype when nothing is required). */
     ecs_component_t narrow = narrowest_required(q);
     uint32_t n = narrow ? w->components[narrow]->archetype_count : w->archetype_count;
-    int16_t cols[ECS_MAX_TERMS];
+    ecs__query_match_t scratch;
     uint32_t matches = 0;
     for (uint32_t i = 0; i < n; i++) {
         ecs__archetype_t *a = narrow ? w->components[narrow]->archetypes[i].archetype : w->archetypes[i];
-        matches += ecs__query_match(q, a, cols);
+        matches += ecs__query_match(q, a, &scratch);
     }
     if (matches && !ecs__array_reserve(&w->allocator, (void **)&q->matches, &q->match_cap, matches,
                                        sizeof(ecs__query_match_t), _Alignof(ecs__query_match_t))) {
@@ -106,10 +146,7 @@ ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t
     }
     for (uint32_t i = 0; i < n; i++) {
         ecs__archetype_t *a = narrow ? w->components[narrow]->archetypes[i].archetype : w->archetypes[i];
-        if (!ecs__query_match(q, a, cols)) continue;
-        ecs__query_match_t *m = &q->matches[q->match_count++];
-        m->archetype = a;
-        memcpy(m->columns, cols, sizeof(cols));
+        if (ecs__query_match(q, a, &scratch)) q->matches[q->match_count++] = scratch;
     }
     /* The component index is in creation order too, but say so explicitly:
      * iteration order is part of the contract. */
@@ -127,16 +164,45 @@ void ecs__query_free(ecs_query_t *q)
     w->queries[q->world_index] = last;
     last->world_index = q->world_index;
     ecs__free(&w->allocator, q->matches);
+    ecs__free(&w->allocator, q->rows);
     ecs__free(&w->allocator, q);
+}
+
+/* A filtered query asks for ticks on its filters' components; dropping it
+ * gives them back (the first n filters, on failure halfway). */
+static void query_untrack(ecs_world_t *w, const ecs_query_t *q, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        ecs__component_t *c = w->components[q->changes[i].component];
+        c->filter_queries--;
+        ecs__tracking_lower(w, q->changes[i].component, ecs__tracking_wanted(c));
+    }
 }
 
 ecs_query_t *ecs_query_create(ecs_world_t *w, const ecs_query_desc_t *desc)
 {
     if (!w || !desc) return NULL;
     if (w->phase == ECS__PHASE_SYSTEMS || w->phase == ECS__PHASE_FLUSH) return NULL;
-    uint32_t n;
+    uint32_t n, nc;
     if (ecs__terms_validate(w, desc->terms, &n) != ECS_OK) return NULL;
-    return ecs__query_create(w, desc->terms, n);
+    if (ecs__changes_validate(w, desc->changes, &nc) != ECS_OK) return NULL;
+    ecs_query_t *q = ecs__query_create(w, desc->terms, n, desc->changes, nc);
+    if (!q || !nc) return q;
+    q->rows = ecs__alloc(&w->allocator, ECS__CHUNK_MAX_ROWS * sizeof(uint16_t), _Alignof(uint16_t));
+    if (!q->rows) {
+        ecs__query_free(q);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < nc; i++) {
+        ecs__component_t *c = w->components[q->changes[i].component];
+        c->filter_queries++;
+        if (ecs__tracking_raise(w, q->changes[i].component, ecs__tracking_wanted(c)) != ECS_OK) {
+            query_untrack(w, q, i + 1);
+            ecs__query_free(q);
+            return NULL;
+        }
+    }
+    return q;
 }
 
 void ecs_query_destroy(ecs_query_t *q)
@@ -144,6 +210,7 @@ void ecs_query_destroy(ecs_query_t *q)
     /* Not while systems run or commands apply: the world's query list is
      * shared state then (the query is freed with the world instead). */
     if (!q || q->world->phase == ECS__PHASE_SYSTEMS || q->world->phase == ECS__PHASE_FLUSH) return;
+    query_untrack(q->world, q, q->change_count);
     ecs__query_free(q);
 }
 
@@ -171,13 +238,42 @@ ecs_iter_t ecs_query_iter(ecs_world_t *w, ecs_query_t *q)
     it.priv_.query = q;
     it.priv_.match = 0;
     it.priv_.chunk_index = -1;
-    if (w && q && q->world == w) {
-        it.priv_.version = w->structure_version;
-        it.priv_.field_count = (int32_t)q->term_count;
-    } else {
+    if (!w || !q || q->world != w) {
         it.priv_.query = NULL; /* a mismatched pair iterates nothing */
+        return it;
+    }
+    it.priv_.version = w->structure_version;
+    it.priv_.field_count = (int32_t)q->term_count;
+    /* Marks through this iterator need immediate mode (they write
+     * trackers that running systems may read) and are listed at once. */
+    bool immediate = ecs__world_immediate_ok(w);
+    it.priv_.marks = immediate ? ECS__ITER_MARKS_NOW : 0;
+    if (w->phase == ECS__PHASE_IDLE) {
+        /* A tick of its own: marks made before this call are below it
+         * (in this window), marks made after it are not (the next one). */
+        w->tick_now++;
+    }
+    it.priv_.tick = w->tick_now;
+    if (q->change_count) {
+        /* The window: (end of the previous one, now). Marks at `now` made
+         * after this call are seen by the next iteration. */
+        it.priv_.since = q->last_iter;
+        q->last_iter = w->tick_now - 1;
     }
     return it;
+}
+
+/* The rows of chunk ch of match m that pass the query's filters in the
+ * iterator's window, into q->rows: -1 all of them, else how many. */
+static int32_t query_select(const ecs_iter_t *it, const ecs_query_t *q, const ecs__query_match_t *m,
+                            const ecs__chunk_t *ch)
+{
+    ecs__change_test_t tests[ECS_MAX_TERMS];
+    for (uint32_t i = 0; i < q->change_count; i++) {
+        tests[i].tracker = ch->trackers[m->filter_columns[i]];
+        tests[i].added = q->changes[i].kind == ECS_ADDED;
+    }
+    return ecs__changes_select(tests, q->change_count, ch->count, it->priv_.since, it->priv_.tick, true, q->rows);
 }
 
 bool ecs_query_next(ecs_iter_t *it)
@@ -194,9 +290,15 @@ bool ecs_query_next(ecs_iter_t *it)
         for (; c < a->chunk_count; c++) {
             const ecs__chunk_t *ch = a->chunks[c];
             if (!ch->count) continue;
+            int32_t n = q->change_count ? query_select(it, q, match, ch) : -1;
+            if (!n) continue;
             it->priv_.match = (int32_t)m;
             it->priv_.chunk_index = (int32_t)c;
             ecs__iter_set_chunk(it, q, match, ch);
+            if (n > 0) {
+                it->rows = q->rows;
+                it->count = n;
+            }
             return true;
         }
         it->priv_.chunk_index = -1;
@@ -234,6 +336,9 @@ void *ecs__field_checked(const ecs_iter_t *it, int term, size_t size)
 int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_iter_t *it), void *ctx)
 {
     if (!w || !desc || !fn) return ECS_EINVAL;
+    /* Change filters compare against a previous iteration, which a
+     * one-shot query does not have. */
+    if (desc->changes[0].kind) return ECS_EINVAL;
     /* A query on the stack: same matching, no cache, no allocation. */
     ecs_query_t q;
     memset(&q, 0, sizeof(q));
@@ -259,8 +364,7 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
     uint32_t na = w->archetype_count;
     for (uint32_t i = 0; i < na; i++) {
         ecs__archetype_t *a = w->archetypes[i];
-        if (!a->entity_count || !ecs__query_match(&q, a, m.columns)) continue;
-        m.archetype = a;
+        if (!a->entity_count || !ecs__query_match(&q, a, &m)) continue;
         uint32_t nc = a->chunk_count;
         for (uint32_t c = 0; c < nc; c++) {
             const ecs__chunk_t *ch = a->chunks[c];
@@ -273,5 +377,26 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
         w->defer_chunk_release = false;
         ecs__archetypes_trim(w);
     }
+    return ECS_OK;
+}
+
+int ecs_iter_changed(ecs_iter_t *it, int term, int row)
+{
+    if (!it || !it->priv_.marks || !it->priv_.chunk) return ECS_EINVAL;
+    const ecs_query_t *q = it->priv_.query;
+    if (!q || term < 0 || (uint32_t)term >= q->term_count) return ECS_EINVAL;
+    if (q->terms[term].access != ECS_WRITE || q->terms[term].src != ECS_SELF) return ECS_EINVAL;
+    /* A query iterator ends at a structural change: its chunk may be gone. */
+    if (it->priv_.marks == ECS__ITER_MARKS_NOW && it->priv_.version != q->world->structure_version)
+        return ECS_EINVAL;
+    ecs__chunk_t *ch = (ecs__chunk_t *)it->priv_.chunk;
+    int16_t col = q->matches[it->priv_.match].columns[term];
+    if (col < 0 || row < 0 || (uint32_t)row >= ch->count) return ECS_EINVAL;
+    ecs__tracker_t *t = ecs__chunk_tracker(ch, (uint32_t)col);
+    if (!t) return ECS_OK; /* nobody tracks the component: nothing to record */
+    ecs__tracker_mark_changed(t, (uint32_t)row, it->priv_.tick);
+    /* A system's jobs share the dirty-chunk lists: the thread that
+     * finishes the system lists its chunks (frame.c). */
+    if (it->priv_.marks == ECS__ITER_MARKS_NOW) ecs__chunk_list(ch, (uint32_t)col);
     return ECS_OK;
 }

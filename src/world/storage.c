@@ -8,6 +8,7 @@
 int ecs__world_storage_init(ecs_world_t *w, uint32_t workers)
 {
     ecs__entity_index_init(&w->entity_index);
+    w->tick_now = 1; /* 0 means "never marked" */
     if (!ecs__commands_init(w, workers)) return ECS_ENOMEM;
     w->root = ecs__archetype_ensure(w, NULL, 0);
     if (!w->root) {

@@ -179,6 +179,13 @@ typedef struct {
     ecs_entity_t *removed;
     uint32_t removed_count, removed_cap;
     uint64_t removed_base;
+    /* Change tracking (tracking.c): the level every archetype holding this
+     * component tracks it at, and who asks for it: systems with a change
+     * filter on it need dirty lists, filtered cached queries only ticks. */
+    ecs__track_level_t track_level;
+    uint32_t filter_systems;
+    uint32_t filter_queries;
+    uint64_t prune_min; /* scratch of the frame's pruning */
 } ecs__component_t;
 
 static inline ecs__component_t *ecs__component_get(const ecs_world_t *w, ecs_component_t c);
@@ -196,6 +203,9 @@ void ecs__components_fini(ecs_world_t *w);
 /* ---------------------------------------------------------------------- */
 
 #define ECS__CHUNK_BYTES (16u * 1024u) /* budget for a chunk's entity ids + columns */
+/* Entity ids alone take 8 bytes a row, so no chunk holds more rows than
+ * this: a buffer of this many rows holds any chunk's selected rows. */
+#define ECS__CHUNK_MAX_ROWS (ECS__CHUNK_BYTES / sizeof(ecs_entity_t))
 #define ECS__SLAB_MAX_CHUNKS 32u       /* chunks per slab once an archetype is large; <= 32 (used_mask) */
 _Static_assert(ECS__SLAB_MAX_CHUNKS <= 32, "slab slots are a uint32_t mask");
 #define ECS__EDGE_CACHE 8u             /* direct-mapped edge cache entries per direction */
@@ -208,6 +218,12 @@ typedef struct {
     uint32_t size;
     uint32_t bytes; /* one chunk's column: capacity * size, 64-byte aligned */
     uint32_t hooks; /* ECS__HOOK_* present */
+    /* While the component is tracked with dirty lists: the chunks whose
+     * tracker for this column has marks, in the order they got them (see
+     * tracking.c). Room for every chunk the archetype can list, so listing
+     * never allocates. */
+    ecs__chunk_t **dirty_chunks;
+    uint32_t dirty_chunk_count, dirty_chunk_cap;
 } ecs__column_t;
 
 typedef struct ecs__slab ecs__slab_t;
@@ -250,6 +266,7 @@ struct ecs__archetype {
     uint32_t ids_bytes;     /* one chunk's entity ids, 64-byte aligned */
     uint32_t header_bytes;  /* one chunk header with its column pointers */
     uint32_t hooks;         /* union of the columns' hooks */
+    uint32_t tracked_columns; /* columns whose component is tracked: new chunks get trackers */
     bool watch_removals;    /* some type has removal readers (removals.c) */
     uint64_t watched_types; /* bit i: types[i] has removal readers (i < 64) */
     uint64_t hash;
@@ -503,28 +520,108 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
 
 typedef struct {
     ecs__archetype_t *archetype;
-    int16_t columns[ECS_MAX_TERMS]; /* column per term, -1: NULL field */
+    int16_t columns[ECS_MAX_TERMS];        /* column per term, -1: NULL field */
+    int16_t filter_columns[ECS_MAX_TERMS]; /* column per change filter */
 } ecs__query_match_t;
 
 struct ecs_query {
     ecs_world_t *world;
     uint32_t term_count;
     ecs_term_t terms[ECS_MAX_TERMS];
+    uint32_t change_count; /* change filters: matching archetypes have their components */
+    ecs_change_filter_t changes[ECS_MAX_TERMS];
     ecs__query_match_t *matches; /* in archetype creation order */
     uint32_t match_count, match_cap;
     uint32_t world_index; /* position in world->queries */
+    /* A cached query with filters (ecs_query_create): the end of its
+     * previous iteration's window, and the buffer its iterator hands
+     * out as it->rows. Systems keep their own window. */
+    uint64_t last_iter;
+    uint16_t *rows;
+};
+
+/* ecs_iter_t.priv_.marks: whether ecs_iter_changed may mark rows, and who
+ * lists the chunk in its dirty-chunk list. */
+enum {
+    ECS__ITER_MARKS_DEFERRED = 1, /* a system's job: listed when the system finishes */
+    ECS__ITER_MARKS_NOW = 2,      /* immediate mode: listed at once */
 };
 
 /* Validates terms and counts them. ECS_EINVAL on a bad term. */
 int ecs__terms_validate(const ecs_world_t *w, const ecs_term_t *terms, uint32_t *count);
-/* Whether archetype a matches; fills columns when it does. */
-bool ecs__query_match(const ecs_query_t *q, const ecs__archetype_t *a, int16_t *columns);
-/* Creates a query with validated terms (the scheduler uses it for systems). */
-ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t term_count);
+/* Validates change filters (data components, no relation) and counts them. */
+int ecs__changes_validate(const ecs_world_t *w, const ecs_change_filter_t *changes, uint32_t *count);
+/* Whether archetype a matches; fills m (archetype and columns) when it does. */
+bool ecs__query_match(const ecs_query_t *q, ecs__archetype_t *a, ecs__query_match_t *m);
+/* Creates a query with validated terms and filters (the scheduler uses it
+ * for systems, whose filters are tracked by the scheduler). */
+ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t term_count,
+                               const ecs_change_filter_t *changes, uint32_t change_count);
 void ecs__query_free(ecs_query_t *q);
 /* Fills it's fields, entities and count for chunk ch of match m. */
 void ecs__iter_set_chunk(ecs_iter_t *it, const ecs_query_t *q, const ecs__query_match_t *m,
                          const ecs__chunk_t *ch);
+
+/* ---------------------------------------------------------------------- */
+/* Change tracking (tracking.c)                                            */
+/* ---------------------------------------------------------------------- */
+
+/* Raises component c to at least `level`: trackers beside every chunk of
+ * every archetype holding it, dirty-chunk lists at ECS__TRACK_DIRTY
+ * (re-seeded from the ticks already recorded). All or nothing: ECS_OK or
+ * ECS_ENOMEM with nothing changed. */
+int ecs__tracking_raise(ecs_world_t *w, ecs_component_t c, ecs__track_level_t level);
+/* Lowers component c to `level` (never fails; frees what it no longer needs). */
+void ecs__tracking_lower(ecs_world_t *w, ecs_component_t c, ecs__track_level_t level);
+/* The level c's consumers ask for. */
+static inline ecs__track_level_t ecs__tracking_wanted(const ecs__component_t *c)
+{
+    return c->filter_systems ? ECS__TRACK_DIRTY : c->filter_queries ? ECS__TRACK_TICKS : ECS__TRACK_NONE;
+}
+/* Trackers for a new chunk of an archetype with tracked columns. false on
+ * OOM (nothing allocated then). */
+bool ecs__chunk_trackers_create(ecs_world_t *w, ecs__chunk_t *ch);
+void ecs__chunk_trackers_destroy(ecs_world_t *w, ecs__chunk_t *ch);
+/* Grows the archetype's dirty-chunk lists to its chunk capacity. */
+bool ecs__archetype_dirty_lists_reserve(ecs_world_t *w, ecs__archetype_t *a);
+void ecs__archetype_dirty_lists_free(ecs_world_t *w, ecs__archetype_t *a);
+/* A chunk about to be released leaves every dirty-chunk list. */
+void ecs__chunk_unlist(ecs__chunk_t *ch);
+/* Drops the marks of c's chunks that every consumer has seen (all ticks
+ * <= min) and unlists chunks left without marks. */
+void ecs__tracking_prune(ecs_world_t *w, ecs_component_t c, uint64_t min);
+
+static inline ecs__tracker_t *ecs__chunk_tracker(const ecs__chunk_t *ch, uint32_t column)
+{
+    return ch->trackers ? ch->trackers[column] : NULL;
+}
+
+/* Puts the chunk in its archetype's dirty-chunk list for column when its
+ * tracker has marks and is not listed yet. Single-threaded callers only
+ * (immediate mode, barriers, the thread that finishes a system). */
+static inline void ecs__chunk_list(ecs__chunk_t *ch, uint32_t column)
+{
+    ecs__tracker_t *t = ch->trackers[column];
+    if (t->listed || t->level != ECS__TRACK_DIRTY || !ecs__tracker_has_marks(t)) return;
+    ecs__column_t *col = &ch->archetype->columns[column];
+    ecs__assert(col->dirty_chunk_count < col->dirty_chunk_cap, "dirty-chunk list has room for every chunk");
+    col->dirty_chunks[col->dirty_chunk_count++] = ch;
+    t->listed = true;
+}
+
+/* Marks row of column changed at the world's current tick (immediate
+ * mode and barriers). */
+void ecs__chunk_mark_changed_slow(ecs_world_t *w, ecs__chunk_t *ch, uint32_t column, uint32_t row);
+static inline void ecs__chunk_mark_changed(ecs_world_t *w, ecs__chunk_t *ch, uint32_t column, uint32_t row)
+{
+    if (ECS__UNLIKELY(ch->trackers != NULL)) ecs__chunk_mark_changed_slow(w, ch, column, row);
+}
+/* Marks rows [row, row + n) added in every tracked column (new entities). */
+void ecs__chunk_mark_added_slow(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row, uint32_t n);
+static inline void ecs__chunk_mark_added(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row, uint32_t n)
+{
+    if (ECS__UNLIKELY(ch->trackers != NULL)) ecs__chunk_mark_added_slow(w, ch, row, n);
+}
 
 /* ---------------------------------------------------------------------- */
 /* Commands                                                                */
@@ -639,6 +736,11 @@ struct ecs_world {
 
     void *frame_state; /* the frame being run (frame.c), NULL outside */
     int frame_error;   /* first error of the frame being run */
+
+    /* The tick a mark made now takes (docs/change-detection.md, Ticks):
+     * between frames, a tick above every finished run; inside a frame, the
+     * slot tick of the barrier or EXCLUSIVE system that is writing. */
+    uint64_t tick_now;
 
     uint64_t structure_version; /* bumped by every structural change */
     uint64_t frame;
