@@ -351,8 +351,7 @@ static bool reserve_filtered(ecs_world_t *w, ecs__plan_node_t *node, uint32_t wo
         chunks += a->chunk_count;
         const ecs__column_t *col = &a->columns[q->matches[m].filter_columns[0]];
         for (uint32_t k = 0; k < col->dirty_chunk_count; k++) {
-            const ecs__chunk_t *ch = col->dirty_chunks[k];
-            node->rows += listed_weight(node, ch->trackers[q->matches[m].filter_columns[0]], ch);
+            node->rows += listed_weight(node, col->dirty_chunks[k].tracker, col->dirty_chunks[k].chunk);
             node->chunk_count++;
         }
     }
@@ -377,10 +376,10 @@ static void collect_filtered(ecs__plan_node_t *node)
         if (!match->archetype->entity_count) continue;
         const ecs__column_t *col = &match->archetype->columns[match->filter_columns[0]];
         for (uint32_t k = 0; k < col->dirty_chunk_count; k++) {
-            ecs__chunk_t *ch = col->dirty_chunks[k];
+            ecs__chunk_t *ch = col->dirty_chunks[k].chunk;
             if (!ch->count) continue;
             ecs__assert(node->chunk_count < node->chunk_cap, "room reserved at the segment's start");
-            uint32_t weight = listed_weight(node, ch->trackers[match->filter_columns[0]], ch);
+            uint32_t weight = listed_weight(node, col->dirty_chunks[k].tracker, ch);
             node->chunks[node->chunk_count++] =
                 (ecs__chunk_ref_t){ch, match, ((uint64_t)m << 32) | ch->index, weight};
             node->rows += weight;
@@ -573,7 +572,10 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
                 ecs__column_t *col = &a->columns[q->matches[m].filter_columns[0]];
                 uint32_t nc = col->dirty_chunk_count;
                 for (uint32_t k = 0; k < nc; k++) {
-                    ecs__chunk_t *ch = col->dirty_chunks[k];
+                    /* (The list may grow, and move, under an exclusive
+                     * system: read it again each time.) */
+                    ecs__dirty_prefetch(col->dirty_chunks, k, nc, q->changes[0].kind == ECS_ADDED);
+                    ecs__chunk_t *ch = col->dirty_chunks[k].chunk;
                     if (ch->count) walk_chunk(&wk, m, ch);
                 }
             } else {

@@ -25,6 +25,7 @@ typedef enum {
 } ecs__track_level_t;
 
 typedef struct ecs__tracker {
+    /* The first 64 bytes hold what a consumer's walk reads. */
     uint64_t chunk_changed; /* chunk-level changed tick of a dense writer, 0: none */
     /* A chunk-level mark that pruning retired (every consumer that walks
      * dirty lists has seen it): kept, unlisted, for consumers that scan
@@ -32,16 +33,24 @@ typedef struct ecs__tracker {
      * chunk_changed it covers the rows present and is folded before they
      * change. */
     uint64_t chunk_retired;
-    /* Set by the world while the chunk is in its archetype's dirty-chunk
-     * list for this component; the tracker only stores it. */
-    bool listed;
-    uint64_t *added;        /* per row */
-    uint64_t *changed;      /* per row */
-    uint64_t *dirty_bits;   /* capacity bits */
+    /* Bounds on the ticks of the listed rows: list_max is at least the
+     * largest (when pruning's minimum reaches it, the whole list goes
+     * without reading a tick); list_min[0] (added) and list_min[1]
+     * (changed) are at most the smallest, UINT64_MAX for an empty list
+     * (when one is above a consumer's window start, every listed row
+     * passes that test without reading its tick). */
+    uint64_t list_max;
+    uint64_t list_min[2];
     uint16_t *dirty_list;   /* capacity entries, rows in first-marked order */
     uint32_t dirty_count;
     uint32_t capacity;
     ecs__track_level_t level;
+    /* Set by the world while the chunk is in its archetype's dirty-chunk
+     * list for this component; the tracker only stores it. */
+    bool listed;
+    uint64_t *dirty_bits;   /* capacity bits */
+    uint64_t *added;        /* per row */
+    uint64_t *changed;      /* per row */
 } ecs__tracker_t;
 
 /* A tracker for a chunk of `capacity` rows (<= 65536). NULL on OOM. */

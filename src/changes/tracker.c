@@ -11,21 +11,24 @@ ecs__tracker_t *ecs__tracker_create(const ecs_allocator_t *a, uint32_t capacity,
     ecs__assert(capacity && capacity <= 65536, "tracker rows fit uint16_t");
     size_t words = (capacity + 63) / 64;
     size_t bytes = ecs__align_up(sizeof(ecs__tracker_t), 8) + 2 * capacity * sizeof(uint64_t) +
-                   words * sizeof(uint64_t) + capacity * sizeof(uint16_t);
-    /* One allocation: header, then the tick arrays, bits and list. */
+                   words * sizeof(uint64_t) + ecs__align_up(capacity * sizeof(uint16_t), 8);
+    /* One allocation: the header, then what a consumer's walk and pruning
+     * read (the bits and the list, in the lines right after the header, so
+     * that fetching ahead reaches them), then the tick arrays. */
     unsigned char *p = ecs__calloc(a, bytes, 64);
     if (!p) return NULL;
     ecs__tracker_t *t = (ecs__tracker_t *)p;
     p += ecs__align_up(sizeof(ecs__tracker_t), 8);
-    t->added = (uint64_t *)p;
-    p += capacity * sizeof(uint64_t);
-    t->changed = (uint64_t *)p;
-    p += capacity * sizeof(uint64_t);
     t->dirty_bits = (uint64_t *)p;
     p += words * sizeof(uint64_t);
     t->dirty_list = (uint16_t *)p;
+    p += ecs__align_up(capacity * sizeof(uint16_t), 8);
+    t->added = (uint64_t *)p;
+    p += capacity * sizeof(uint64_t);
+    t->changed = (uint64_t *)p;
     t->capacity = capacity;
     t->level = level;
+    t->list_min[0] = t->list_min[1] = UINT64_MAX;
     return t;
 }
 
@@ -42,18 +45,46 @@ static inline void dirty_append(ecs__tracker_t *t, uint32_t row)
     t->dirty_list[t->dirty_count++] = (uint16_t)row;
 }
 
+/* A listed row's ticks are what they are now: widen the list's bounds. */
+static inline void list_bounds_add(ecs__tracker_t *t, uint32_t row)
+{
+    uint64_t a = t->added[row], c = t->changed[row];
+    if (a > t->list_max) t->list_max = a;
+    if (c > t->list_max) t->list_max = c;
+    if (a < t->list_min[0]) t->list_min[0] = a;
+    if (c < t->list_min[1]) t->list_min[1] = c;
+}
+
+static inline void list_bounds_reset(ecs__tracker_t *t)
+{
+    t->list_max = 0;
+    t->list_min[0] = t->list_min[1] = UINT64_MAX;
+}
+
+/* A mark only raises a tick: for a row already listed, only list_max can
+ * move; a new entry brings both of its ticks (the other may be 0). */
+static inline void mark(ecs__tracker_t *t, uint32_t row, uint64_t tick)
+{
+    if (ecs__tracker_in_dirty(t, row)) {
+        if (tick > t->list_max) t->list_max = tick;
+        return;
+    }
+    dirty_append(t, row);
+    list_bounds_add(t, row);
+}
+
 void ecs__tracker_mark_added(ecs__tracker_t *t, uint32_t row, uint64_t tick)
 {
     if (t->level == ECS__TRACK_NONE) return;
     t->added[row] = tick;
-    if (t->level == ECS__TRACK_DIRTY) dirty_append(t, row);
+    if (t->level == ECS__TRACK_DIRTY) mark(t, row, tick);
 }
 
 void ecs__tracker_mark_changed(ecs__tracker_t *t, uint32_t row, uint64_t tick)
 {
     if (t->level == ECS__TRACK_NONE) return;
     t->changed[row] = tick;
-    if (t->level == ECS__TRACK_DIRTY) dirty_append(t, row);
+    if (t->level == ECS__TRACK_DIRTY) mark(t, row, tick);
 }
 
 void ecs__tracker_fold_chunk_mark(ecs__tracker_t *t, uint32_t count)
@@ -72,7 +103,9 @@ void ecs__tracker_fold_chunk_mark(ecs__tracker_t *t, uint32_t count)
     if (!tick) return;
     for (uint32_t r = 0; r < count; r++) {
         if (t->changed[r] < tick) t->changed[r] = tick;
-        if (t->level == ECS__TRACK_DIRTY) dirty_append(t, r);
+        if (t->level != ECS__TRACK_DIRTY) continue;
+        dirty_append(t, r);
+        list_bounds_add(t, r);
     }
 }
 
@@ -82,13 +115,18 @@ void ecs__tracker_swap_remove(ecs__tracker_t *t, uint32_t row, uint32_t last)
     if (row != last) {
         t->added[row] = t->added[last];
         t->changed[row] = t->changed[last];
-        if (t->level == ECS__TRACK_DIRTY && ecs__tracker_in_dirty(t, last)) dirty_append(t, row);
+        if (t->level == ECS__TRACK_DIRTY) {
+            if (ecs__tracker_in_dirty(t, last)) dirty_append(t, row);
+            /* Listed now or before: its entry carries the new ticks. */
+            if (ecs__tracker_in_dirty(t, row)) list_bounds_add(t, row);
+        }
     }
     /* The last row keeps its bit and entry: zeroed ticks make the entry
      * inert until the row is reused, and then the bit prevents a second
      * entry for it. */
     t->added[last] = 0;
     t->changed[last] = 0;
+    if (t->level == ECS__TRACK_DIRTY && ecs__tracker_in_dirty(t, last)) list_bounds_add(t, last);
 }
 
 void ecs__tracker_move_row(ecs__tracker_t *dst, uint32_t dst_row, const ecs__tracker_t *src, uint32_t src_row)
@@ -98,16 +136,32 @@ void ecs__tracker_move_row(ecs__tracker_t *dst, uint32_t dst_row, const ecs__tra
     uint64_t changed = src ? src->changed[src_row] : 0;
     dst->added[dst_row] = added;
     dst->changed[dst_row] = changed;
-    if (dst->level == ECS__TRACK_DIRTY && (added || changed)) dirty_append(dst, dst_row);
+    if (dst->level != ECS__TRACK_DIRTY) return;
+    if (added || changed) dirty_append(dst, dst_row);
+    /* A row reused under an old entry brings its ticks too (maybe 0). */
+    if (ecs__tracker_in_dirty(dst, dst_row)) list_bounds_add(dst, dst_row);
 }
 
 void ecs__tracker_prune(ecs__tracker_t *t, uint64_t min_tick)
 {
+    if (t->list_max <= min_tick) {
+        /* Every entry is old: drop them all without reading a tick (the
+         * common case when every consumer runs each frame). */
+        for (uint32_t i = 0; i < t->dirty_count; i++) {
+            uint16_t row = t->dirty_list[i];
+            t->dirty_bits[row >> 6] &= ~(1ull << (row & 63));
+        }
+        t->dirty_count = 0;
+        list_bounds_reset(t);
+        return;
+    }
     uint32_t w = 0;
+    list_bounds_reset(t);
     for (uint32_t i = 0; i < t->dirty_count; i++) {
         uint16_t row = t->dirty_list[i];
         if (t->added[row] > min_tick || t->changed[row] > min_tick) {
             t->dirty_list[w++] = row;
+            list_bounds_add(t, row);
         } else {
             t->dirty_bits[row >> 6] &= ~(1ull << (row & 63));
         }
@@ -122,11 +176,14 @@ void ecs__tracker_set_level(ecs__tracker_t *t, ecs__track_level_t level, uint32_
     t->level = level;
     if (level == ECS__TRACK_DIRTY && old != ECS__TRACK_DIRTY) {
         for (uint32_t r = 0; r < count; r++) {
-            if (t->added[r] || t->changed[r]) dirty_append(t, r);
+            if (!t->added[r] && !t->changed[r]) continue;
+            dirty_append(t, r);
+            list_bounds_add(t, r);
         }
     } else if (level != ECS__TRACK_DIRTY && old == ECS__TRACK_DIRTY) {
         memset(t->dirty_bits, 0, ((t->capacity + 63) / 64) * sizeof(uint64_t));
         t->dirty_count = 0;
+        list_bounds_reset(t);
     }
     if (level == ECS__TRACK_NONE) {
         memset(t->added, 0, t->capacity * sizeof(uint64_t));
@@ -142,11 +199,12 @@ void ecs__tracker_set_level(ecs__tracker_t *t, ecs__track_level_t level, uint32_
 
 static inline bool in_window(uint64_t tick, uint64_t lo, uint64_t hi) { return tick > lo && tick < hi; }
 
-/* Whether row passes every test listed in pending (indices into tests). */
-static inline bool row_passes(const ecs__change_test_t *tests, const uint8_t *pending, uint32_t np, uint32_t row,
-                              uint64_t lo, uint64_t hi)
+/* Whether row passes every test listed in pending (indices into tests),
+ * from the first-th on. */
+static inline bool row_passes(const ecs__change_test_t *tests, const uint8_t *pending, uint32_t first, uint32_t np,
+                              uint32_t row, uint64_t lo, uint64_t hi)
 {
-    for (uint32_t k = 0; k < np; k++) {
+    for (uint32_t k = first; k < np; k++) {
         const ecs__change_test_t *c = &tests[pending[k]];
         uint64_t tick = c->added ? c->tracker->added[row] : c->tracker->changed[row];
         if (!in_window(tick, lo, hi)) return false;
@@ -173,16 +231,22 @@ int32_t ecs__changes_select(const ecs__change_test_t *tests, uint32_t n, uint32_
     uint32_t out = 0;
     if (scan || drv->level != ECS__TRACK_DIRTY) {
         for (uint32_t r = 0; r < count; r++) {
-            if (row_passes(tests, pending, np, r, lo, hi)) rows[out++] = (uint16_t)r;
+            if (row_passes(tests, pending, 0, np, r, lo, hi)) rows[out++] = (uint16_t)r;
         }
-    } else if (drv->dirty_count <= ECS__SELECT_LIST_MAX) {
+        return out == count ? -1 : (int32_t)out;
+    }
+    /* Every listed row passes the driver's test when the list's bounds
+     * lie in the window (a consumer that runs every frame, with only its
+     * own kind of marks listed): then no tick of the driver is read. */
+    uint32_t first = drv->list_min[tests[pending[0]].added ? 0 : 1] > lo && drv->list_max < hi ? 1 : 0;
+    if (drv->dirty_count <= ECS__SELECT_LIST_MAX) {
         /* A row passing the driver's test has a tick above lo, and entries
          * are pruned only below every consumer's lo: it is in the list.
          * Entries at or past count were swapped out (their ticks are zero
          * until the row is reused, and then they are the new row's). */
         for (uint32_t i = 0; i < drv->dirty_count; i++) {
             uint32_t r = drv->dirty_list[i];
-            if (r >= count || !row_passes(tests, pending, np, r, lo, hi)) continue;
+            if (r >= count || !row_passes(tests, pending, first, np, r, lo, hi)) continue;
             /* Insertion into the sorted prefix: at most a few entries. */
             uint32_t at = out++;
             while (at > 0 && rows[at - 1] > r) {
@@ -199,7 +263,7 @@ int32_t ecs__changes_select(const ecs__change_test_t *tests, uint32_t n, uint32_
             while (bits) {
                 uint32_t r = wi * 64 + (uint32_t)__builtin_ctzll(bits);
                 bits &= bits - 1;
-                if (row_passes(tests, pending, np, r, lo, hi)) rows[out++] = (uint16_t)r;
+                if (row_passes(tests, pending, first, np, r, lo, hi)) rows[out++] = (uint16_t)r;
             }
         }
     }

@@ -71,7 +71,7 @@ static void trackers_release_if_empty(ecs_world_t *w, ecs__chunk_t *ch)
 static bool dirty_list_reserve(ecs_world_t *w, ecs__column_t *col, uint32_t cap)
 {
     if (col->dirty_chunk_cap >= cap) return true;
-    ecs__chunk_t **list = ecs__alloc(&w->allocator, cap * sizeof(*list), _Alignof(ecs__chunk_t *));
+    ecs__dirty_ref_t *list = ecs__alloc(&w->allocator, cap * sizeof(*list), _Alignof(ecs__dirty_ref_t));
     if (!list) return false;
     if (col->dirty_chunk_count) memcpy(list, col->dirty_chunks, col->dirty_chunk_count * sizeof(*list));
     ecs__free(&w->allocator, col->dirty_chunks);
@@ -104,8 +104,9 @@ void ecs__archetype_dirty_lists_free(ecs_world_t *w, ecs__archetype_t *a)
 static void dirty_list_remove(ecs__column_t *col, const ecs__chunk_t *ch)
 {
     for (uint32_t i = 0; i < col->dirty_chunk_count; i++) {
-        if (col->dirty_chunks[i] != ch) continue;
-        memmove(&col->dirty_chunks[i], &col->dirty_chunks[i + 1], (col->dirty_chunk_count - i - 1) * sizeof(ch));
+        if (col->dirty_chunks[i].chunk != ch) continue;
+        memmove(&col->dirty_chunks[i], &col->dirty_chunks[i + 1],
+                (col->dirty_chunk_count - i - 1) * sizeof(*col->dirty_chunks));
         col->dirty_chunk_count--;
         return;
     }
@@ -265,16 +266,21 @@ void ecs__tracking_prune(ecs_world_t *w, ecs_component_t id, uint64_t min)
     for (uint32_t i = 0; i < comp->archetype_count; i++) {
         ecs__archetype_t *a = comp->archetypes[i].archetype;
         ecs__column_t *col = &a->columns[comp->archetypes[i].column];
-        uint32_t keep = 0;
-        for (uint32_t k = 0; k < col->dirty_chunk_count; k++) {
-            ecs__chunk_t *ch = col->dirty_chunks[k];
-            ecs__tracker_t *t = ch->trackers[comp->archetypes[i].column];
+        uint32_t keep = 0, n = col->dirty_chunk_count;
+        for (uint32_t k = 0; k < n; k++) {
+            /* The trackers are scattered: fetch a few ahead. */
+            if (k + ECS__PREFETCH_FAR < n) {
+                const char *far = (const char *)col->dirty_chunks[k + ECS__PREFETCH_FAR].tracker;
+                __builtin_prefetch(far, 1);
+                __builtin_prefetch(far + 64, 1);
+            }
+            ecs__tracker_t *t = col->dirty_chunks[k].tracker;
             ecs__tracker_prune(t, min);
             /* Consumers that scan ticks (filtered queries, first runs) do
              * not hold pruning back: a retired mark stays for them. */
             if (t->chunk_changed <= min) ecs__tracker_retire_chunk_mark(t);
             if (ecs__tracker_has_marks(t)) {
-                col->dirty_chunks[keep++] = ch;
+                col->dirty_chunks[keep++] = col->dirty_chunks[k];
             } else {
                 t->listed = false;
             }

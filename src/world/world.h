@@ -222,9 +222,16 @@ typedef struct {
      * tracker for this column has marks, in the order they got them (see
      * tracking.c). Room for every chunk the archetype can list, so listing
      * never allocates. */
-    ecs__chunk_t **dirty_chunks;
+    struct ecs__dirty_ref *dirty_chunks;
     uint32_t dirty_chunk_count, dirty_chunk_cap;
 } ecs__column_t;
+
+/* A dirty-chunk list entry: the chunk and its tracker for the column, so
+ * walking the list (consumers, pruning) reaches the tracker in one load. */
+typedef struct ecs__dirty_ref {
+    ecs__chunk_t *chunk;
+    ecs__tracker_t *tracker;
+} ecs__dirty_ref_t;
 
 typedef struct ecs__slab ecs__slab_t;
 
@@ -591,6 +598,29 @@ void ecs__chunk_unlist(ecs__chunk_t *ch);
  * <= min) and unlists chunks left without marks. */
 void ecs__tracking_prune(ecs_world_t *w, ecs_component_t c, uint64_t min);
 
+/* Walks over dirty-chunk lists touch scattered memory (chunks, trackers,
+ * ticks), so they fetch ahead in two stages: the chunk and the tracker's
+ * first lines (header, bits, list) PREFETCH_FAR entries ahead, then, once
+ * those have arrived, the ticks of a few listed rows PREFETCH_NEAR ahead. */
+#define ECS__PREFETCH_FAR 8u
+#define ECS__PREFETCH_NEAR 4u
+
+static inline void ecs__dirty_prefetch(const ecs__dirty_ref_t *list, uint32_t k, uint32_t n, bool added)
+{
+    if (k + ECS__PREFETCH_FAR < n) {
+        const ecs__dirty_ref_t *far = &list[k + ECS__PREFETCH_FAR];
+        __builtin_prefetch(far->chunk);
+        __builtin_prefetch(far->tracker);
+        __builtin_prefetch((const char *)far->tracker + 64);
+    }
+    if (k + ECS__PREFETCH_NEAR < n) {
+        const ecs__tracker_t *t = list[k + ECS__PREFETCH_NEAR].tracker;
+        uint32_t rows = t->dirty_count < 4 ? t->dirty_count : 4;
+        const uint64_t *ticks = added ? t->added : t->changed;
+        for (uint32_t i = 0; i < rows; i++) __builtin_prefetch(&ticks[t->dirty_list[i]]);
+    }
+}
+
 static inline ecs__tracker_t *ecs__chunk_tracker(const ecs__chunk_t *ch, uint32_t column)
 {
     return ch->trackers ? ch->trackers[column] : NULL;
@@ -605,7 +635,7 @@ static inline void ecs__chunk_list(ecs__chunk_t *ch, uint32_t column)
     if (t->listed || t->level != ECS__TRACK_DIRTY || !ecs__tracker_has_marks(t)) return;
     ecs__column_t *col = &ch->archetype->columns[column];
     ecs__assert(col->dirty_chunk_count < col->dirty_chunk_cap, "dirty-chunk list has room for every chunk");
-    col->dirty_chunks[col->dirty_chunk_count++] = ch;
+    col->dirty_chunks[col->dirty_chunk_count++] = (ecs__dirty_ref_t){ch, t};
     t->listed = true;
 }
 
