@@ -211,6 +211,10 @@ typedef struct {
     uint16_t *rows; /* ECS__CHUNK_MAX_ROWS: the selected rows of one chunk */
     bool scan;      /* a filtered system's first run */
     bool list_now;  /* single-threaded: list written chunks right away */
+    bool added0;    /* the first filter tests added ticks */
+    bool marks;     /* WRITE terms mark whole chunks (not MANUAL_CHANGE_MARKS) */
+    uint32_t change_count;
+    uint64_t since, this_run; /* the window, copied: callbacks may write anything */
     uint64_t handed;
 #ifndef NDEBUG
     ecs__read_set_t *reads;
@@ -226,14 +230,17 @@ static inline void walk_chunk(walk_t *wk, uint32_t m, ecs__chunk_t *ch)
     const ecs__query_match_t *match = &wk->q->matches[m];
     ecs_iter_t *it = wk->it;
     int32_t n = -1;
-    if (wk->q->change_count) {
+    if (wk->change_count == 1) {
+        n = ecs__changes_select_one(ch->trackers[match->filter_columns[0]], wk->added0, ch->count, wk->since,
+                                    wk->this_run, wk->scan, wk->rows);
+        if (!n) return;
+    } else if (wk->change_count) {
         ecs__change_test_t tests[ECS_MAX_TERMS];
-        for (uint32_t i = 0; i < wk->q->change_count; i++) {
+        for (uint32_t i = 0; i < wk->change_count; i++) {
             tests[i].tracker = ch->trackers[match->filter_columns[i]];
             tests[i].added = wk->q->changes[i].kind == ECS_ADDED;
         }
-        n = ecs__changes_select(tests, wk->q->change_count, ch->count, wk->node->since, wk->node->this_run,
-                                wk->scan, wk->rows);
+        n = ecs__changes_select(tests, wk->change_count, ch->count, wk->since, wk->this_run, wk->scan, wk->rows);
         if (!n) return;
     }
 #ifndef NDEBUG
@@ -248,13 +255,13 @@ static inline void walk_chunk(walk_t *wk, uint32_t m, ecs__chunk_t *ch)
     }
     wk->handed += (uint64_t)it->count;
     bool tracked = ch->trackers && wk->sys->nwrite_terms;
-    if (ECS__UNLIKELY(tracked) && !(wk->sys->flags & ECS_SYSTEM_MANUAL_CHANGE_MARKS)) {
+    if (ECS__UNLIKELY(tracked) && wk->marks) {
         /* Its job owns the chunk: no other thread touches these trackers
          * while the system runs (writers of a component are serialised,
          * and its filtered readers run after it). */
         for (uint32_t k = 0; k < wk->sys->nwrite_terms; k++) {
             int16_t col = match->columns[wk->sys->write_terms[k]];
-            if (col >= 0 && ch->trackers[col]) ch->trackers[col]->chunk_changed = wk->node->this_run;
+            if (col >= 0 && ch->trackers[col]) ch->trackers[col]->chunk_changed = wk->this_run;
         }
     }
     wk->sys->run(it);
@@ -283,7 +290,9 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
     } else {
         uint16_t rows[ECS__CHUNK_MAX_ROWS];
         walk_t wk = {.node = node, .sys = sys, .q = sys->query, .it = &it, .cmd = cmd, .rows = rows,
-                     .scan = node->since == 0,
+                     .scan = node->since == 0, .added0 = sys->query->changes[0].kind == ECS_ADDED,
+                     .marks = !(sys->flags & ECS_SYSTEM_MANUAL_CHANGE_MARKS),
+                     .change_count = sys->query->change_count, .since = node->since, .this_run = node->this_run,
 #ifndef NDEBUG
                      .reads = &reads,
 #endif
@@ -557,7 +566,9 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
         if (exclusive) w->defer_chunk_release = true;
         uint16_t rows[ECS__CHUNK_MAX_ROWS];
         walk_t wk = {.node = node, .sys = sys, .q = q, .it = &it, .cmd = cmd, .rows = rows,
-                     .scan = node->since == 0, .list_now = true,
+                     .scan = node->since == 0, .list_now = true, .added0 = q->changes[0].kind == ECS_ADDED,
+                     .marks = !(sys->flags & ECS_SYSTEM_MANUAL_CHANGE_MARKS), .change_count = q->change_count,
+                     .since = node->since, .this_run = node->this_run,
 #ifndef NDEBUG
                      .reads = &reads,
 #endif
@@ -574,7 +585,7 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
                 for (uint32_t k = 0; k < nc; k++) {
                     /* (The list may grow, and move, under an exclusive
                      * system: read it again each time.) */
-                    ecs__dirty_prefetch(col->dirty_chunks, k, nc, q->changes[0].kind == ECS_ADDED);
+                    ecs__dirty_prefetch(col->dirty_chunks, k, nc);
                     ecs__chunk_t *ch = col->dirty_chunks[k].chunk;
                     if (ch->count) walk_chunk(&wk, m, ch);
                 }

@@ -75,7 +75,23 @@ void ecs__tracker_move_row(ecs__tracker_t *dst, uint32_t dst_row, const ecs__tra
 
 /* Drops dirty entries whose ticks are all <= min_tick (or whose row is at
  * or past count and zeroed), clearing their bits. */
-void ecs__tracker_prune(ecs__tracker_t *t, uint64_t min_tick);
+void ecs__tracker_prune_slow(ecs__tracker_t *t, uint64_t min_tick);
+static inline void ecs__tracker_prune(ecs__tracker_t *t, uint64_t min_tick)
+{
+    if (t->list_max > min_tick) {
+        ecs__tracker_prune_slow(t, min_tick);
+        return;
+    }
+    /* Every entry is old: drop them all without reading a tick (the
+     * common case when every consumer runs each frame). */
+    for (uint32_t i = 0; i < t->dirty_count; i++) {
+        uint16_t row = t->dirty_list[i];
+        t->dirty_bits[row >> 6] &= ~(1ull << (row & 63));
+    }
+    t->dirty_count = 0;
+    t->list_max = 0;
+    t->list_min[0] = t->list_min[1] = UINT64_MAX;
+}
 
 /* Raises (or lowers) the level; raising to DIRTY re-seeds the list from
  * the rows [0, count) that carry a tick. */
@@ -130,5 +146,37 @@ typedef struct {
  */
 int32_t ecs__changes_select(const ecs__change_test_t *tests, uint32_t n, uint32_t count, uint64_t lo, uint64_t hi,
                             bool scan, uint16_t *rows);
+
+/* ecs__changes_select for one test, with the common case inline: a
+ * chunk-level mark in the window, or a short list whose bounds lie in the
+ * window (a consumer that runs every frame), where no tick is read. */
+static inline int32_t ecs__changes_select_one(const ecs__tracker_t *t, bool added, uint32_t count, uint64_t lo,
+                                              uint64_t hi, bool scan, uint16_t *rows)
+{
+    if (!added && t->chunk_changed > lo && t->chunk_changed < hi) return -1;
+    if (scan || t->level != ECS__TRACK_DIRTY || t->dirty_count > ECS__SELECT_LIST_MAX ||
+        t->list_min[added ? 0 : 1] <= lo || t->list_max >= hi) {
+        ecs__change_test_t test = {t, added};
+        return ecs__changes_select(&test, 1, count, lo, hi, scan, rows);
+    }
+    uint32_t n = t->dirty_count, out = 0;
+    if (n == 1) { /* the most common case by far */
+        uint16_t r = t->dirty_list[0];
+        if (r >= count) return 0;
+        rows[0] = r;
+        return count == 1 ? -1 : 1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint16_t r = t->dirty_list[i];
+        if (r >= count) continue;
+        uint32_t at = out++;
+        while (at > 0 && rows[at - 1] > r) {
+            rows[at] = rows[at - 1];
+            at--;
+        }
+        rows[at] = r;
+    }
+    return out == count ? -1 : (int32_t)out;
+}
 
 #endif /* ECS_CHANGES_H */

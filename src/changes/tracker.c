@@ -142,19 +142,8 @@ void ecs__tracker_move_row(ecs__tracker_t *dst, uint32_t dst_row, const ecs__tra
     if (ecs__tracker_in_dirty(dst, dst_row)) list_bounds_add(dst, dst_row);
 }
 
-void ecs__tracker_prune(ecs__tracker_t *t, uint64_t min_tick)
+void ecs__tracker_prune_slow(ecs__tracker_t *t, uint64_t min_tick)
 {
-    if (t->list_max <= min_tick) {
-        /* Every entry is old: drop them all without reading a tick (the
-         * common case when every consumer runs each frame). */
-        for (uint32_t i = 0; i < t->dirty_count; i++) {
-            uint16_t row = t->dirty_list[i];
-            t->dirty_bits[row >> 6] &= ~(1ull << (row & 63));
-        }
-        t->dirty_count = 0;
-        list_bounds_reset(t);
-        return;
-    }
     uint32_t w = 0;
     list_bounds_reset(t);
     for (uint32_t i = 0; i < t->dirty_count; i++) {

@@ -269,10 +269,10 @@ void ecs__tracking_prune(ecs_world_t *w, ecs_component_t id, uint64_t min)
         uint32_t keep = 0, n = col->dirty_chunk_count;
         for (uint32_t k = 0; k < n; k++) {
             /* The trackers are scattered: fetch a few ahead. */
-            if (k + ECS__PREFETCH_FAR < n) {
-                const char *far = (const char *)col->dirty_chunks[k + ECS__PREFETCH_FAR].tracker;
-                __builtin_prefetch(far, 1);
-                __builtin_prefetch(far + 64, 1);
+            if (k + ECS__PREFETCH_AHEAD < n) {
+                const char *ahead = (const char *)col->dirty_chunks[k + ECS__PREFETCH_AHEAD].tracker;
+                __builtin_prefetch(ahead, 1);
+                __builtin_prefetch(ahead + 64, 1);
             }
             ecs__tracker_t *t = col->dirty_chunks[k].tracker;
             ecs__tracker_prune(t, min);

@@ -598,27 +598,20 @@ void ecs__chunk_unlist(ecs__chunk_t *ch);
  * <= min) and unlists chunks left without marks. */
 void ecs__tracking_prune(ecs_world_t *w, ecs_component_t c, uint64_t min);
 
-/* Walks over dirty-chunk lists touch scattered memory (chunks, trackers,
- * ticks), so they fetch ahead in two stages: the chunk and the tracker's
- * first lines (header, bits, list) PREFETCH_FAR entries ahead, then, once
- * those have arrived, the ticks of a few listed rows PREFETCH_NEAR ahead. */
-#define ECS__PREFETCH_FAR 8u
-#define ECS__PREFETCH_NEAR 4u
+/* Walks over dirty-chunk lists touch scattered memory, so they fetch the
+ * chunk header and the tracker's first lines (header, bits, the start of
+ * the list) this many entries ahead. A prefetch never stalls; anything
+ * that needs a load first (a row's tick) is not worth fetching ahead: the
+ * consumer's common case reads no tick (ecs__changes_select_one). */
+#define ECS__PREFETCH_AHEAD 8u
 
-static inline void ecs__dirty_prefetch(const ecs__dirty_ref_t *list, uint32_t k, uint32_t n, bool added)
+static inline void ecs__dirty_prefetch(const ecs__dirty_ref_t *list, uint32_t k, uint32_t n)
 {
-    if (k + ECS__PREFETCH_FAR < n) {
-        const ecs__dirty_ref_t *far = &list[k + ECS__PREFETCH_FAR];
-        __builtin_prefetch(far->chunk);
-        __builtin_prefetch(far->tracker);
-        __builtin_prefetch((const char *)far->tracker + 64);
-    }
-    if (k + ECS__PREFETCH_NEAR < n) {
-        const ecs__tracker_t *t = list[k + ECS__PREFETCH_NEAR].tracker;
-        uint32_t rows = t->dirty_count < 4 ? t->dirty_count : 4;
-        const uint64_t *ticks = added ? t->added : t->changed;
-        for (uint32_t i = 0; i < rows; i++) __builtin_prefetch(&ticks[t->dirty_list[i]]);
-    }
+    if (k + ECS__PREFETCH_AHEAD >= n) return;
+    const ecs__dirty_ref_t *ahead = &list[k + ECS__PREFETCH_AHEAD];
+    __builtin_prefetch(ahead->chunk);
+    __builtin_prefetch(ahead->tracker);
+    __builtin_prefetch((const char *)ahead->tracker + 64);
 }
 
 static inline ecs__tracker_t *ecs__chunk_tracker(const ecs__chunk_t *ch, uint32_t column)
