@@ -19,6 +19,14 @@
  *               obituary  a removal reader (removed = Lifetime): through
  *                         ecs_iter_removed it sees each particle that died
  *                         since its last run, exactly once
+ *               newborn   change detection: ADDED(Lifetime) hands it each
+ *                         particle born since its last run, exactly once
+ *               fade      MANUAL_CHANGE_MARKS: darkens about one coloured
+ *                         particle in 64 and marks just those rows with
+ *                         ecs_iter_changed
+ *               repaint   CHANGED(Color): gets exactly the rows fade marked
+ *                         (spawns are Added, not Changed), at a cost that
+ *                         follows the marked rows, not the population
  *
  * Commands recorded in a stage are applied at its end, in a fixed order.
  * Usage: demo [frames [target_population]]   (defaults: 300, 20000)
@@ -33,6 +41,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 typedef struct { float x, y; } Position;
@@ -84,6 +93,9 @@ typedef struct {
     atomic_ullong despawned; /* by age */
     unsigned long long obituaries; /* deaths the removal reader saw */
     atomic_ullong toggles;   /* by mood_on and mood_off */
+    atomic_ullong newborns;  /* births newborn saw */
+    atomic_ullong faded;     /* rows fade marked */
+    atomic_ullong repainted; /* rows repaint was handed */
 } Sim;
 
 /* ---- PreUpdate ---------------------------------------------------------- */
@@ -233,6 +245,40 @@ static void obituary(ecs_iter_t *it)
     s->obituaries += (unsigned long long)n;
 }
 
+/* ADDED(Lifetime): every particle gets a Lifetime at birth, from the
+ * spawner's commands or the burst's batch, so this sees each birth once. */
+static void newborn(ecs_iter_t *it)
+{
+    Sim *s = it->ctx;
+    atomic_fetch_add_explicit(&s->newborns, (unsigned long long)it->count, memory_order_relaxed);
+}
+
+/* MANUAL_CHANGE_MARKS, Color WRITE: its WRITE term does not mark whole
+ * chunks; it marks the rows it really changed. */
+static void fade(ecs_iter_t *it)
+{
+    Sim *s = it->ctx;
+    Color *c = ECS_FIELD(it, Color, 0);
+    unsigned long long marked = 0;
+    for (int i = 0; i < it->count; i++) {
+        if ((mix64(it->entities[i] ^ mix64(s->frame + 7)) & 63) != 0) continue;
+        c[i] = (Color){(uint8_t)(c[i].r / 2), (uint8_t)(c[i].g / 2), (uint8_t)(c[i].b / 2), c[i].a};
+        CHECK_OK(ecs_iter_changed(it, 0, i));
+        marked++;
+    }
+    if (marked) atomic_fetch_add_explicit(&s->faded, marked, memory_order_relaxed);
+}
+
+/* CHANGED(Color), Color READ: it->rows lists the marked rows of each chunk
+ * it is handed; chunks without marks are never visited. */
+static void repaint(ecs_iter_t *it)
+{
+    Sim *s = it->ctx;
+    const Color *c = ECS_FIELD(it, Color, 0);
+    for (int i = 0; i < it->count; i++) CHECK(c[ecs_iter_row(it, i)].a == 255);
+    atomic_fetch_add_explicit(&s->repainted, (unsigned long long)it->count, memory_order_relaxed);
+}
+
 /* One accumulator per stats system. The systems are SINGLE_THREADED (one
  * job), so a system's callbacks never race on its accumulator. */
 typedef struct {
@@ -311,6 +357,12 @@ int main(int argc, char **argv)
         {.name = "stats_bouncy", .stage = "PostUpdate", .flags = ECS_SYSTEM_SINGLE_THREADED, .run = stats,
          .terms = {TERM(P, ECS_READ), any_color, TERM(B, ECS_WITH)}, .ctx = &census[1]},
         {.name = "obituary", .stage = "PostUpdate", .removed = L, .run = obituary, .ctx = &sim},
+        {.name = "newborn", .stage = "PostUpdate", .changes = {{.kind = ECS_ADDED, .component = L}},
+         .run = newborn, .ctx = &sim},
+        {.name = "fade", .stage = "PostUpdate", .terms = {TERM(C, ECS_WRITE)}, .flags = ECS_SYSTEM_MANUAL_CHANGE_MARKS,
+         .run = fade, .ctx = &sim},
+        {.name = "repaint", .stage = "PostUpdate", .terms = {TERM(C, ECS_READ)},
+         .changes = {{.kind = ECS_CHANGED, .component = C}}, .run = repaint, .ctx = &sim},
     };
     for (size_t i = 0; i < sizeof systems / sizeof systems[0]; i++)
         if (!ecs_system_register(world, &systems[i])) FAIL("cannot register system %s", systems[i].name);
@@ -350,6 +402,18 @@ int main(int argc, char **argv)
     CHECK(st.entities == sim.population);
     CHECK(sim.spawned - despawned == st.entities);
     CHECK(sim.obituaries == despawned); /* each death seen once */
+    /* Change detection: each birth Added once; each fade mark seen once
+     * (repaint runs after fade in the same stage, nothing else marks). */
+    unsigned long long newborns = atomic_load(&sim.newborns), faded = atomic_load(&sim.faded);
+    unsigned long long repainted = atomic_load(&sim.repainted);
+    CHECK(newborns == sim.spawned);
+    CHECK(repainted == faded);
+    ecs_system_t repaint_id = 0, fade_id = 0;
+    for (uint32_t i = 0; i < st.systems; i++) {
+        if (st.system_stats[i].name && !strcmp(st.system_stats[i].name, "repaint")) repaint_id = i + 1;
+        if (st.system_stats[i].name && !strcmp(st.system_stats[i].name, "fade")) fade_id = i + 1;
+    }
+    CHECK(repaint_id && fade_id);
 
     qsort(frame_us, (size_t)frames, sizeof *frame_us, cmp_double);
     printf("\nframe time (us): frames %d  min %.1f  median %.1f  p95 %.1f  p99 %.1f  max %.1f  mean %.1f\n", frames,
@@ -362,6 +426,13 @@ int main(int argc, char **argv)
            st.archetypes, st.chunks, st.systems, (unsigned long long)st.commands_skipped);
     printf("totals: spawned %llu  despawned %llu  Bouncy flips %llu  obituaries (removal reader) %llu\n",
            (unsigned long long)sim.spawned, despawned, (unsigned long long)atomic_load(&sim.toggles), sim.obituaries);
+    const ecs_system_stats_t *rs = &st.system_stats[repaint_id - 1], *fs = &st.system_stats[fade_id - 1];
+    printf("change detection: births seen by newborn (ADDED) %llu  rows faded %llu  rows seen by repaint "
+           "(CHANGED) %llu\n",
+           newborns, faded, repainted);
+    printf("last frame: fade visited %llu rows in %.1f us; repaint was handed %llu marked rows in %.1f us\n",
+           (unsigned long long)fs->rows, (double)fs->time_ns / 1e3, (unsigned long long)rs->rows,
+           (double)rs->time_ns / 1e3);
 
     free(frame_us);
     ecs_world_destroy(world);
