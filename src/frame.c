@@ -216,10 +216,38 @@ typedef struct {
     uint32_t change_count;
     uint64_t since, this_run; /* the window, copied: callbacks may write anything */
     uint64_t handed;
+    /* An EXCLUSIVE filtered system: the entities handed so far this run,
+     * and how many new ones the current pass handed (see run_node_here). */
+    ecs__map_t *seen;
+    ecs_world_t *world;
+    uint64_t fresh;
 #ifndef NDEBUG
     ecs__read_set_t *reads;
 #endif
 } walk_t;
+
+/* An EXCLUSIVE filtered system moves rows while it walks: drops from the
+ * selection (n rows in wk->rows, or -1: every row) the entities it was
+ * handed earlier in this run, and remembers the others. */
+static int32_t walk_dedup(walk_t *wk, const ecs__chunk_t *ch, int32_t n)
+{
+    uint32_t count = n < 0 ? ch->count : (uint32_t)n, out = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t row = n < 0 ? i : wk->rows[i];
+        bool inserted = false;
+        uint64_t *slot = ecs__map_ensure(wk->seen, &wk->world->allocator, ch->entities[row], &inserted);
+        if (!slot) {
+            /* Out of memory: hand it anyway (a later pass may repeat it),
+             * and say so through the frame's result. */
+            if (!wk->world->frame_error) wk->world->frame_error = ECS_ENOMEM;
+        } else if (!inserted) {
+            continue;
+        }
+        wk->rows[out++] = (uint16_t)row;
+    }
+    wk->fresh += out;
+    return n < 0 && out == count ? -1 : (int32_t)out;
+}
 
 /* Runs the system on chunk ch of match number m: the rows its filters
  * pass (none: no call), a chunk-level mark on each written column first
@@ -243,6 +271,7 @@ static inline void walk_chunk(walk_t *wk, uint32_t m, ecs__chunk_t *ch)
         n = ecs__changes_select(tests, wk->change_count, ch->count, wk->since, wk->this_run, wk->scan, wk->rows);
         if (!n) return;
     }
+    if (ECS__UNLIKELY(wk->seen != NULL) && !(n = walk_dedup(wk, ch, n))) return;
 #ifndef NDEBUG
     wk->reads->chunk = ch;
 #endif
@@ -575,7 +604,22 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
         };
         /* By index, re-reading every array after each callback: an
          * exclusive system may create archetypes, chunks and list entries
-         * as it goes (it covers what was there when it reached them). */
+         * as it goes (it covers what was there when it reached them).
+         * A filtered one must still see each marked entity once: rows it
+         * moves may land where the walk goes next (seen twice) or where it
+         * has been (missed). It remembers what it was handed, and walks
+         * again while its own structural changes may have moved rows; each
+         * pass hands at least one new entity, and what it creates carries
+         * its own tick, outside its window, so the passes end. */
+        ecs__scheduler_t *s = w->scheduler;
+        if (exclusive && q->change_count) {
+            ecs__map_clear(&s->handed);
+            wk.seen = &s->handed;
+            wk.world = w;
+        }
+    again:;
+        uint64_t version = w->structure_version;
+        wk.fresh = 0;
         uint32_t nm = q->match_count;
         for (uint32_t m = 0; m < nm; m++) {
             ecs__archetype_t *a = q->matches[m].archetype;
@@ -597,6 +641,7 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
                 }
             }
         }
+        if (wk.seen && w->structure_version != version && wk.fresh) goto again;
         if (exclusive) {
             w->defer_chunk_release = false;
             ecs__archetypes_trim(w);

@@ -649,6 +649,57 @@ static void changes_exclusive_immediate_writes(void **state)
     obs_fini(&x.obs);
 }
 
+/* An EXCLUSIVE filtered system that moves what it is handed: into an
+ * archetype its walk reaches later (it must not get it again), and, by the
+ * swap a removal makes, an unvisited marked row into a place it has
+ * passed (it must not miss it). */
+typedef struct {
+    obs_t obs;
+    ecs_component_t tag;
+} mover_t;
+
+static void excl_mover(ecs_iter_t *it) /* EXCLUSIVE, R Health, CHANGED Health */
+{
+    mover_t *m = it->ctx;
+    obs_record(&m->obs, it);
+    ecs_entity_t handed[64];
+    int n = 0;
+    for (int i = 0; i < it->count && n < 64; i++) handed[n++] = it->entities[ecs_iter_row(it, i)];
+    /* After reading the rows: every handed entity gains the tag (its
+     * archetype comes later in the walk), which swaps the chunk's last
+     * rows into the holes. */
+    for (int k = 0; k < n; k++) {
+        if (!ecs_has(it->world, handed[k], m->tag)) ecs_add(it->world, handed[k], m->tag);
+    }
+}
+
+static void changes_exclusive_moves_keep_exactly_once(void **state)
+{
+    (void)state;
+    guard(__func__);
+    fix_t f = fix_new(1);
+    ecs_entity_t e[12];
+    spawn_health(&f, 12, false, e); /* {Health}: rows 0..11 */
+    ecs_entity_t t = ecs_spawn_with(f.w, 2, (ecs_component_t[]){f.health, f.tag}, NULL); /* {Health, Tag} */
+    mover_t m = {.tag = f.tag};
+    obs_init(&m.obs, f.w);
+    reg(&f, &(ecs_system_desc_t){.terms = {TR(f.health)}, .changes = {CHANGED(f.health)},
+                                 .flags = ECS_SYSTEM_EXCLUSIVE, .run = excl_mover, .ctx = &m});
+    frame(&f);
+    obs_expect_none(&m.obs, "first run");
+    /* Rows 0 and 11 marked: moving e[0] swaps e[11] into row 0. */
+    set_health(&f, e[0], 1);
+    set_health(&f, e[11], 1);
+    set_health(&f, t, 1);
+    frame(&f);
+    obs_expect(&m.obs, (ecs_entity_t[]){e[0], e[11], t}, 3, "each once, moved or not");
+    frame(&f);
+    obs_expect_none(&m.obs, "once");
+    for (int i = 0; i < 12; i++) assert_true(ecs_has(f.w, e[i], f.tag) == (i == 0 || i == 11));
+    ecs_world_destroy(f.w);
+    obs_fini(&m.obs);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Iteration                                                               */
 /* ---------------------------------------------------------------------- */
@@ -1679,6 +1730,7 @@ int main(void)
         cmocka_unit_test_teardown(changes_run_if_gated_system_sees_backlog_once, unguard),
         cmocka_unit_test_teardown(changes_never_own_writes_but_own_commands, unguard),
         cmocka_unit_test_teardown(changes_exclusive_immediate_writes, unguard),
+        cmocka_unit_test_teardown(changes_exclusive_moves_keep_exactly_once, unguard),
         cmocka_unit_test_teardown(changes_rows_ascending_and_dense_only_when_all_pass, unguard),
         cmocka_unit_test_teardown(changes_visit_only_dirty_chunks, unguard),
         cmocka_unit_test_teardown(changes_two_filters_combine_with_and, unguard),
