@@ -41,6 +41,22 @@
 #include "world/world.h"
 #include "support.h"
 
+/* ThreadSanitizer runs this about ten times slower: the heavy cases use
+ * smaller worlds there (still on the parallel path, which they check). */
+#if defined(__SANITIZE_THREAD__)
+#define TSAN_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TSAN_BUILD 1
+#endif
+#endif
+#ifdef TSAN_BUILD
+#define SCALE(full, tsan) (tsan)
+#define CASE_SECONDS 180
+#else
+#define SCALE(full, tsan) (full)
+#endif
+
 #define WATCHDOG_PROGRAM "test_change_detection"
 #include "watchdog.h"
 
@@ -1373,7 +1389,7 @@ static void changes_parallel_marks_are_exact(void **state)
     int worker_counts[] = {2, 4, 8};
     for (size_t wc = 0; wc < COUNT_OF(worker_counts); wc++) {
         fix_t f = fix_new(worker_counts[wc]);
-        enum { N = 24000, NT = 6000 };
+        enum { N = SCALE(24000, 8000), NT = SCALE(6000, 2000) };
         ecs_entity_t *e = malloc((N + NT) * sizeof(*e));
         spawn_health(&f, N, true, e);
         ecs_component_t ids[3] = {f.health, f.pos, f.tag};
@@ -1533,7 +1549,7 @@ static uint64_t det_world_hash(ecs_world_t *w)
     return h ^ stats_of(w).entities;
 }
 
-static void det_run(int workers, uint64_t *frames_out, uint64_t *world_out)
+static void det_run(int workers, uint64_t *frames_out, uint64_t *world_out, int *parallel)
 {
     fix_t f = fix_new(workers);
     memset(det.frame_hash, 0, sizeof(det.frame_hash));
@@ -1541,7 +1557,7 @@ static void det_run(int workers, uint64_t *frames_out, uint64_t *world_out)
     det.pos = f.pos;
     det.vel = f.vel;
     det.tag = f.tag;
-    enum { N = 20000 };
+    enum { N = SCALE(20000, 6000), FRAMES = SCALE(40, 24) };
     ecs_component_t ids[3] = {f.health, f.pos, f.vel};
     ecs_entity_t *e = malloc(N * sizeof(*e));
     assert_int_equal(ecs_spawn_batch(f.w, N, 3, ids, NULL, e), ECS_OK);
@@ -1559,7 +1575,12 @@ static void det_run(int workers, uint64_t *frames_out, uint64_t *world_out)
                                  .run = det_observe, .ctx = (void *)4});
     reg(&f, &(ecs_system_desc_t){.stage = "PostUpdate", .terms = {TWITH(f.tag)}, .changes = {CHANGED(f.pos)},
                                  .run = det_observe, .ctx = (void *)5});
-    for (int k = 0; k < 40; k++) frame(&f);
+    *parallel = 0;
+    for (int k = 0; k < FRAMES; k++) {
+        frame(&f);
+        ecs_world_stats_t st = stats_of(f.w);
+        for (uint32_t i = 0; i < st.systems; i++) *parallel += st.system_stats[i].jobs > 1;
+    }
     memcpy(frames_out, det.frame_hash, sizeof(det.frame_hash));
     *world_out = det_world_hash(f.w);
     ecs_world_destroy(f.w);
@@ -1572,11 +1593,14 @@ static void changes_same_for_any_worker_count(void **state)
     guard(__func__);
     pthread_mutex_init(&det.lock, NULL);
     uint64_t ref_frames[64], ref_world;
-    det_run(1, ref_frames, &ref_world);
+    int parallel = 0;
+    det_run(1, ref_frames, &ref_world, &parallel);
+    assert_int_equal(parallel, 0);
     int counts[] = {2, 3, 4, 8};
     for (size_t k = 0; k < COUNT_OF(counts); k++) {
         uint64_t frames[64], world;
-        det_run(counts[k], frames, &world);
+        det_run(counts[k], frames, &world, &parallel);
+        if (parallel == 0) fail_msg("%d workers: no system was split into jobs", counts[k]);
         for (int i = 0; i < 64; i++) {
             if (frames[i] != ref_frames[i])
                 fail_msg("%d workers: frame %d observations differ from 1 worker's", counts[k], i);
