@@ -85,6 +85,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "env.h"
 #include "report.h"
 #include "rng.h"
 
@@ -1293,32 +1294,17 @@ int main(int argc, char **argv)
         }
     }
     g_seed = 0xc4a79e5ull;
-    const char *s = getenv("STAGEHAND_SEED");
-    if (s && *s) {
-        char *end;
-        g_seed = strtoull(s, &end, 0);
-        if (*end) {
-            fprintf(stderr, "stress/changes: STAGEHAND_SEED=\"%s\" is not a number\n", s);
-            return 2;
-        }
+    uint64_t first_round = 0;
+    if (!env_u64("stress/changes", "STAGEHAND_SEED", &g_seed) ||
+        !env_u64("stress/changes", "STAGEHAND_ROUND", &first_round))
+        return 2;
+    if (first_round >= sc->rounds) {
+        fprintf(stderr, "stress/changes: STAGEHAND_ROUND=%" PRIu64 " is not a round below %u\n", first_round,
+                sc->rounds);
+        return 2;
     }
-    uint32_t first = 0;
-    s = getenv("STAGEHAND_ROUND");
-    if (s && *s) {
-        char *end;
-        unsigned long v = strtoul(s, &end, 0);
-        if (*end || v >= sc->rounds) {
-            fprintf(stderr, "stress/changes: STAGEHAND_ROUND=\"%s\" is not a round below %u\n", s, sc->rounds);
-            return 2;
-        }
-        first = (uint32_t)v;
-    }
-    s = getenv("ECS_SPIN_US");
-    if (s && *s) {
-        char *end;
-        unsigned long v = strtoul(s, &end, 10);
-        if (!*end && v < g_spin_cap) g_spin_cap = (uint32_t)v;
-    }
+    uint32_t first = (uint32_t)first_round;
+    env_spin_cap(&g_spin_cap);
     g_round_limit_ns = (uint64_t)sc->round_seconds * 1000000000u;
     g_main_thread = pthread_self();
     printf("stress/changes: %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us\n", mode, g_seed,

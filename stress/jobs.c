@@ -37,6 +37,7 @@
 
 #include "clock.h"
 #include "proc.h"
+#include "env.h"
 #include "report.h"
 #include "rng.h"
 
@@ -619,21 +620,8 @@ int main(int argc, char **argv)
         }
     }
     g_seed = 0x5eed0f10b5ull;
-    const char *s = getenv("STAGEHAND_SEED");
-    if (s && *s) {
-        char *end;
-        g_seed = strtoull(s, &end, 0);
-        if (*end) {
-            fprintf(stderr, "stress/jobs: STAGEHAND_SEED=\"%s\" is not a number\n", s);
-            return 2;
-        }
-    }
-    s = getenv("ECS_SPIN_US");
-    if (s && *s) {
-        char *end;
-        unsigned long v = strtoul(s, &end, 10);
-        if (!*end && v < g_spin_cap) g_spin_cap = (uint32_t)v;
-    }
+    if (!env_u64("stress/jobs", "STAGEHAND_SEED", &g_seed)) return 2;
+    env_spin_cap(&g_spin_cap);
     g_round_limit_ns = (uint64_t)sc->round_seconds * 1000000000u;
     ecs__allocator_resolve(&g_alloc, NULL);
     printf("stress/jobs: %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us\n", mode, g_seed,

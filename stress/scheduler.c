@@ -85,6 +85,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "env.h"
 #include "report.h"
 #include "rng.h"
 
@@ -1828,19 +1829,6 @@ static int usage(void)
     return 2;
 }
 
-static bool parse_u64(const char *name, uint64_t *out)
-{
-    const char *s = getenv(name);
-    if (!s || !*s) return true;
-    char *end;
-    *out = strtoull(s, &end, 0);
-    if (*end) {
-        fprintf(stderr, "stress/scheduler: %s=\"%s\" is not a number\n", name, s);
-        return false;
-    }
-    return true;
-}
-
 int main(int argc, char **argv)
 {
     const scale_t *sc = &scale_short;
@@ -1858,13 +1846,10 @@ int main(int argc, char **argv)
     }
     g_seed = 0x5c4ed01e5ull;
     uint64_t first_round = 0;
-    if (!parse_u64("STAGEHAND_SEED", &g_seed) || !parse_u64("STAGEHAND_ROUND", &first_round)) return 2;
-    const char *s = getenv("ECS_SPIN_US");
-    if (s && *s) {
-        char *end;
-        unsigned long v = strtoul(s, &end, 10);
-        if (!*end && v < g_spin_cap) g_spin_cap = (uint32_t)v;
-    }
+    if (!env_u64("stress/scheduler", "STAGEHAND_SEED", &g_seed) ||
+        !env_u64("stress/scheduler", "STAGEHAND_ROUND", &first_round))
+        return 2;
+    env_spin_cap(&g_spin_cap);
     g_frame_limit_ns = (uint64_t)sc->frame_seconds * 1000000000u;
     uint32_t main_thread = thread_no();
     g_run.main_thread = main_thread;
