@@ -458,7 +458,9 @@ struct ecs_iter {
  * returns false); iterators need no cleanup. With change filters, each
  * chunk comes with it->rows, the rows that pass (NULL when all do; chunks
  * where none does are skipped), and the window moves on: the next
- * ecs_query_iter sees what was marked after this one started.
+ * ecs_query_iter sees what was marked after this one started. So a
+ * structural change in the middle of a filtered iteration loses its marks
+ * in the chunks not reached yet: change the structure after the loop.
  */
 ECS_API ecs_iter_t ecs_query_iter(ecs_world_t *world, ecs_query_t *query);
 
@@ -505,8 +507,10 @@ static inline int ecs_iter_row(const ecs_iter_t *it, int i) { return it->rows ? 
  * chunks, so there it is redundant but harmless). Also works on an
  * ecs_query_iter iterator where immediate mode is open. Returns ECS_OK;
  * ECS_EINVAL for a NULL or finished iterator, a term that is not a WRITE
- * term present in this chunk, a row outside the chunk, or an iterator that
- * may not write (a query iterated from inside a non-exclusive system).
+ * term present in this chunk, a row outside the chunk, an iterator that
+ * may not write (a query iterated from inside a non-exclusive system), or
+ * a structural change since the iterator reached the chunk (the row may
+ * hold another entity now).
  */
 ECS_API int ecs_iter_changed(ecs_iter_t *it, int term, int row);
 

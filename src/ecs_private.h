@@ -134,9 +134,12 @@ struct ecs__scheduler {
     ecs_worker_stats_t *worker_stats; /* per worker */
     uint32_t removal_readers;         /* systems with `removed` set */
     uint32_t filter_systems;          /* systems with change filters */
-    /* The entities an EXCLUSIVE filtered system was handed in its current
-     * run (frame.c, walk_dedup); kept with its capacity across runs. */
-    ecs__map_t handed;
+    /* The entities an EXCLUSIVE filtered system is due in its current run
+     * (frame.c, run_exclusive_filtered), and the same keys as a list, so
+     * that emptying the map costs what it held; both keep their capacity. */
+    ecs__map_t due;
+    uint64_t *due_keys;
+    uint32_t due_count, due_cap;
     uint64_t tick_per_ns_q16;         /* cycle counter rate, 16.16 fixed */
 };
 

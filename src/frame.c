@@ -216,37 +216,90 @@ typedef struct {
     uint32_t change_count;
     uint64_t since, this_run; /* the window, copied: callbacks may write anything */
     uint64_t handed;
-    /* An EXCLUSIVE filtered system: the entities handed so far this run,
-     * and how many new ones the current pass handed (see run_node_here). */
-    ecs__map_t *seen;
+    /* An EXCLUSIVE filtered system (see run_exclusive_filtered): the
+     * entities due this run, whether the walk collects them (no callback)
+     * or hands them over, and how many the current pass handed. */
+    ecs__scheduler_t *due;
     ecs_world_t *world;
+    bool collecting;
     uint64_t fresh;
 #ifndef NDEBUG
     ecs__read_set_t *reads;
 #endif
 } walk_t;
 
-/* An EXCLUSIVE filtered system moves rows while it walks: drops from the
- * selection (n rows in wk->rows, or -1: every row) the entities it was
- * handed earlier in this run, and remembers the others. */
-static int32_t walk_dedup(walk_t *wk, const ecs__chunk_t *ch, int32_t n)
+enum { DUE = 1, HANDED = 2 }; /* an entity's state in ecs__scheduler_t.due */
+
+static void due_oom(walk_t *wk)
 {
-    uint32_t count = n < 0 ? ch->count : (uint32_t)n, out = 0;
+    if (!wk->world->frame_error) wk->world->frame_error = ECS_ENOMEM;
+}
+
+/* Collecting: remembers the entities of the selected rows (n in wk->rows,
+ * or -1: every row) as due. Out of memory, an entity is not remembered,
+ * so not handed: the frame reports ECS_ENOMEM. */
+static void due_collect(walk_t *wk, const ecs__chunk_t *ch, int32_t n)
+{
+    ecs__scheduler_t *s = wk->due;
+    const ecs_allocator_t *a = &wk->world->allocator;
+    uint32_t count = n < 0 ? ch->count : (uint32_t)n;
     for (uint32_t i = 0; i < count; i++) {
-        uint32_t row = n < 0 ? i : wk->rows[i];
-        bool inserted = false;
-        uint64_t *slot = ecs__map_ensure(wk->seen, &wk->world->allocator, ch->entities[row], &inserted);
-        if (!slot) {
-            /* Out of memory: hand it anyway (a later pass may repeat it),
-             * and say so through the frame's result. */
-            if (!wk->world->frame_error) wk->world->frame_error = ECS_ENOMEM;
-        } else if (!inserted) {
+        ecs_entity_t e = ch->entities[n < 0 ? i : wk->rows[i]];
+        if (!ecs__array_reserve(a, (void **)&s->due_keys, &s->due_cap, s->due_count + 1, sizeof(uint64_t),
+                                _Alignof(uint64_t))) {
+            due_oom(wk);
             continue;
         }
-        wk->rows[out++] = (uint16_t)row;
+        bool inserted = false;
+        uint64_t *slot = ecs__map_ensure(&s->due, a, e, &inserted);
+        if (!slot) {
+            due_oom(wk);
+            continue;
+        }
+        if (!inserted) continue;
+        *slot = DUE;
+        s->due_keys[s->due_count++] = e;
+    }
+}
+
+/* Handing over: the rows of ch whose entity is due and not handed yet,
+ * ascending, into wk->rows (-1: every row). Wherever a due entity went, its
+ * row is in the first filter's dirty list (a move carries its marks and
+ * lists the chunk; a write marks it), unless the chunk has a chunk-level
+ * mark, which covers all its rows. */
+static int32_t due_hand(walk_t *wk, const ecs__query_match_t *match, const ecs__chunk_t *ch)
+{
+    const ecs__map_t *due = &wk->due->due;
+    const ecs__tracker_t *t = ch->trackers[match->filter_columns[0]];
+    uint32_t count = ch->count, out = 0;
+    uint16_t *rows = wk->rows;
+    if (wk->scan || t->chunk_changed || t->level != ECS__TRACK_DIRTY || t->dirty_count > ECS__SELECT_LIST_MAX) {
+        /* Ascending by construction: every row, or the bitmap's rows. */
+        bool all = wk->scan || t->chunk_changed || t->level != ECS__TRACK_DIRTY;
+        for (uint32_t r = 0; r < count; r++) {
+            if (!all && !ecs__tracker_in_dirty(t, r)) continue;
+            uint64_t *slot = ecs__map_get(due, ch->entities[r]);
+            if (!slot || *slot != DUE) continue;
+            *slot = HANDED;
+            rows[out++] = (uint16_t)r;
+        }
+    } else {
+        for (uint32_t i = 0; i < t->dirty_count; i++) {
+            uint16_t r = t->dirty_list[i];
+            if (r >= count) continue;
+            uint64_t *slot = ecs__map_get(due, ch->entities[r]);
+            if (!slot || *slot != DUE) continue;
+            *slot = HANDED;
+            uint32_t at = out++;
+            while (at > 0 && rows[at - 1] > r) {
+                rows[at] = rows[at - 1];
+                at--;
+            }
+            rows[at] = r;
+        }
     }
     wk->fresh += out;
-    return n < 0 && out == count ? -1 : (int32_t)out;
+    return out == count ? -1 : (int32_t)out;
 }
 
 /* Runs the system on chunk ch of match number m: the rows its filters
@@ -258,7 +311,9 @@ static inline void walk_chunk(walk_t *wk, uint32_t m, ecs__chunk_t *ch)
     const ecs__query_match_t *match = &wk->q->matches[m];
     ecs_iter_t *it = wk->it;
     int32_t n = -1;
-    if (wk->change_count == 1) {
+    if (ECS__UNLIKELY(wk->due != NULL) && !wk->collecting) {
+        if (!(n = due_hand(wk, match, ch))) return;
+    } else if (wk->change_count == 1) {
         n = ecs__changes_select_one(ch->trackers[match->filter_columns[0]], wk->added0, ch->count, wk->since,
                                     wk->this_run, wk->scan, wk->rows);
         if (!n) return;
@@ -271,13 +326,19 @@ static inline void walk_chunk(walk_t *wk, uint32_t m, ecs__chunk_t *ch)
         n = ecs__changes_select(tests, wk->change_count, ch->count, wk->since, wk->this_run, wk->scan, wk->rows);
         if (!n) return;
     }
-    if (ECS__UNLIKELY(wk->seen != NULL) && !(n = walk_dedup(wk, ch, n))) return;
+    if (ECS__UNLIKELY(wk->collecting)) {
+        due_collect(wk, ch, n);
+        return;
+    }
 #ifndef NDEBUG
     wk->reads->chunk = ch;
 #endif
     ecs__commands_set_chunk(wk->cmd, ((uint64_t)m << 32) | ch->index);
     ecs__iter_set_chunk(it, wk->q, match, ch);
     it->priv_.match = (int32_t)m;
+    /* For ecs_iter_changed: the structure is fixed while systems run, but
+     * an EXCLUSIVE callback may move rows. */
+    it->priv_.version = it->world->structure_version;
     if (n > 0) {
         it->rows = wk->rows;
         it->count = n;
@@ -296,7 +357,8 @@ static inline void walk_chunk(walk_t *wk, uint32_t m, ecs__chunk_t *ch)
     wk->sys->run(it);
     /* An exclusive callback may have created archetypes (moving the match
      * array) or chunks: read them again. */
-    if (ECS__UNLIKELY(tracked) && wk->list_now) list_written(wk->sys, &wk->q->matches[m], ch);
+    /* (An exclusive callback may also have lowered tracking: trackers gone.) */
+    if (ECS__UNLIKELY(tracked) && wk->list_now && ch->trackers) list_written(wk->sys, &wk->q->matches[m], ch);
 }
 
 /* Calls the system on chunks [first, last) of its frame list. */
@@ -563,6 +625,67 @@ static void system_job_run(ecs__job_t *job, uint32_t worker)
 /* Segments                                                                */
 /* ---------------------------------------------------------------------- */
 
+/* Walks every chunk the system is to visit on the calling thread: the
+ * dirty-chunk lists of its first filter, or every chunk it matches. By
+ * index, re-reading every array after each callback: an exclusive system
+ * may create archetypes, chunks and list entries as it goes (it covers
+ * what was there when it reached them). */
+static void walk_all(walk_t *wk, bool filtered)
+{
+    const ecs_query_t *q = wk->q;
+    uint32_t nm = q->match_count;
+    for (uint32_t m = 0; m < nm; m++) {
+        ecs__archetype_t *a = q->matches[m].archetype;
+        if (filtered) {
+            ecs__column_t *col = &a->columns[q->matches[m].filter_columns[0]];
+            uint32_t nc = col->dirty_chunk_count;
+            for (uint32_t k = 0; k < nc; k++) {
+                /* (The list may grow, and move, under an exclusive
+                 * system: read it again each time.) */
+                ecs__dirty_prefetch(col->dirty_chunks, k, nc);
+                ecs__chunk_t *ch = col->dirty_chunks[k].chunk;
+                if (ch->count) walk_chunk(wk, m, ch);
+            }
+        } else {
+            uint32_t nc = a->chunk_count;
+            for (uint32_t c = 0; c < nc; c++) {
+                ecs__chunk_t *ch = a->chunks[c];
+                if (ch->count) walk_chunk(wk, m, ch);
+            }
+        }
+    }
+}
+
+/*
+ * An EXCLUSIVE filtered system changes the world while it walks, and must
+ * still be handed each entity marked in its window exactly once. Its own
+ * immediate writes take its own tick and could hide an older mark on a row
+ * it has not reached; rows it moves can land where its walk goes next
+ * (handed twice) or where it has been (missed). So it first collects the
+ * entities that pass its filters as the run starts (no callback), then
+ * hands them over wherever they are, each once, walking again while its
+ * own structural changes may have moved some: each such pass hands at
+ * least one entity, so the passes end. The set is O(marked) and its map
+ * keeps its capacity; clearing it costs what it held.
+ */
+static void run_exclusive_filtered(ecs_world_t *w, ecs__plan_node_t *node, walk_t *wk)
+{
+    ecs__scheduler_t *s = w->scheduler;
+    wk->due = s;
+    wk->world = w;
+    wk->collecting = true;
+    walk_all(wk, node->filtered);
+    wk->collecting = false;
+    uint64_t version;
+    do {
+        version = w->structure_version;
+        wk->fresh = 0;
+        walk_all(wk, node->filtered);
+    } while (w->structure_version != version && wk->fresh);
+    for (uint32_t i = 0; i < s->due_count; i++) ecs__map_remove(&s->due, s->due_keys[i]);
+    s->due_count = 0;
+}
+
 /* Runs a node's system on the calling thread, straight over its query
  * (the inline path and exclusive systems). An exclusive system may change
  * the structure while it iterates: the walk is by index, covers what
@@ -602,46 +725,11 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
                      .reads = &reads,
 #endif
         };
-        /* By index, re-reading every array after each callback: an
-         * exclusive system may create archetypes, chunks and list entries
-         * as it goes (it covers what was there when it reached them).
-         * A filtered one must still see each marked entity once: rows it
-         * moves may land where the walk goes next (seen twice) or where it
-         * has been (missed). It remembers what it was handed, and walks
-         * again while its own structural changes may have moved rows; each
-         * pass hands at least one new entity, and what it creates carries
-         * its own tick, outside its window, so the passes end. */
-        ecs__scheduler_t *s = w->scheduler;
         if (exclusive && q->change_count) {
-            ecs__map_clear(&s->handed);
-            wk.seen = &s->handed;
-            wk.world = w;
+            run_exclusive_filtered(w, node, &wk);
+        } else {
+            walk_all(&wk, node->filtered);
         }
-    again:;
-        uint64_t version = w->structure_version;
-        wk.fresh = 0;
-        uint32_t nm = q->match_count;
-        for (uint32_t m = 0; m < nm; m++) {
-            ecs__archetype_t *a = q->matches[m].archetype;
-            if (node->filtered) {
-                ecs__column_t *col = &a->columns[q->matches[m].filter_columns[0]];
-                uint32_t nc = col->dirty_chunk_count;
-                for (uint32_t k = 0; k < nc; k++) {
-                    /* (The list may grow, and move, under an exclusive
-                     * system: read it again each time.) */
-                    ecs__dirty_prefetch(col->dirty_chunks, k, nc);
-                    ecs__chunk_t *ch = col->dirty_chunks[k].chunk;
-                    if (ch->count) walk_chunk(&wk, m, ch);
-                }
-            } else {
-                uint32_t nc = a->chunk_count;
-                for (uint32_t c = 0; c < nc; c++) {
-                    ecs__chunk_t *ch = a->chunks[c];
-                    if (ch->count) walk_chunk(&wk, m, ch);
-                }
-            }
-        }
-        if (wk.seen && w->structure_version != version && wk.fresh) goto again;
         if (exclusive) {
             w->defer_chunk_release = false;
             ecs__archetypes_trim(w);

@@ -72,7 +72,8 @@ void ecs__scheduler_destroy(ecs_world_t *w, ecs__scheduler_t *s)
 {
     if (!s) return;
     ecs__plan_fini(w, &s->plan);
-    ecs__map_fini(&s->handed, &w->allocator);
+    ecs__map_fini(&s->due, &w->allocator);
+    ecs__free(&w->allocator, s->due_keys);
     for (uint32_t i = 0; i < s->system_count; i++) {
         ecs__system_t *sys = &s->systems[i];
         if (sys->query) ecs__query_free(sys->query);

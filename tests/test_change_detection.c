@@ -716,6 +716,121 @@ static void changes_exclusive_moves_keep_exactly_once(void **state)
     obs_fini(&m.obs);
 }
 
+/* EXCLUSIVE filtered systems and their own immediate writes: a first-run
+ * ADDED system does not get its own spawns (it would chase them for
+ * ever); one that writes an entity before reaching it still gets the
+ * older mark on it; ecs_iter_changed after its own structural change is
+ * refused; destroying a filtered query inside it is safe. */
+typedef struct {
+    obs_t obs;
+    ecs_component_t health, pos;
+    ecs_entity_t other;  /* written by the callback before it reaches it */
+    ecs_query_t *drop;   /* destroyed by the callback */
+    int spawns;          /* per handed row, first run */
+    int stale_mark_rc;
+} excl_self_t;
+
+static void excl_self(ecs_iter_t *it) /* EXCLUSIVE, W Health, filtered on Health */
+{
+    excl_self_t *x = it->ctx;
+    obs_record(&x->obs, it);
+    for (int i = 0; i < it->count && x->spawns; i++) {
+        ecs_spawn_with(it->world, 1, &x->health, NULL);
+        x->spawns--;
+    }
+    if (x->other) {
+        assert_int_equal(ecs_set(it->world, x->other, x->health, &(Health){7}), ECS_OK);
+        x->other = ECS_NULL;
+        /* A structural change, then a mark through the iterator: refused. */
+        ecs_entity_t e = it->entities[ecs_iter_row(it, 0)];
+        ecs_add(it->world, e, x->pos);
+        x->stale_mark_rc = ecs_iter_changed(it, 0, ecs_iter_row(it, 0));
+    }
+    if (x->drop) {
+        ecs_query_destroy(x->drop);
+        x->drop = NULL;
+    }
+}
+
+static void changes_exclusive_own_writes(void **state)
+{
+    (void)state;
+    guard(__func__);
+    fix_t f = fix_new(1);
+    ecs_entity_t e[3];
+    spawn_health(&f, 3, false, e);
+    excl_self_t x = {.health = f.health, .pos = f.pos, .spawns = 1000};
+    obs_init(&x.obs, f.w);
+    reg(&f, &(ecs_system_desc_t){.terms = {TW(f.health)}, .changes = {ADDED(f.health)},
+                                 .flags = ECS_SYSTEM_EXCLUSIVE, .run = excl_self, .ctx = &x});
+    frame(&f);
+    obs_expect(&x.obs, e, 3, "first run: the entities present, not its own spawns");
+    assert_int_equal(stats_of(f.w).entities, 6);
+    frame(&f);
+    obs_expect_none(&x.obs, "its own spawns are never Added for it");
+    ecs_world_destroy(f.w);
+    obs_fini(&x.obs);
+
+    /* a {Health} and b {Health, Pos}, both marked; handling a, it writes
+     * b (its own tick) before its walk reaches b's archetype. */
+    f = fix_new(1);
+    ecs_entity_t a = ecs_spawn_with(f.w, 1, &f.health, NULL);
+    ecs_entity_t b = ecs_spawn_with(f.w, 2, (ecs_component_t[]){f.health, f.pos}, NULL);
+    ecs_query_t *q = ecs_query_create(f.w, &(ecs_query_desc_t){.changes = {CHANGED(f.vel)}});
+    excl_self_t y = {.health = f.health, .pos = f.pos};
+    obs_init(&y.obs, f.w);
+    obs_t after;
+    obs_init(&after, f.w);
+    reg(&f, &(ecs_system_desc_t){.terms = {TW(f.health)}, .changes = {CHANGED(f.health)},
+                                 .flags = ECS_SYSTEM_EXCLUSIVE, .run = excl_self, .ctx = &y});
+    reg_changed(&f, &after, "PostUpdate");
+    frame(&f);
+    set_health(&f, a, 1);
+    set_health(&f, b, 1);
+    y.other = b;
+    y.drop = q; /* the last filter on Vel: tracking of Vel is dropped mid-walk */
+    frame(&f);
+    obs_expect(&y.obs, (ecs_entity_t[]){a, b}, 2, "the older mark on b, despite its own write");
+    assert_int_equal(y.stale_mark_rc, ECS_EINVAL);
+    obs_expect(&after, (ecs_entity_t[]){a, b}, 2, "later systems see both");
+    frame(&f);
+    obs_expect_none(&y.obs, "its own write on b: never");
+    obs_expect_none(&after, "once");
+    ecs_world_destroy(f.w);
+    obs_fini(&y.obs);
+    obs_fini(&after);
+}
+
+static void query_collect(ecs_world_t *w, ecs_query_t *q, obs_t *o, uint32_t *dense); /* below */
+
+/* ecs_iter_changed through a query iterator takes the world's tick at
+ * the call: a filtered query started in between sees it next time. */
+static void changes_query_marks_take_the_current_tick(void **state)
+{
+    (void)state;
+    guard(__func__);
+    fix_t f = fix_new(1);
+    ecs_entity_t e[4];
+    spawn_health(&f, 4, false, e);
+    ecs_query_t *writer = ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {TW(f.health)}});
+    ecs_query_t *watcher = ecs_query_create(f.w, &(ecs_query_desc_t){.changes = {CHANGED(f.health)}});
+    obs_t o;
+    obs_init(&o, f.w);
+    query_collect(f.w, watcher, &o, NULL);
+    obs_expect_none(&o, "first");
+    ecs_iter_t it = ecs_query_iter(f.w, writer);
+    assert_true(ecs_query_next(&it));
+    query_collect(f.w, watcher, &o, NULL); /* a nested filtered iteration */
+    obs_expect_none(&o, "nested");
+    assert_int_equal(ecs_iter_changed(&it, 0, 2), ECS_OK);
+    query_collect(f.w, watcher, &o, NULL);
+    obs_expect(&o, &e[2], 1, "the mark made after the nested iteration");
+    ecs_query_destroy(writer);
+    ecs_query_destroy(watcher);
+    ecs_world_destroy(f.w);
+    obs_fini(&o);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Iteration                                                               */
 /* ---------------------------------------------------------------------- */
@@ -1755,6 +1870,8 @@ int main(void)
         cmocka_unit_test_teardown(changes_never_own_writes_but_own_commands, unguard),
         cmocka_unit_test_teardown(changes_exclusive_immediate_writes, unguard),
         cmocka_unit_test_teardown(changes_exclusive_moves_keep_exactly_once, unguard),
+        cmocka_unit_test_teardown(changes_exclusive_own_writes, unguard),
+        cmocka_unit_test_teardown(changes_query_marks_take_the_current_tick, unguard),
         cmocka_unit_test_teardown(changes_rows_ascending_and_dense_only_when_all_pass, unguard),
         cmocka_unit_test_teardown(changes_visit_only_dirty_chunks, unguard),
         cmocka_unit_test_teardown(changes_two_filters_combine_with_and, unguard),

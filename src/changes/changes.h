@@ -136,7 +136,8 @@ typedef struct {
  * The rows of a chunk of `count` rows that pass every test (AND) in the
  * window (lo, hi), both ends excluded: ticks above the consumer's previous
  * run and below its current one. lo == 0 is a first run, where every row
- * passes an added test. Returns -1 when every row passes (the chunk goes
+ * added before hi passes an added test (tick 0, before tracking began,
+ * included). Returns -1 when every row passes (the chunk goes
  * over densely: each changed test has a chunk-level mark in the window, or
  * every row passed), else the number of rows written to rows, ascending
  * (rows has room for count entries). The candidates come from the dirty

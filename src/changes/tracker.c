@@ -188,6 +188,15 @@ void ecs__tracker_set_level(ecs__tracker_t *t, ecs__track_level_t level, uint32_
 
 static inline bool in_window(uint64_t tick, uint64_t lo, uint64_t hi) { return tick > lo && tick < hi; }
 
+/* An added test: on a first run (lo == 0) every row present before the
+ * run passes, tick 0 (present before tracking began) included, but not a
+ * row the consumer itself added during the run (an EXCLUSIVE system's
+ * spawns take its own tick, hi). */
+static inline bool added_in_window(uint64_t tick, uint64_t lo, uint64_t hi)
+{
+    return (tick > lo || lo == 0) && tick < hi;
+}
+
 /* Whether row passes every test listed in pending (indices into tests),
  * from the first-th on. */
 static inline bool row_passes(const ecs__change_test_t *tests, const uint8_t *pending, uint32_t first, uint32_t np,
@@ -195,8 +204,9 @@ static inline bool row_passes(const ecs__change_test_t *tests, const uint8_t *pe
 {
     for (uint32_t k = first; k < np; k++) {
         const ecs__change_test_t *c = &tests[pending[k]];
-        uint64_t tick = c->added ? c->tracker->added[row] : c->tracker->changed[row];
-        if (!in_window(tick, lo, hi)) return false;
+        bool in = c->added ? added_in_window(c->tracker->added[row], lo, hi)
+                           : in_window(c->tracker->changed[row], lo, hi);
+        if (!in) return false;
     }
     return true;
 }
@@ -205,14 +215,16 @@ int32_t ecs__changes_select(const ecs__change_test_t *tests, uint32_t n, uint32_
                             bool scan, uint16_t *rows)
 {
     ecs__assert(n <= 255, "few tests");
-    /* Tests that hold for every row drop out: an added test on a first
-     * run, a changed test whose chunk-level mark is in the window. */
+    /* Tests that hold for every row drop out: a changed test whose
+     * chunk-level mark is in the window. (An added test on a first run
+     * holds for every row but the consumer's own additions: it is checked
+     * per row, in a scan, which a first run does anyway.) */
     uint8_t pending[256];
     uint32_t np = 0;
     for (uint32_t i = 0; i < n; i++) {
         const ecs__tracker_t *t = tests[i].tracker;
-        bool all = tests[i].added ? lo == 0
-                                  : in_window(t->chunk_changed, lo, hi) || (scan && in_window(t->chunk_retired, lo, hi));
+        bool all = !tests[i].added &&
+                   (in_window(t->chunk_changed, lo, hi) || (scan && in_window(t->chunk_retired, lo, hi)));
         if (!all) pending[np++] = (uint8_t)i;
     }
     if (!np) return -1;

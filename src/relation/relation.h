@@ -59,11 +59,5 @@ uint64_t *ecs__map_ensure(ecs__map_t *m, const ecs_allocator_t *a, uint64_t key,
 /* Removes key; returns whether it was present. Never allocates. */
 bool ecs__map_remove(ecs__map_t *m, uint64_t key);
 
-/* Empties the map, keeping its capacity. */
-static inline void ecs__map_clear(ecs__map_t *m)
-{
-    if (m->count) memset(m->entries, 0, m->cap * sizeof(*m->entries));
-    m->count = 0;
-}
 
 #endif /* ECS_RELATION_H */

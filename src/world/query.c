@@ -386,17 +386,22 @@ int ecs_iter_changed(ecs_iter_t *it, int term, int row)
     const ecs_query_t *q = it->priv_.query;
     if (!q || term < 0 || (uint32_t)term >= q->term_count) return ECS_EINVAL;
     if (q->terms[term].access != ECS_WRITE || q->terms[term].src != ECS_SELF) return ECS_EINVAL;
-    /* A query iterator ends at a structural change: its chunk may be gone. */
-    if (it->priv_.marks == ECS__ITER_MARKS_NOW && it->priv_.version != q->world->structure_version)
-        return ECS_EINVAL;
+    /* After a structural change the chunk may be gone, or the row hold
+     * another entity (an EXCLUSIVE callback that moved rows). */
+    if (it->priv_.version != q->world->structure_version) return ECS_EINVAL;
     ecs__chunk_t *ch = (ecs__chunk_t *)it->priv_.chunk;
     int16_t col = q->matches[it->priv_.match].columns[term];
     if (col < 0 || row < 0 || (uint32_t)row >= ch->count) return ECS_EINVAL;
     ecs__tracker_t *t = ecs__chunk_tracker(ch, (uint32_t)col);
     if (!t) return ECS_OK; /* nobody tracks the component: nothing to record */
+    if (it->priv_.marks == ECS__ITER_MARKS_NOW) {
+        /* Immediate mode: the world's tick now (another filtered query may
+         * have started an iteration, and moved it on, since this one). */
+        ecs__chunk_mark_changed(q->world, ch, (uint32_t)col, (uint32_t)row);
+        return ECS_OK;
+    }
+    /* A system's own tick. Its jobs share the dirty-chunk lists: the
+     * thread that finishes the system lists its chunks (frame.c). */
     ecs__tracker_mark_changed(t, (uint32_t)row, it->priv_.tick);
-    /* A system's jobs share the dirty-chunk lists: the thread that
-     * finishes the system lists its chunks (frame.c). */
-    if (it->priv_.marks == ECS__ITER_MARKS_NOW) ecs__chunk_list(ch, (uint32_t)col);
     return ECS_OK;
 }
