@@ -624,6 +624,95 @@ ECS_API int ecs_cmd_remove(ecs_commands_t *cmd, ecs_entity_t entity, ecs_compone
 ECS_API int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t entity, ecs_component_t component,
                         const void *value);
 
+/* ---------------------------------------------------------------------- */
+/* Relations                                                               */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A relation type links a source entity to target entities, each pair
+ * with an optional payload ("a Hunting b, with {strength}"). Pairs live in
+ * a side table per relation type, not in archetypes: making or breaking a
+ * pair moves no entity, apart from the marker components below. A source's
+ * targets (with their payloads) and a target's sources are flat arrays,
+ * walked in O(pairs of that entity).
+ *
+ * Markers: unless switched off, each relation has a source marker and a
+ * target marker, ordinary tag components that an entity carries while it
+ * is the source of at least one pair, or the target of at least one, so
+ * that queries and systems can narrow to those entities (WITH terms).
+ * Their names are "(Name, *)" and "(*, Name)".
+ *
+ * Pairs to self are refused (ECS_EINVAL). Payloads are plain data, copied
+ * with memcpy. Immediate-mode calls are for use outside frames and inside
+ * EXCLUSIVE systems, like ecs_set; other systems use ecs_cmd_pair_set /
+ * ecs_cmd_pair_remove. Pointers from ecs_pair_* stay valid until the next
+ * structural change or relation write.
+ */
+
+/** What happens to pairs aimed at an entity that is despawned. */
+typedef enum {
+    ECS_RELEASE_TARGET, /* default: they are removed, as ecs_pair_remove would */
+    ECS_CASCADE_SOURCE, /* their sources are despawned too, transitively */
+    ECS_IGNORE,         /* they stay, holding the stale target handle, until
+                           removed or their source is despawned */
+} ecs_cleanup_t;
+
+typedef struct {
+    const char *name;                /* required, unique among relations; copied */
+    size_t size, align;              /* payload; size 0: none. align 0: from size */
+    ecs_cleanup_t on_target_despawn;
+    bool exclusive;                  /* at most one target per source: a new pair
+                                        replaces the old one in one step */
+    bool no_source_marker, no_target_marker;
+} ecs_relation_desc_t;
+
+/**
+ * Registers a relation type. Returns its id, or 0: NULL world or desc, a
+ * NULL, empty or duplicate name (or a marker name taken by a component),
+ * a bad size or alignment (as for components), an unknown cleanup policy,
+ * inside a system that is not EXCLUSIVE, out of memory.
+ */
+ECS_API ecs_relation_t ecs_relation_register(ecs_world_t *world, const ecs_relation_desc_t *desc);
+
+/**
+ * Makes the pair src -> tgt with a copy of *payload (NULL: zeroes), or
+ * replaces the payload of an existing one. On an exclusive relation a
+ * source's previous pair is replaced. Returns ECS_OK; ECS_ESTALE (src or
+ * tgt null or stale); ECS_EINVAL (NULL world, unknown relation, src ==
+ * tgt); ECS_EBUSY (inside a non-exclusive system); ECS_ENOMEM (nothing
+ * changed).
+ */
+ECS_API int ecs_pair_set(ecs_world_t *world, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt,
+                         const void *payload);
+/** Removes the pair src -> tgt; no pair: ECS_OK. Errors as ecs_pair_set
+ * (tgt may be stale: a pair to a dead target under ECS_IGNORE). */
+ECS_API int ecs_pair_remove(ecs_world_t *world, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt);
+/** The payload of src -> tgt, or NULL (no such pair, no payload, bad arguments). */
+ECS_API const void *ecs_pair_get(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt);
+/** src's first target (the oldest pair), or ECS_NULL. */
+ECS_API ecs_entity_t ecs_pair_target(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t src);
+/**
+ * src's targets and their payloads, as two parallel arrays in the order
+ * the pairs were made (payloads NULL for a payload-less relation);
+ * returns their count. Either out pointer may be NULL. ECS_ESTALE,
+ * ECS_EINVAL for bad arguments.
+ */
+ECS_API int ecs_pair_targets(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t src,
+                             const ecs_entity_t **targets, const void **payloads);
+/** tgt's sources (an array); returns their count. Errors as ecs_pair_targets. */
+ECS_API int ecs_pair_sources(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t tgt,
+                             const ecs_entity_t **sources);
+/** The marker components (0 when switched off or for a bad relation). */
+ECS_API ecs_component_t ecs_relation_source_marker(const ecs_world_t *world, ecs_relation_t rel);
+ECS_API ecs_component_t ecs_relation_target_marker(const ecs_world_t *world, ecs_relation_t rel);
+
+/** Deferred pair writes, applied at the barrier like any command. The
+ * payload is copied when recorded. Returns as the other ecs_cmd_* calls;
+ * ECS_EINVAL also for an unknown relation or src == tgt. */
+ECS_API int ecs_cmd_pair_set(ecs_commands_t *cmd, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt,
+                             const void *payload);
+ECS_API int ecs_cmd_pair_remove(ecs_commands_t *cmd, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,8 +1,9 @@
 /*
  * relation.h: internal header of the relation subsystem, the lowest layer
- * of Stagehand. For now it holds the u64 open-addressing map that the
- * relation stores will key by entity, and that the world also uses for
- * its archetype-graph edges. It knows nothing of the world or the jobs.
+ * of Stagehand: the u64 open-addressing map (which the world also uses for
+ * its archetype-graph edges) and the relation store built on it. It knows
+ * nothing of the world, the scheduler or the jobs: markers, cleanup on
+ * despawn and commands are the world's (src/world/pairs.c).
  */
 #ifndef ECS_RELATION_H
 #define ECS_RELATION_H
@@ -59,5 +60,104 @@ uint64_t *ecs__map_ensure(ecs__map_t *m, const ecs_allocator_t *a, uint64_t key,
 /* Removes key; returns whether it was present. Never allocates. */
 bool ecs__map_remove(ecs__map_t *m, uint64_t key);
 
+
+/* ---------------------------------------------------------------------- */
+/* The relation store (store.c)                                            */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * One store per relation type, as in seed 001: a forward index, source ->
+ * its targets and their payloads in two parallel flat slices (payload i
+ * belongs to target i, in the order the pairs were made), and a reverse
+ * index, target -> a flat slice of its sources. Both are u64 maps from an
+ * entity to a slot in a dense array of slices; slots are reused through a
+ * free list, and a slice keeps its capacity when it empties, so pairs made
+ * and broken every frame allocate nothing once warm. The two indices
+ * always agree: every write changes both or neither. Single-writer, no
+ * locking: the world writes only from immediate mode and barriers.
+ */
+typedef struct {
+    ecs_entity_t *targets;   /* cap entries */
+    unsigned char *payloads; /* cap payloads, in the same block; NULL for size 0 */
+    uint32_t count, cap;     /* a free slot: targets NULL, count = next free + 1 */
+} ecs__target_slice_t;
+
+typedef struct {
+    ecs_entity_t *sources;
+    uint32_t count, cap;
+} ecs__source_slice_t;
+
+typedef struct {
+    uint32_t size, align;    /* payload; size 0: none */
+    bool exclusive;          /* at most one target per source */
+    ecs__map_t forward;      /* source -> slot + 1 in fwd */
+    ecs__map_t reverse;      /* target -> slot + 1 in rev */
+    ecs__target_slice_t *fwd;
+    ecs__source_slice_t *rev;
+    uint32_t fwd_count, fwd_cap, fwd_free; /* free: slot + 1 of a free slot, 0: none */
+    uint32_t rev_count, rev_cap, rev_free;
+    uint64_t pairs;
+} ecs__store_t;
+
+void ecs__store_init(ecs__store_t *st, uint32_t size, uint32_t align, bool exclusive);
+void ecs__store_fini(ecs__store_t *st, const ecs_allocator_t *a);
+
+/* What a set did. */
+typedef struct {
+    bool added;              /* a new pair (false: the payload of an existing one was replaced) */
+    bool source_first;       /* the source had no pair before */
+    bool target_first;       /* nothing targeted the target before */
+    ecs_entity_t replaced;   /* exclusive: the target of the pair this one replaced, or 0 */
+    bool replaced_last;      /* ... which nothing targets any more */
+} ecs__pair_set_t;
+
+/* Makes sure a set of src -> tgt cannot fail: both slices exist (maybe
+ * empty: an empty slice means no pairs) with room for one more. false on
+ * OOM, leaving at most empty slices behind. */
+bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt);
+
+/* Makes (or updates) the pair src -> tgt with a copy of payload (NULL:
+ * zeroes). An exclusive store replaces the source's other pair in the same
+ * step. ECS_OK or ECS_ENOMEM, with no pair changed; after a successful
+ * ecs__store_reserve of the same pair it cannot fail. */
+int ecs__store_set(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
+                   const void *payload, ecs__pair_set_t *out);
+
+/* Removes the pair src -> tgt; false when there was none. Never
+ * allocates. *source_last / *target_last (may be NULL) tell whether src
+ * has no pair left and tgt is targeted by nothing any more. */
+bool ecs__store_remove(ecs__store_t *st, ecs_entity_t src, ecs_entity_t tgt, bool *source_last, bool *target_last);
+
+static inline ecs__target_slice_t *ecs__store_targets(const ecs__store_t *st, ecs_entity_t src)
+{
+    uint64_t *v = ecs__map_get(&st->forward, src);
+    return v ? &st->fwd[*v - 1] : NULL;
+}
+
+static inline ecs__source_slice_t *ecs__store_sources(const ecs__store_t *st, ecs_entity_t tgt)
+{
+    uint64_t *v = ecs__map_get(&st->reverse, tgt);
+    return v ? &st->rev[*v - 1] : NULL;
+}
+
+/* The payload of src -> tgt (NULL when absent or payload-less). *found
+ * (may be NULL) tells whether the pair exists. */
+const void *ecs__store_get(const ecs__store_t *st, ecs_entity_t src, ecs_entity_t tgt, bool *found);
+
+/* Releases e's slices that are empty (a dead target whose last pair went
+ * under IGNORE, or slices a failed call reserved). */
+void ecs__store_forget(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t e);
+
+/* An entity is going away: every pair it is the source of, or the target
+ * of, goes (as many removals), and its slices are released. fn (may be
+ * NULL) is called once per pair removed, after the store is consistent
+ * again for that pair, with whether the other end was left without pairs
+ * of its kind (a target nothing targets, a source with no pair). fn must
+ * not write to this store. */
+typedef void (*ecs__store_visit_t)(void *ctx, ecs_entity_t src, ecs_entity_t tgt, bool other_last);
+void ecs__store_drop_source(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs__store_visit_t fn,
+                            void *ctx);
+void ecs__store_drop_target(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t tgt, ecs__store_visit_t fn,
+                            void *ctx);
 
 #endif /* ECS_RELATION_H */

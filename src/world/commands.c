@@ -20,14 +20,16 @@
 /* First capacity of a buffer's spawned-id array (doubled when full). */
 #define SPAWNED_MIN 16
 
-enum { CMD_SPAWN, CMD_DESPAWN, CMD_ADD, CMD_REMOVE, CMD_SET };
+enum { CMD_SPAWN, CMD_DESPAWN, CMD_ADD, CMD_REMOVE, CMD_SET, CMD_PAIR_SET, CMD_PAIR_REMOVE };
 
 struct ecs__cmd {
     ecs__cmd_t *next;
-    ecs_entity_t entity; /* real or provisional */
-    ecs_component_t component;
+    ecs_entity_t entity; /* real or provisional; a pair's source */
+    ecs_entity_t target; /* a pair's target, real or provisional */
+    ecs_component_t component; /* or a pair's relation */
     uint32_t kind;
-    void *value; /* CMD_SET: the recorded copy, in the arena; NULL once consumed */
+    void *value; /* CMD_SET: the recorded copy, in the arena; NULL once consumed.
+                    CMD_PAIR_SET: the payload (plain data), or NULL */
 };
 
 struct ecs__cmd_segment {
@@ -172,6 +174,7 @@ static ecs__cmd_t *cmd_append(ecs_commands_t *cmd, uint32_t kind, ecs_entity_t e
     }
     ecs__cmd_t *c_ = (ecs__cmd_t *)(p + cmd_off);
     c_->next = NULL;
+    c_->target = ECS_NULL;
     c_->entity = e;
     c_->component = c;
     c_->kind = kind;
@@ -243,6 +246,34 @@ int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t e, ecs_component_t c, const vo
     if (!c_) return ECS_ENOMEM;
     ecs__value_copy(comp, c_->value, value, 1);
     return ECS_OK;
+}
+
+static int cmd_pair(ecs_commands_t *cmd, uint32_t kind, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt,
+                    const void *payload)
+{
+    int err = check_buffer(cmd, src);
+    if (err) return err;
+    /* A removal may name a dead target (a pair kept under ECS_IGNORE). */
+    bool check_target = kind == CMD_PAIR_SET || is_provisional(tgt);
+    if (!tgt || (check_target && check_entity(cmd, tgt) != ECS_OK)) return ECS_ESTALE;
+    const ecs__relation_t *r = ecs__relation_get(cmd->world, rel);
+    if (!r || src == tgt) return ECS_EINVAL;
+    size_t size = kind == CMD_PAIR_SET && payload ? r->store.size : 0;
+    ecs__cmd_t *c_ = cmd_append(cmd, kind, src, rel, size, r->store.align);
+    if (!c_) return ECS_ENOMEM;
+    c_->target = tgt;
+    if (size) memcpy(c_->value, payload, size);
+    return ECS_OK;
+}
+
+int ecs_cmd_pair_set(ecs_commands_t *cmd, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt, const void *payload)
+{
+    return cmd_pair(cmd, CMD_PAIR_SET, rel, src, tgt, payload);
+}
+
+int ecs_cmd_pair_remove(ecs_commands_t *cmd, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt)
+{
+    return cmd_pair(cmd, CMD_PAIR_REMOVE, rel, src, tgt, NULL);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -348,12 +379,28 @@ static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, pl
     if (rec) {
         switch (c->kind) {
         case CMD_DESPAWN:
+            if (w->relation_count && ecs__pairs_involved(w, e)) {
+                if (ecs__pairs_despawn(w, e) != ECS_OK) skip(pb, ECS_ENOMEM);
+                return;
+            }
             if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL)) {
                 skip(pb, ECS_ENOMEM);
                 return;
             }
             ecs__entity_destroy(w, e, rec);
             return;
+        case CMD_PAIR_SET:
+        case CMD_PAIR_REMOVE: {
+            /* A target that died earlier in the flush: a set is skipped
+             * (no pair to a dead entity is ever made), a removal still
+             * finds a pair kept under ECS_IGNORE. */
+            ecs_entity_t t = resolve(owner, c->target);
+            ecs__relation_t *r = ecs__relation_get(w, c->component);
+            if (c->kind == CMD_PAIR_SET) err = ecs_is_alive(w, t) ? ecs__pairs_set(w, r, e, t, c->value) : ECS_ESTALE;
+            else err = t ? ecs__pairs_remove(w, r, e, t) : ECS_ESTALE;
+            c->value = NULL; /* plain data: nothing to destroy */
+            break;
+        }
         case CMD_ADD: err = ecs__entity_add(w, e, rec, c->component); break;
         case CMD_REMOVE: err = ecs__entity_remove(w, e, rec, c->component); break;
         case CMD_SET:
@@ -621,6 +668,8 @@ int ecs__commands_flush(ecs_world_t *w)
         }
     }
     w->commands_skipped += pb.skipped;
+    /* Markers the flush's pair changes call for: one move per entity. */
+    if (w->pending_count && ecs__pairs_flush_markers(w) != ECS_OK) pb.result = ECS_ENOMEM;
     size_t bytes = 0;
     for (uint32_t i = 0; i < s->worker_count; i++) {
         const ecs__arena_t *ar = &s->workers[i].arena;

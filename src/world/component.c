@@ -99,6 +99,22 @@ ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_
     return id;
 }
 
+void ecs__component_unregister_last(ecs_world_t *w, ecs_component_t id)
+{
+    ecs__assert(id && id == w->component_count, "only the newest component");
+    ecs__component_t *c = w->components[id];
+    ecs__assert(!c->archetype_count && !c->removal_readers, "unused");
+    uint64_t hash = name_hash(c->info.name);
+    uint64_t *head = ecs__map_get(&w->component_names, hash);
+    ecs__assert(head && *head == id, "the newest is its chain's head");
+    if (c->name_next) *head = c->name_next;
+    else ecs__map_remove(&w->component_names, hash);
+    ecs__free(&w->allocator, (void *)c->info.name);
+    ecs__free(&w->allocator, c);
+    w->components[id] = NULL;
+    w->component_count = id - 1;
+}
+
 ecs_component_t ecs_component_lookup(const ecs_world_t *w, const char *name)
 {
     if (!w || !name) return 0;

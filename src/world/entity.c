@@ -452,6 +452,7 @@ int ecs_despawn(ecs_world_t *w, ecs_entity_t e)
     if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return ECS_ESTALE;
+    if (ECS__UNLIKELY(w->relation_count) && ecs__pairs_involved(w, e)) return ecs__pairs_despawn(w, e);
     if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL)) return ECS_ENOMEM;
     ecs__entity_destroy(w, e, rec);
     return ECS_OK;

@@ -26,6 +26,7 @@ void ecs__world_storage_fini(ecs_world_t *w)
     w->queries = NULL;
     w->query_cap = 0;
     ecs__commands_fini(w); /* before the components its values need */
+    ecs__relations_fini(w);
     ecs__archetypes_fini(w);
     ecs__components_fini(w);
     ecs__entity_index_fini(&w->entity_index, &w->allocator);

@@ -197,6 +197,9 @@ void ecs__value_move(const ecs__component_t *c, void *dst, void *src, int32_t n)
 void ecs__value_copy(const ecs__component_t *c, void *dst, const void *src, int32_t n);
 
 void ecs__components_fini(ecs_world_t *w);
+/* Undoes the registration of the newest component, which nothing uses
+ * yet (a registration that failed halfway, e.g. a relation's markers). */
+void ecs__component_unregister_last(ecs_world_t *w, ecs_component_t id);
 
 /* ---------------------------------------------------------------------- */
 /* Archetypes and chunks                                                   */
@@ -647,6 +650,33 @@ static inline void ecs__chunk_mark_added(ecs_world_t *w, ecs__chunk_t *ch, uint3
 }
 
 /* ---------------------------------------------------------------------- */
+/* Relations (pairs.c): the world's side of the relation stores            */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    char *name;
+    ecs__store_t store;
+    ecs_cleanup_t cleanup;
+    ecs_component_t source_marker, target_marker; /* 0: switched off */
+} ecs__relation_t;
+
+static inline ecs__relation_t *ecs__relation_get(const ecs_world_t *w, ecs_relation_t r);
+
+/* Despawns e and what its relations' cleanup policies take with it (the
+ * CASCADE_SOURCE closure), dropping their pairs; the survivors' markers
+ * are synced at once (immediate mode: all or nothing, ECS_ENOMEM with
+ * nothing changed) or at the end of the flush. e is live. */
+int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e);
+/* Pair writes shared by immediate mode and playback. src is live, tgt
+ * live for a set; ECS_ENOMEM changes nothing. */
+int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt, const void *payload);
+int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt);
+/* End of a flush: one archetype move per entity whose markers changed
+ * during it. ECS_OK or ECS_ENOMEM (those entities stay pending). */
+int ecs__pairs_flush_markers(ecs_world_t *w);
+void ecs__relations_fini(ecs_world_t *w);
+
+/* ---------------------------------------------------------------------- */
 /* Commands                                                                */
 /* ---------------------------------------------------------------------- */
 
@@ -760,6 +790,16 @@ struct ecs_world {
     void *frame_state; /* the frame being run (frame.c), NULL outside */
     int frame_error;   /* first error of the frame being run */
 
+    /* Relation types by id - 1, and the relation scratch of pairs.c:
+     * entities whose markers a flush changed (synced at its end, in this
+     * order), and a despawn's closure. All keep their capacity. */
+    ecs__relation_t *relations;
+    uint32_t relation_count, relation_cap;
+    ecs__map_t marker_pending;
+    ecs_entity_t *pending, *doomed;
+    uint32_t pending_count, pending_cap, doomed_count, doomed_cap;
+    ecs__map_t doomed_set;
+
     /* The tick a mark made now takes (docs/change-detection.md, Ticks):
      * between frames, a tick above every finished run; inside a frame, the
      * slot tick of the barrier or EXCLUSIVE system that is writing. */
@@ -776,6 +816,21 @@ struct ecs_world {
 static inline ecs__component_t *ecs__component_get(const ecs_world_t *w, ecs_component_t c)
 {
     return (c && c <= w->component_count) ? w->components[c] : NULL;
+}
+
+static inline ecs__relation_t *ecs__relation_get(const ecs_world_t *w, ecs_relation_t r)
+{
+    return (r && r <= w->relation_count) ? &w->relations[r - 1] : NULL;
+}
+
+/* Whether e takes part in any pair (as source or target), or has slices. */
+static inline bool ecs__pairs_involved(const ecs_world_t *w, ecs_entity_t e)
+{
+    for (uint32_t i = 0; i < w->relation_count; i++) {
+        const ecs__store_t *st = &w->relations[i].store;
+        if (ecs__map_get(&st->forward, e) || ecs__map_get(&st->reverse, e)) return true;
+    }
+    return false;
 }
 
 #ifndef NDEBUG

@@ -1,0 +1,338 @@
+/*
+ * store.c: the relation store (see relation.h): forward and reverse
+ * indices over flat slices, kept in agreement by every write.
+ *
+ * The one idea: a write first obtains everything that can fail (map room,
+ * a slot, a larger slice block) and only then changes anything, so a
+ * failed write leaves both indices as they were. Slices are small (the
+ * typical entity has a few pairs), so lookups inside one are linear scans
+ * over a flat array, cheaper than a hash for up to a few dozen entries;
+ * removal keeps the order of the rest (a memmove of a few words), so a
+ * source's targets stay in the order its pairs were made.
+ */
+#include "relation/relation.h"
+
+/* A slice starts with room for this many pairs. */
+#define SLICE_MIN 2u
+
+void ecs__store_init(ecs__store_t *st, uint32_t size, uint32_t align, bool exclusive)
+{
+    memset(st, 0, sizeof(*st));
+    st->size = size;
+    st->align = align ? align : 1;
+    st->exclusive = exclusive;
+    ecs__map_init(&st->forward);
+    ecs__map_init(&st->reverse);
+}
+
+void ecs__store_fini(ecs__store_t *st, const ecs_allocator_t *a)
+{
+    for (uint32_t i = 0; i < st->fwd_count; i++) ecs__free(a, st->fwd[i].targets);
+    for (uint32_t i = 0; i < st->rev_count; i++) ecs__free(a, st->rev[i].sources);
+    ecs__free(a, st->fwd);
+    ecs__free(a, st->rev);
+    ecs__map_fini(&st->forward, a);
+    ecs__map_fini(&st->reverse, a);
+    memset(st, 0, sizeof(*st));
+}
+
+/* ---------------------------------------------------------------------- */
+/* Slices                                                                  */
+/* ---------------------------------------------------------------------- */
+
+/* Offset of the payloads in a target block of cap entries. */
+static inline size_t payload_offset(const ecs__store_t *st, uint32_t cap)
+{
+    return ecs__align_up((size_t)cap * sizeof(ecs_entity_t), st->align);
+}
+
+/* A target block for cap pairs: targets, then payloads. NULL on OOM. */
+static void *target_block_new(const ecs__store_t *st, const ecs_allocator_t *a, uint32_t cap)
+{
+    size_t bytes = payload_offset(st, cap) + (size_t)cap * st->size;
+    return ecs__alloc(a, bytes, st->align > 8 ? st->align : 8);
+}
+
+/* Moves slice s into the larger block b (cap entries). */
+static void target_block_install(const ecs__store_t *st, const ecs_allocator_t *a, ecs__target_slice_t *s, void *b,
+                                 uint32_t cap)
+{
+    ecs_entity_t *targets = b;
+    unsigned char *payloads = st->size ? (unsigned char *)b + payload_offset(st, cap) : NULL;
+    if (s->count) {
+        memcpy(targets, s->targets, s->count * sizeof(ecs_entity_t));
+        if (st->size) memcpy(payloads, s->payloads, (size_t)s->count * st->size);
+    }
+    ecs__free(a, s->targets);
+    s->targets = targets;
+    s->payloads = payloads;
+    s->cap = cap;
+}
+
+static inline uint32_t grown(uint32_t cap) { return cap ? cap * 2 : SLICE_MIN; }
+
+static inline int32_t find_target(const ecs__target_slice_t *s, ecs_entity_t tgt)
+{
+    for (uint32_t i = 0; i < s->count; i++) {
+        if (s->targets[i] == tgt) return (int32_t)i;
+    }
+    return -1;
+}
+
+static inline void payload_write(const ecs__store_t *st, ecs__target_slice_t *s, uint32_t i, const void *payload)
+{
+    if (!st->size) return;
+    unsigned char *dst = s->payloads + (size_t)i * st->size;
+    if (payload) memcpy(dst, payload, st->size);
+    else memset(dst, 0, st->size);
+}
+
+static void target_erase(const ecs__store_t *st, ecs__target_slice_t *s, uint32_t i)
+{
+    uint32_t after = s->count - i - 1;
+    if (after) {
+        memmove(&s->targets[i], &s->targets[i + 1], after * sizeof(ecs_entity_t));
+        if (st->size) memmove(s->payloads + (size_t)i * st->size, s->payloads + (size_t)(i + 1) * st->size,
+                              (size_t)after * st->size);
+    }
+    s->count--;
+}
+
+static bool source_erase(ecs__source_slice_t *s, ecs_entity_t src)
+{
+    for (uint32_t i = 0; i < s->count; i++) {
+        if (s->sources[i] != src) continue;
+        memmove(&s->sources[i], &s->sources[i + 1], (s->count - i - 1) * sizeof(ecs_entity_t));
+        s->count--;
+        return true;
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Slots                                                                   */
+/* ---------------------------------------------------------------------- */
+
+/* Room for one more slot in a slice array (a free slot, or capacity). */
+static bool fwd_slot_reserve(ecs__store_t *st, const ecs_allocator_t *a)
+{
+    return st->fwd_free || ecs__array_reserve(a, (void **)&st->fwd, &st->fwd_cap, st->fwd_count + 1,
+                                              sizeof(ecs__target_slice_t), _Alignof(ecs__target_slice_t));
+}
+
+static bool rev_slot_reserve(ecs__store_t *st, const ecs_allocator_t *a)
+{
+    return st->rev_free || ecs__array_reserve(a, (void **)&st->rev, &st->rev_cap, st->rev_count + 1,
+                                              sizeof(ecs__source_slice_t), _Alignof(ecs__source_slice_t));
+}
+
+/* A new empty slot (reserved first), mapped from key. */
+static uint32_t fwd_slot_take(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t key)
+{
+    uint32_t slot;
+    if (st->fwd_free) {
+        slot = st->fwd_free - 1;
+        st->fwd_free = st->fwd[slot].count;
+    } else {
+        slot = st->fwd_count++;
+    }
+    st->fwd[slot] = (ecs__target_slice_t){0};
+    uint64_t *v = ecs__map_ensure(&st->forward, a, key, NULL);
+    ecs__assert(v, "forward map room reserved");
+    *v = slot + 1;
+    return slot;
+}
+
+static uint32_t rev_slot_take(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t key)
+{
+    uint32_t slot;
+    if (st->rev_free) {
+        slot = st->rev_free - 1;
+        st->rev_free = st->rev[slot].count;
+    } else {
+        slot = st->rev_count++;
+    }
+    st->rev[slot] = (ecs__source_slice_t){0};
+    uint64_t *v = ecs__map_ensure(&st->reverse, a, key, NULL);
+    ecs__assert(v, "reverse map room reserved");
+    *v = slot + 1;
+    return slot;
+}
+
+static void fwd_slot_release(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t key, uint32_t slot)
+{
+    ecs__free(a, st->fwd[slot].targets);
+    st->fwd[slot] = (ecs__target_slice_t){.count = st->fwd_free};
+    st->fwd_free = slot + 1;
+    ecs__map_remove(&st->forward, key);
+}
+
+static void rev_slot_release(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t key, uint32_t slot)
+{
+    ecs__free(a, st->rev[slot].sources);
+    st->rev[slot] = (ecs__source_slice_t){.count = st->rev_free};
+    st->rev_free = slot + 1;
+    ecs__map_remove(&st->reverse, key);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Writes                                                                  */
+/* ---------------------------------------------------------------------- */
+
+bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt)
+{
+    /* Slots first (map room, then the slot): each step that fails leaves
+     * spare capacity or an empty slice, which means "no pairs". */
+    uint64_t *fv = ecs__map_get(&st->forward, src);
+    if (!fv) {
+        if (!ecs__map_reserve(&st->forward, a, 1) || !fwd_slot_reserve(st, a)) return false;
+        fwd_slot_take(st, a, src);
+        fv = ecs__map_get(&st->forward, src);
+    }
+    uint64_t *rv = ecs__map_get(&st->reverse, tgt);
+    if (!rv) {
+        if (!ecs__map_reserve(&st->reverse, a, 1) || !rev_slot_reserve(st, a)) return false;
+        rev_slot_take(st, a, tgt);
+        rv = ecs__map_get(&st->reverse, tgt);
+    }
+    ecs__target_slice_t *fs = &st->fwd[*fv - 1];
+    /* An exclusive source replaces its pair in place: one entry is enough. */
+    uint32_t fneed = st->exclusive && fs->count ? fs->count : fs->count + 1;
+    if (fneed > fs->cap && find_target(fs, tgt) < 0) {
+        uint32_t cap = grown(fs->cap);
+        void *b = target_block_new(st, a, cap);
+        if (!b) return false;
+        target_block_install(st, a, fs, b, cap);
+    }
+    ecs__source_slice_t *rs = &st->rev[*rv - 1];
+    if (rs->count + 1 > rs->cap) {
+        uint32_t cap = grown(rs->cap);
+        ecs_entity_t *b = ecs__alloc(a, cap * sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
+        if (!b) return false;
+        if (rs->count) memcpy(b, rs->sources, rs->count * sizeof(ecs_entity_t));
+        ecs__free(a, rs->sources);
+        rs->sources = b;
+        rs->cap = cap;
+    }
+    return true;
+}
+
+int ecs__store_set(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
+                   const void *payload, ecs__pair_set_t *out)
+{
+    *out = (ecs__pair_set_t){0};
+    ecs__target_slice_t *fs = ecs__store_targets(st, src);
+    int32_t i = fs ? find_target(fs, tgt) : -1;
+    if (i >= 0) { /* an existing pair: a new payload, nothing else */
+        payload_write(st, fs, (uint32_t)i, payload);
+        return ECS_OK;
+    }
+    if (!ecs__store_reserve(st, a, src, tgt)) return ECS_ENOMEM;
+
+    /* Nothing below can fail. */
+    fs = ecs__store_targets(st, src);
+    ecs__source_slice_t *rs = ecs__store_sources(st, tgt);
+    ecs_entity_t old = st->exclusive && fs->count ? fs->targets[0] : ECS_NULL;
+    out->added = true;
+    out->source_first = fs->count == 0;
+    out->target_first = rs->count == 0;
+    if (old) {
+        /* Exclusive: the new pair takes the old one's place in one step. */
+        ecs__source_slice_t *os = ecs__store_sources(st, old);
+        ecs__assert(os, "the indices agree");
+        bool erased = source_erase(os, src);
+        ecs__assert(erased, "the indices agree");
+        (void)erased;
+        fs->targets[0] = tgt;
+        payload_write(st, fs, 0, payload);
+        out->replaced = old;
+        out->replaced_last = os->count == 0;
+    } else {
+        fs->targets[fs->count] = tgt;
+        payload_write(st, fs, fs->count, payload);
+        fs->count++;
+        st->pairs++;
+    }
+    ecs__assert(rs->count < rs->cap, "reserved");
+    rs->sources[rs->count++] = src;
+    return ECS_OK;
+}
+
+void ecs__store_forget(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t e)
+{
+    uint64_t *v = ecs__map_get(&st->forward, e);
+    if (v && !st->fwd[*v - 1].count) fwd_slot_release(st, a, e, (uint32_t)(*v - 1));
+    v = ecs__map_get(&st->reverse, e);
+    if (v && !st->rev[*v - 1].count) rev_slot_release(st, a, e, (uint32_t)(*v - 1));
+}
+
+bool ecs__store_remove(ecs__store_t *st, ecs_entity_t src, ecs_entity_t tgt, bool *source_last, bool *target_last)
+{
+    ecs__target_slice_t *fs = ecs__store_targets(st, src);
+    int32_t i = fs ? find_target(fs, tgt) : -1;
+    if (i < 0) return false;
+    ecs__source_slice_t *rs = ecs__store_sources(st, tgt);
+    ecs__assert(rs, "the indices agree");
+    target_erase(st, fs, (uint32_t)i);
+    bool erased = source_erase(rs, src);
+    ecs__assert(erased, "the indices agree");
+    (void)erased;
+    st->pairs--;
+    /* Emptied slices keep their slot and capacity: a pair made again
+     * (the common churn) allocates nothing. They go with the entity. */
+    if (source_last) *source_last = fs->count == 0;
+    if (target_last) *target_last = rs->count == 0;
+    return true;
+}
+
+const void *ecs__store_get(const ecs__store_t *st, ecs_entity_t src, ecs_entity_t tgt, bool *found)
+{
+    const ecs__target_slice_t *fs = ecs__store_targets(st, src);
+    int32_t i = fs ? find_target(fs, tgt) : -1;
+    if (found) *found = i >= 0;
+    if (i < 0 || !st->size) return NULL;
+    return fs->payloads + (size_t)i * st->size;
+}
+
+void ecs__store_drop_source(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs__store_visit_t fn,
+                            void *ctx)
+{
+    uint64_t *v = ecs__map_get(&st->forward, src);
+    if (!v) return;
+    uint32_t slot = (uint32_t)(*v - 1);
+    /* From the last pair back, so the slice shrinks from its end. */
+    while (st->fwd[slot].count) {
+        ecs__target_slice_t *fs = &st->fwd[slot];
+        ecs_entity_t tgt = fs->targets[fs->count - 1];
+        fs->count--;
+        st->pairs--;
+        ecs__source_slice_t *rs = ecs__store_sources(st, tgt);
+        ecs__assert(rs, "the indices agree");
+        bool erased = source_erase(rs, src);
+        ecs__assert(erased, "the indices agree");
+        (void)erased;
+        if (fn) fn(ctx, src, tgt, rs->count == 0);
+    }
+    fwd_slot_release(st, a, src, slot);
+}
+
+void ecs__store_drop_target(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t tgt, ecs__store_visit_t fn,
+                            void *ctx)
+{
+    uint64_t *v = ecs__map_get(&st->reverse, tgt);
+    if (!v) return;
+    uint32_t slot = (uint32_t)(*v - 1);
+    while (st->rev[slot].count) {
+        ecs__source_slice_t *rs = &st->rev[slot];
+        ecs_entity_t src = rs->sources[rs->count - 1];
+        rs->count--;
+        ecs__target_slice_t *fs = ecs__store_targets(st, src);
+        ecs__assert(fs, "the indices agree");
+        int32_t i = find_target(fs, tgt);
+        ecs__assert(i >= 0, "the indices agree");
+        target_erase(st, fs, (uint32_t)i);
+        st->pairs--;
+        if (fn) fn(ctx, src, tgt, fs->count == 0);
+    }
+    rev_slot_release(st, a, tgt, slot);
+}

@@ -1,0 +1,622 @@
+/*
+ * pairs.c: relations as the world sees them: registering relation types,
+ * the immediate-mode pair API, marker components, and cleanup when an
+ * entity that takes part in pairs is despawned. The stores themselves are
+ * src/relation/ (seed 001): they know nothing of entities being alive.
+ *
+ * The one idea: an entity carries a relation's source marker exactly
+ * while it is the source of at least one pair (and the target marker
+ * while it is a target), so queries narrow to them by ordinary archetype
+ * matching. Keeping that true costs archetype moves, which can fail; so
+ * an immediate-mode call plans every marker move it will make and secures
+ * the destination archetypes and rows first, then changes the store
+ * (which cannot fail once reserved), then moves the entities. During a
+ * flush, markers are brought up to date at its end instead, one move per
+ * entity, however many of its pairs the flush changed (DESIGN.md:
+ * marker changes within one flush coalesce into one archetype move).
+ */
+#include "world/world.h"
+
+/* ---------------------------------------------------------------------- */
+/* Registration                                                            */
+/* ---------------------------------------------------------------------- */
+
+static ecs_component_t marker_register(ecs_world_t *w, const char *fmt, const char *name)
+{
+    size_t n = strlen(name) + 8;
+    char *buf = ecs__alloc(&w->allocator, n, 1);
+    if (!buf) return 0;
+    snprintf(buf, n, fmt, name);
+    ecs_component_t c = ecs_component_register(w, &(ecs_component_desc_t){.name = buf});
+    ecs__free(&w->allocator, buf);
+    return c;
+}
+
+ecs_relation_t ecs_relation_register(ecs_world_t *w, const ecs_relation_desc_t *desc)
+{
+    if (!w || !desc || !desc->name || !desc->name[0]) return 0;
+    if (w->phase == ECS__PHASE_SYSTEMS || w->phase == ECS__PHASE_FLUSH) return 0;
+    if ((unsigned)desc->on_target_despawn > ECS_IGNORE) return 0;
+    for (uint32_t i = 0; i < w->relation_count; i++) {
+        if (!strcmp(w->relations[i].name, desc->name)) return 0;
+    }
+    size_t size = desc->size, align = desc->align;
+    if (size > UINT32_MAX / 2) return 0;
+    if (size == 0) {
+        if (align > 1) return 0;
+        align = 1;
+    } else {
+        if (align == 0) {
+            align = size & (~size + 1); /* the largest power of two dividing size */
+            if (align > 16) align = 16;
+        }
+        if (!ecs__is_pow2(align) || align > 64 || size % align) return 0;
+    }
+    if (w->relation_count == UINT32_MAX - 1) return 0;
+    /* Everything that can fail first; markers last, undone in reverse. */
+    if (!ecs__array_reserve(&w->allocator, (void **)&w->relations, &w->relation_cap, w->relation_count + 1,
+                            sizeof(ecs__relation_t), _Alignof(ecs__relation_t)))
+        return 0;
+    char *name = ecs__strdup(&w->allocator, desc->name);
+    if (!name) return 0;
+    ecs_component_t sm = 0, tm = 0;
+    if (!desc->no_source_marker && !(sm = marker_register(w, "(%s, *)", name))) goto fail;
+    if (!desc->no_target_marker && !(tm = marker_register(w, "(*, %s)", name))) goto fail;
+    ecs__relation_t *r = &w->relations[w->relation_count++];
+    memset(r, 0, sizeof(*r));
+    r->name = name;
+    r->cleanup = desc->on_target_despawn;
+    r->source_marker = sm;
+    r->target_marker = tm;
+    ecs__store_init(&r->store, (uint32_t)size, (uint32_t)align, desc->exclusive);
+    return w->relation_count;
+
+fail:
+    if (sm) ecs__component_unregister_last(w, sm);
+    ecs__free(&w->allocator, name);
+    return 0;
+}
+
+void ecs__relations_fini(ecs_world_t *w)
+{
+    for (uint32_t i = 0; i < w->relation_count; i++) {
+        ecs__store_fini(&w->relations[i].store, &w->allocator);
+        ecs__free(&w->allocator, w->relations[i].name);
+    }
+    ecs__free(&w->allocator, w->relations);
+    ecs__free(&w->allocator, w->pending);
+    ecs__free(&w->allocator, w->doomed);
+    ecs__map_fini(&w->marker_pending, &w->allocator);
+    ecs__map_fini(&w->doomed_set, &w->allocator);
+    w->relations = NULL;
+    w->relation_count = w->relation_cap = 0;
+}
+
+ecs_component_t ecs_relation_source_marker(const ecs_world_t *w, ecs_relation_t rel)
+{
+    const ecs__relation_t *r = w ? ecs__relation_get(w, rel) : NULL;
+    return r ? r->source_marker : 0;
+}
+
+ecs_component_t ecs_relation_target_marker(const ecs_world_t *w, ecs_relation_t rel)
+{
+    const ecs__relation_t *r = w ? ecs__relation_get(w, rel) : NULL;
+    return r ? r->target_marker : 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Markers                                                                 */
+/* ---------------------------------------------------------------------- */
+
+/* How many pairs e will have on each side once the entities in `doomed`
+ * (NULL: none) are gone: a pair to a doomed target goes under
+ * RELEASE_TARGET (under CASCADE_SOURCE its source is doomed too, under
+ * IGNORE it stays), a pair from a doomed source always goes. */
+static uint32_t sources_after(const ecs__relation_t *r, ecs_entity_t e, const ecs__map_t *doomed)
+{
+    const ecs__target_slice_t *ts = ecs__store_targets(&r->store, e);
+    if (!ts) return 0;
+    if (!doomed || !doomed->count || r->cleanup != ECS_RELEASE_TARGET) return ts->count;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < ts->count; i++) n += ecs__map_get(doomed, ts->targets[i]) == NULL;
+    return n;
+}
+
+static uint32_t targets_after(const ecs__relation_t *r, ecs_entity_t e, const ecs__map_t *doomed)
+{
+    const ecs__source_slice_t *ss = ecs__store_sources(&r->store, e);
+    if (!ss) return 0;
+    if (!doomed || !doomed->count) return ss->count;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < ss->count; i++) n += ecs__map_get(doomed, ss->sources[i]) == NULL;
+    return n;
+}
+
+static void types_toggle(ecs_component_t *types, uint32_t *n, ecs_component_t c, bool want)
+{
+    uint32_t i = 0;
+    while (i < *n && types[i] < c) i++;
+    bool has = i < *n && types[i] == c;
+    if (has == want) return;
+    if (want) {
+        memmove(&types[i + 1], &types[i], (*n - i) * sizeof(*types));
+        types[i] = c;
+        (*n)++;
+    } else {
+        memmove(&types[i], &types[i + 1], (*n - i - 1) * sizeof(*types));
+        (*n)--;
+    }
+}
+
+/* The archetype e (in archetype a) belongs in for its pairs, once the
+ * doomed entities are gone (NULL: as the stores are now): a itself when
+ * its markers are right. NULL on OOM (creating it). */
+static ecs__archetype_t *marker_archetype(ecs_world_t *w, ecs_entity_t e, ecs__archetype_t *a,
+                                          const ecs__map_t *doomed)
+{
+    ecs_component_t stack[64];
+    uint32_t cap = a->type_count + 2 * w->relation_count;
+    ecs_component_t *types = cap <= 64 ? stack : ecs__alloc(&w->allocator, cap * sizeof(*types), 4);
+    if (!types) return NULL;
+    uint32_t n = a->type_count;
+    memcpy(types, a->types, n * sizeof(*types));
+    for (uint32_t i = 0; i < w->relation_count; i++) {
+        const ecs__relation_t *r = &w->relations[i];
+        if (r->source_marker) types_toggle(types, &n, r->source_marker, sources_after(r, e, doomed) > 0);
+        if (r->target_marker) types_toggle(types, &n, r->target_marker, targets_after(r, e, doomed) > 0);
+    }
+    ecs__archetype_t *b = n == a->type_count && !memcmp(types, a->types, n * sizeof(*types))
+                              ? a
+                              : ecs__archetype_ensure(w, types, n);
+    if (types != stack) ecs__free(&w->allocator, types);
+    return b;
+}
+
+/* Moves e where its markers say (as the stores are now). ECS_OK, or
+ * ECS_ENOMEM with e where it was. */
+static int marker_sync(ecs_world_t *w, ecs_entity_t e)
+{
+    ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
+    if (!rec) return ECS_OK; /* despawned meanwhile */
+    ecs__archetype_t *a = rec->chunk->archetype;
+    ecs__archetype_t *b = marker_archetype(w, e, a, NULL);
+    if (b == a) return ECS_OK;
+    ecs__chunk_t *ch = b && ecs__removals_reserve(w, a, b) ? ecs__archetype_chunk_with_room(w, b) : NULL;
+    if (!ch) {
+        ecs__archetype_discard_unused(w, b);
+        return ECS_ENOMEM;
+    }
+    ecs__entity_move(w, e, rec, ch, NULL, 0, false);
+    return ECS_OK;
+}
+
+/* A plan of marker moves for one immediate-mode call: entities and where
+ * they go, with the destinations' rows and log room secured before the
+ * stores change, so that the moves after it cannot fail. */
+typedef struct {
+    ecs_entity_t e;
+    ecs__archetype_t *dst;
+} move_t;
+
+typedef struct {
+    move_t stack[8];
+    move_t *moves;
+    uint32_t count, cap;
+} plan_t;
+
+static void plan_init(plan_t *p)
+{
+    p->moves = p->stack;
+    p->count = 0;
+    p->cap = 8;
+}
+
+static void plan_fini(ecs_world_t *w, plan_t *p)
+{
+    if (p->moves != p->stack) ecs__free(&w->allocator, p->moves);
+}
+
+static bool plan_add(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__archetype_t *dst)
+{
+    if (p->count == p->cap) {
+        uint32_t cap = p->cap * 2;
+        move_t *m = ecs__alloc(&w->allocator, cap * sizeof(*m), _Alignof(move_t));
+        if (!m) return false;
+        memcpy(m, p->moves, p->count * sizeof(*m));
+        if (p->moves != p->stack) ecs__free(&w->allocator, p->moves);
+        p->moves = m;
+        p->cap = cap;
+    }
+    p->moves[p->count++] = (move_t){e, dst};
+    return true;
+}
+
+/* Plans e's move, if its markers will change (doomed as marker_archetype). */
+static bool plan_entity(ecs_world_t *w, plan_t *p, ecs_entity_t e, const ecs__map_t *doomed)
+{
+    ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
+    if (!rec) return true;
+    for (uint32_t i = 0; i < p->count; i++) {
+        if (p->moves[i].e == e) return true; /* planned already (several doomed neighbours) */
+    }
+    ecs__archetype_t *a = rec->chunk->archetype;
+    ecs__archetype_t *b = marker_archetype(w, e, a, doomed);
+    if (!b) return false;
+    if (b == a) return true;
+    return ecs__removals_reserve(w, a, b) && plan_add(w, p, e, b);
+}
+
+/* Secures rows for every planned move (several may share a destination). */
+static bool plan_reserve(ecs_world_t *w, plan_t *p)
+{
+    for (uint32_t i = 0; i < p->count; i++) {
+        uint32_t same = 0;
+        for (uint32_t k = 0; k < p->count; k++) same += p->moves[k].dst == p->moves[i].dst;
+        if (!ecs__archetype_reserve_rows(w, p->moves[i].dst, same)) return false;
+    }
+    return true;
+}
+
+/* Gives back archetypes a failed plan created and never used. */
+static void plan_discard(ecs_world_t *w, plan_t *p)
+{
+    for (uint32_t i = p->count; i-- > 0;) ecs__archetype_discard_unused(w, p->moves[i].dst);
+}
+
+static void plan_apply(ecs_world_t *w, plan_t *p)
+{
+    for (uint32_t i = 0; i < p->count; i++) {
+        int err = marker_sync(w, p->moves[i].e);
+        ecs__assert(err == ECS_OK, "planned moves were secured");
+        (void)err;
+    }
+}
+
+/* Flush mode: e's markers are synced at the end of the flush. */
+static void mark_pending(ecs_world_t *w, ecs_entity_t e)
+{
+    /* Room for both is made before any store changes (pending_reserve). */
+    bool inserted = false;
+    uint64_t *v = ecs__map_ensure(&w->marker_pending, &w->allocator, e, &inserted);
+    ecs__assert(v, "pending room reserved");
+    if (!inserted) return;
+    *v = 1;
+    w->pending[w->pending_count++] = e;
+}
+
+static bool pending_reserve(ecs_world_t *w, uint32_t n)
+{
+    return ecs__map_reserve(&w->marker_pending, &w->allocator, n) &&
+           ecs__array_reserve(&w->allocator, (void **)&w->pending, &w->pending_cap, w->pending_count + n,
+                              sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
+}
+
+int ecs__pairs_flush_markers(ecs_world_t *w)
+{
+    int result = ECS_OK;
+    uint32_t keep = 0;
+    for (uint32_t i = 0; i < w->pending_count; i++) {
+        ecs_entity_t e = w->pending[i];
+        if (marker_sync(w, e) == ECS_OK) {
+            ecs__map_remove(&w->marker_pending, e);
+        } else {
+            w->pending[keep++] = e; /* tried again at the next flush */
+            result = ECS_ENOMEM;
+        }
+    }
+    w->pending_count = keep;
+    return result;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Pair writes                                                             */
+/* ---------------------------------------------------------------------- */
+
+static bool flushing(const ecs_world_t *w) { return w->phase == ECS__PHASE_FLUSH; }
+
+int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt, const void *payload)
+{
+    ecs__store_t *st = &r->store;
+    bool exists = false;
+    ecs__store_get(st, src, tgt, &exists);
+    if (exists) { /* a new payload: no entity moves */
+        ecs__pair_set_t res;
+        return ecs__store_set(st, &w->allocator, src, tgt, payload, &res);
+    }
+    if (!ecs__store_reserve(st, &w->allocator, src, tgt)) return ECS_ENOMEM;
+    const ecs__target_slice_t *ts = ecs__store_targets(st, src);
+    ecs_entity_t old = st->exclusive && ts->count ? ts->targets[0] : ECS_NULL;
+    if (flushing(w)) {
+        if (!pending_reserve(w, 3)) return ECS_ENOMEM;
+        ecs__pair_set_t res;
+        int err = ecs__store_set(st, &w->allocator, src, tgt, payload, &res);
+        ecs__assert(err == ECS_OK, "reserved");
+        (void)err;
+        if (res.source_first && r->source_marker) mark_pending(w, src);
+        if (res.target_first && r->target_marker) mark_pending(w, tgt);
+        if (res.replaced_last && r->target_marker) mark_pending(w, old);
+        return ECS_OK;
+    }
+    /* Immediate mode: the markers that change, planned and secured first.
+     * Each entity changes at most one marker here (no pair to self, and
+     * the replaced target is neither src nor tgt). */
+    plan_t p;
+    plan_init(&p);
+    bool ok = true;
+    const ecs__source_slice_t *ss = ecs__store_sources(st, tgt);
+    if (ok && r->source_marker && ts->count == 0)
+        ok = plan_add(w, &p, src, ecs__archetype_with(w, ecs__record_from_entity(&w->entity_index, src)->chunk->archetype,
+                                                      r->source_marker, NULL));
+    if (ok && r->target_marker && ss->count == 0)
+        ok = plan_add(w, &p, tgt, ecs__archetype_with(w, ecs__record_from_entity(&w->entity_index, tgt)->chunk->archetype,
+                                                      r->target_marker, NULL));
+    const ecs__source_slice_t *os = old ? ecs__store_sources(st, old) : NULL;
+    const ecs__record_t *orec = old ? ecs__record_from_entity(&w->entity_index, old) : NULL;
+    if (ok && r->target_marker && os && os->count == 1 && orec)
+        ok = plan_add(w, &p, old, ecs__archetype_step(w, orec->chunk->archetype, r->target_marker, false, NULL));
+    for (uint32_t i = 0; ok && i < p.count; i++) {
+        const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, p.moves[i].e);
+        ok = p.moves[i].dst && ecs__removals_reserve(w, rec->chunk->archetype, p.moves[i].dst);
+    }
+    ok = ok && plan_reserve(w, &p);
+    if (!ok) {
+        plan_discard(w, &p);
+        plan_fini(w, &p);
+        return ECS_ENOMEM;
+    }
+    ecs__pair_set_t res;
+    int err = ecs__store_set(st, &w->allocator, src, tgt, payload, &res);
+    ecs__assert(err == ECS_OK, "reserved");
+    (void)err;
+    plan_apply(w, &p);
+    plan_fini(w, &p);
+    return ECS_OK;
+}
+
+int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt)
+{
+    ecs__store_t *st = &r->store;
+    bool exists = false;
+    ecs__store_get(st, src, tgt, &exists);
+    if (!exists) return ECS_OK;
+    if (flushing(w)) {
+        if (!pending_reserve(w, 2)) return ECS_ENOMEM;
+    } else {
+        /* src and tgt lose a marker when this is their last pair. */
+        plan_t p;
+        plan_init(&p);
+        const ecs__target_slice_t *ts = ecs__store_targets(st, src);
+        const ecs__source_slice_t *ss = ecs__store_sources(st, tgt);
+        const ecs__record_t *srec = ecs__record_from_entity(&w->entity_index, src);
+        const ecs__record_t *trec = ecs__record_from_entity(&w->entity_index, tgt);
+        bool ok = true;
+        if (r->source_marker && ts->count == 1 && srec)
+            ok = plan_add(w, &p, src, ecs__archetype_step(w, srec->chunk->archetype, r->source_marker, false, NULL));
+        if (ok && r->target_marker && ss->count == 1 && trec)
+            ok = plan_add(w, &p, tgt, ecs__archetype_step(w, trec->chunk->archetype, r->target_marker, false, NULL));
+        for (uint32_t i = 0; ok && i < p.count; i++) {
+            const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, p.moves[i].e);
+            ok = p.moves[i].dst && ecs__removals_reserve(w, rec->chunk->archetype, p.moves[i].dst);
+        }
+        ok = ok && plan_reserve(w, &p);
+        if (!ok) {
+            plan_discard(w, &p);
+            plan_fini(w, &p);
+            return ECS_ENOMEM;
+        }
+        bool source_last, target_last;
+        ecs__store_remove(st, src, tgt, &source_last, &target_last);
+        if (target_last && !trec) ecs__store_forget(st, &w->allocator, tgt); /* a dead target's last pair */
+        plan_apply(w, &p);
+        plan_fini(w, &p);
+        return ECS_OK;
+    }
+    bool source_last, target_last;
+    ecs__store_remove(st, src, tgt, &source_last, &target_last);
+    if (source_last && r->source_marker) mark_pending(w, src);
+    if (target_last) {
+        if (!ecs_is_alive(w, tgt)) ecs__store_forget(st, &w->allocator, tgt);
+        else if (r->target_marker) mark_pending(w, tgt);
+    }
+    return ECS_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Despawn                                                                 */
+/* ---------------------------------------------------------------------- */
+
+static bool doomed_add(ecs_world_t *w, ecs_entity_t e)
+{
+    if (!ecs__array_reserve(&w->allocator, (void **)&w->doomed, &w->doomed_cap, w->doomed_count + 1,
+                            sizeof(ecs_entity_t), _Alignof(ecs_entity_t)))
+        return false;
+    bool inserted = false;
+    uint64_t *v = ecs__map_ensure(&w->doomed_set, &w->allocator, e, &inserted);
+    if (!v) return false;
+    if (inserted) {
+        *v = 1;
+        w->doomed[w->doomed_count++] = e;
+    }
+    return true;
+}
+
+static void doomed_clear(ecs_world_t *w)
+{
+    for (uint32_t i = 0; i < w->doomed_count; i++) ecs__map_remove(&w->doomed_set, w->doomed[i]);
+    w->doomed_count = 0;
+}
+
+/* The despawn closure of e: e, then breadth-first through one queue for
+ * every relation type, the live sources of doomed entities under
+ * CASCADE_SOURCE; each entity once, so cycles end. false on OOM. */
+static bool doom(ecs_world_t *w, ecs_entity_t e)
+{
+    if (!doomed_add(w, e)) return false;
+    for (uint32_t q = 0; q < w->doomed_count; q++) {
+        ecs_entity_t x = w->doomed[q];
+        for (uint32_t i = 0; i < w->relation_count; i++) {
+            const ecs__relation_t *r = &w->relations[i];
+            if (r->cleanup != ECS_CASCADE_SOURCE) continue;
+            const ecs__source_slice_t *ss = ecs__store_sources(&r->store, x);
+            /* Nothing writes the stores here: the slice stays put while
+             * the closure's own arrays grow. */
+            for (uint32_t k = 0; ss && k < ss->count; k++) {
+                if (ecs_is_alive(w, ss->sources[k]) && !doomed_add(w, ss->sources[k])) return false;
+            }
+        }
+    }
+    return true;
+}
+
+int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
+{
+    bool flush = flushing(w);
+    int result = ECS_ENOMEM;
+    plan_t p;
+    plan_init(&p);
+    if (!doom(w, e)) goto out;
+
+    /* Removal-log room for every doomed entity, then the survivors whose
+     * markers change: planned (immediate) or pending room (flush). */
+    for (uint32_t i = 0; i < w->doomed_count; i++) {
+        const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, w->doomed[i]);
+        if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL)) goto out;
+    }
+    uint32_t survivors = 0;
+    for (uint32_t i = 0; i < w->doomed_count; i++) {
+        ecs_entity_t x = w->doomed[i];
+        for (uint32_t k = 0; k < w->relation_count; k++) {
+            const ecs__relation_t *r = &w->relations[k];
+            const ecs__target_slice_t *ts = ecs__store_targets(&r->store, x);
+            for (uint32_t j = 0; ts && j < ts->count; j++) {
+                ecs_entity_t t = ts->targets[j];
+                if (ecs__map_get(&w->doomed_set, t) || !r->target_marker) continue;
+                survivors++;
+                if (!flush && !plan_entity(w, &p, t, &w->doomed_set)) goto out;
+            }
+            const ecs__source_slice_t *ss = ecs__store_sources(&r->store, x);
+            if (r->cleanup != ECS_RELEASE_TARGET) continue;
+            for (uint32_t j = 0; ss && j < ss->count; j++) {
+                ecs_entity_t s = ss->sources[j];
+                if (ecs__map_get(&w->doomed_set, s) || !r->source_marker) continue;
+                survivors++;
+                if (!flush && !plan_entity(w, &p, s, &w->doomed_set)) goto out;
+            }
+        }
+    }
+    if (flush ? !pending_reserve(w, survivors) : !plan_reserve(w, &p)) goto out;
+
+    /* Commit: nothing below can fail. Each doomed entity's pairs go, in
+     * the closure's order, then the entity. */
+    for (uint32_t i = 0; i < w->doomed_count; i++) {
+        ecs_entity_t x = w->doomed[i];
+        for (uint32_t k = 0; k < w->relation_count; k++) {
+            ecs__relation_t *r = &w->relations[k];
+            const ecs__target_slice_t *ts = ecs__store_targets(&r->store, x);
+            if (flush && ts) {
+                for (uint32_t j = 0; j < ts->count; j++) {
+                    ecs_entity_t t = ts->targets[j];
+                    /* Only a target left with no pair changes markers. */
+                    const ecs__source_slice_t *tss = ecs__store_sources(&r->store, t);
+                    if (r->target_marker && tss && tss->count == 1 && !ecs__map_get(&w->doomed_set, t))
+                        mark_pending(w, t);
+                }
+            }
+            ecs__store_drop_source(&r->store, &w->allocator, x, NULL, NULL);
+            const ecs__source_slice_t *ss = ecs__store_sources(&r->store, x);
+            if (!ss) continue;
+            if (r->cleanup == ECS_IGNORE && ss->count) continue; /* the pairs stay, with the stale handle */
+            if (flush && r->cleanup == ECS_RELEASE_TARGET) {
+                for (uint32_t j = 0; j < ss->count; j++) {
+                    ecs_entity_t s = ss->sources[j];
+                    const ecs__target_slice_t *sts = ecs__store_targets(&r->store, s);
+                    if (r->source_marker && sts && sts->count == 1 && !ecs__map_get(&w->doomed_set, s))
+                        mark_pending(w, s);
+                }
+            }
+            ecs__store_drop_target(&r->store, &w->allocator, x, NULL, NULL);
+        }
+        ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, x);
+        ecs__entity_destroy(w, x, rec);
+    }
+    if (!flush) plan_apply(w, &p);
+    result = ECS_OK;
+out:
+    if (result != ECS_OK) plan_discard(w, &p);
+    plan_fini(w, &p);
+    doomed_clear(w);
+    return result;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Public API                                                              */
+/* ---------------------------------------------------------------------- */
+
+/* The checks of the immediate-mode pair writes. */
+static int pair_target(ecs_world_t *w, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt, bool tgt_live,
+                       ecs__relation_t **r)
+{
+    if (!w) return ECS_EINVAL;
+    if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
+    if (!(*r = ecs__relation_get(w, rel))) return ECS_EINVAL;
+    if (!ecs_is_alive(w, src)) return ECS_ESTALE;
+    if (!tgt || (tgt_live && !ecs_is_alive(w, tgt))) return ECS_ESTALE;
+    if (src == tgt) return ECS_EINVAL;
+    return ECS_OK;
+}
+
+int ecs_pair_set(ecs_world_t *w, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt, const void *payload)
+{
+    ecs__relation_t *r;
+    int err = pair_target(w, rel, src, tgt, true, &r);
+    return err ? err : ecs__pairs_set(w, r, src, tgt, payload);
+}
+
+int ecs_pair_remove(ecs_world_t *w, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt)
+{
+    ecs__relation_t *r;
+    int err = pair_target(w, rel, src, tgt, false, &r);
+    return err ? err : ecs__pairs_remove(w, r, src, tgt);
+}
+
+const void *ecs_pair_get(const ecs_world_t *w, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt)
+{
+    const ecs__relation_t *r = w ? ecs__relation_get(w, rel) : NULL;
+    if (!r || !ecs_is_alive(w, src) || !tgt) return NULL;
+    return ecs__store_get(&r->store, src, tgt, NULL);
+}
+
+ecs_entity_t ecs_pair_target(const ecs_world_t *w, ecs_relation_t rel, ecs_entity_t src)
+{
+    const ecs__relation_t *r = w ? ecs__relation_get(w, rel) : NULL;
+    if (!r || !ecs_is_alive(w, src)) return ECS_NULL;
+    const ecs__target_slice_t *ts = ecs__store_targets(&r->store, src);
+    return ts && ts->count ? ts->targets[0] : ECS_NULL;
+}
+
+int ecs_pair_targets(const ecs_world_t *w, ecs_relation_t rel, ecs_entity_t src, const ecs_entity_t **targets,
+                     const void **payloads)
+{
+    const ecs__relation_t *r = w ? ecs__relation_get(w, rel) : NULL;
+    if (targets) *targets = NULL;
+    if (payloads) *payloads = NULL;
+    if (!r) return ECS_EINVAL;
+    if (!ecs_is_alive(w, src)) return ECS_ESTALE;
+    const ecs__target_slice_t *ts = ecs__store_targets(&r->store, src);
+    if (!ts || !ts->count) return 0;
+    if (targets) *targets = ts->targets;
+    if (payloads) *payloads = ts->payloads;
+    return (int)ts->count;
+}
+
+int ecs_pair_sources(const ecs_world_t *w, ecs_relation_t rel, ecs_entity_t tgt, const ecs_entity_t **sources)
+{
+    const ecs__relation_t *r = w ? ecs__relation_get(w, rel) : NULL;
+    if (sources) *sources = NULL;
+    if (!r) return ECS_EINVAL;
+    if (!ecs_is_alive(w, tgt)) return ECS_ESTALE;
+    const ecs__source_slice_t *ss = ecs__store_sources(&r->store, tgt);
+    if (!ss || !ss->count) return 0;
+    if (sources) *sources = ss->sources;
+    return (int)ss->count;
+}
