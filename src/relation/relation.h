@@ -152,8 +152,9 @@ void ecs__store_forget(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t 
  * of, goes (as many removals), and its slices are released. fn (may be
  * NULL) is called once per pair removed, after the store is consistent
  * again for that pair, with whether the other end was left without pairs
- * of its kind (a target nothing targets, a source with no pair). fn must
- * not write to this store. */
+ * of its kind (a target nothing targets, a source with no pair). fn may
+ * release that other end's empty slices (ecs__store_forget) but must not
+ * otherwise write to this store. */
 typedef void (*ecs__store_visit_t)(void *ctx, ecs_entity_t src, ecs_entity_t tgt, bool other_last);
 void ecs__store_drop_source(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs__store_visit_t fn,
                             void *ctx);

@@ -198,6 +198,20 @@ typedef struct {
     ecs__archetype_t *dst;
 } move_t;
 
+/* A doomed source's pair to a target that died before (kept under
+ * IGNORE) was that target's last: its empty slice goes too. */
+typedef struct {
+    ecs_world_t *w;
+    ecs__store_t *st;
+} forget_ctx_t;
+
+static void forget_dead_target(void *ctx, ecs_entity_t src, ecs_entity_t tgt, bool target_empty)
+{
+    (void)src;
+    forget_ctx_t *f = ctx;
+    if (target_empty && !ecs_is_alive(f->w, tgt)) ecs__store_forget(f->st, &f->w->allocator, tgt);
+}
+
 typedef struct {
     move_t stack[8];
     move_t *moves;
@@ -522,7 +536,8 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
                         mark_pending(w, t);
                 }
             }
-            ecs__store_drop_source(&r->store, &w->allocator, x, NULL, NULL);
+            forget_ctx_t fc = {w, &r->store};
+            ecs__store_drop_source(&r->store, &w->allocator, x, forget_dead_target, &fc);
             const ecs__source_slice_t *ss = ecs__store_sources(&r->store, x);
             if (!ss) continue;
             if (r->cleanup == ECS_IGNORE && ss->count) continue; /* the pairs stay, with the stale handle */

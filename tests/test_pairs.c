@@ -1,0 +1,874 @@
+/*
+ * test_pairs.c: relations as the world offers them (src/world/pairs.c over
+ * the stores of src/relation/): registration, the pair API and its errors,
+ * payloads, order, exclusive relations, marker components, the cleanup
+ * policies (release, cascade through chains and cycles, ignore), deferred
+ * pair commands (a pair and a despawn of its target in one flush, in
+ * either order; marker changes coalesced into one move per entity),
+ * out-of-memory atomicity, and a randomized run of 100,000 operations
+ * against a plain model, checked after every flush: forward and reverse
+ * walks, payloads and markers agree with it.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecs.h"
+#include "world/world.h"
+#include "support.h"
+
+#define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
+
+typedef struct {
+    int32_t strength;
+    int32_t since;
+} Hunt;
+
+static ecs_world_t *world_new(void)
+{
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
+    assert_non_null(w);
+    return w;
+}
+
+static ecs_entity_t *spawn_n(ecs_world_t *w, int n)
+{
+    ecs_entity_t *e = malloc((size_t)n * sizeof(*e));
+    for (int i = 0; i < n; i++) {
+        e[i] = ecs_spawn(w);
+        assert_true(e[i] != ECS_NULL);
+    }
+    return e;
+}
+
+static void frame(ecs_world_t *w) { assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK); }
+
+/* Asserts src's targets are exactly want, in order. */
+static void expect_targets(ecs_world_t *w, ecs_relation_t r, ecs_entity_t src, const ecs_entity_t *want, int n)
+{
+    const ecs_entity_t *t = NULL;
+    int got = ecs_pair_targets(w, r, src, &t, NULL);
+    assert_int_equal(got, n);
+    for (int i = 0; i < n; i++) assert_true(t[i] == want[i]);
+}
+
+static void expect_sources(ecs_world_t *w, ecs_relation_t r, ecs_entity_t tgt, const ecs_entity_t *want, int n)
+{
+    const ecs_entity_t *s = NULL;
+    int got = ecs_pair_sources(w, r, tgt, &s);
+    assert_int_equal(got, n);
+    for (int i = 0; i < n; i++) assert_true(s[i] == want[i]);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Registration and the API                                                */
+/* ---------------------------------------------------------------------- */
+
+static void pairs_register_validates(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_relation_t h = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunting", .size = sizeof(Hunt)});
+    assert_true(h != 0);
+    assert_true(ecs_relation_source_marker(w, h) != 0);
+    assert_true(ecs_relation_target_marker(w, h) != 0);
+    assert_string_equal(ecs_component_info(w, ecs_relation_source_marker(w, h))->name, "(Hunting, *)");
+    assert_string_equal(ecs_component_info(w, ecs_relation_target_marker(w, h))->name, "(*, Hunting)");
+    uint32_t components = stats_of(w).components;
+    /* Refused: nothing registered (no marker left behind either). */
+    ecs_relation_desc_t bad[] = {
+        {.name = NULL},
+        {.name = ""},
+        {.name = "Hunting"},
+        {.name = "X", .size = 6, .align = 4},
+        {.name = "Y", .size = 4, .align = 3},
+        {.name = "Z", .on_target_despawn = (ecs_cleanup_t)9},
+        {.name = "W", .size = 0, .align = 8},
+    };
+    for (size_t k = 0; k < COUNT_OF(bad); k++) assert_int_equal(ecs_relation_register(w, &bad[k]), 0);
+    assert_int_equal(ecs_relation_register(NULL, &bad[0]), 0);
+    assert_int_equal(ecs_relation_register(w, NULL), 0);
+    /* A marker name taken by a component: refused, the first marker undone. */
+    assert_true(ecs_component_register(w, &(ecs_component_desc_t){.name = "(*, Taken)"}) != 0);
+    components++;
+    assert_int_equal(ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Taken"}), 0);
+    assert_int_equal(stats_of(w).components, components);
+    assert_null(ecs_component_info(w, ecs_component_lookup(w, "(Taken, *)")));
+    /* Markers switched off. */
+    ecs_relation_t quiet = ecs_relation_register(
+        w, &(ecs_relation_desc_t){.name = "Quiet", .no_source_marker = true, .no_target_marker = true});
+    assert_true(quiet != 0);
+    assert_int_equal(ecs_relation_source_marker(w, quiet), 0);
+    assert_int_equal(ecs_relation_target_marker(w, quiet), 0);
+    assert_int_equal(ecs_relation_source_marker(w, 99), 0);
+    ecs_world_destroy(w);
+}
+
+static void pairs_set_get_order_and_payloads(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_relation_t h = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunting", .size = sizeof(Hunt)});
+    ecs_relation_t likes = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Likes"});
+    ecs_entity_t *e = spawn_n(w, 6);
+    for (int i = 1; i <= 4; i++) assert_int_equal(ecs_pair_set(w, h, e[0], e[i], &(Hunt){i, 10 * i}), ECS_OK);
+    expect_targets(w, h, e[0], (ecs_entity_t[]){e[1], e[2], e[3], e[4]}, 4);
+    const ecs_entity_t *t;
+    const void *p;
+    assert_int_equal(ecs_pair_targets(w, h, e[0], &t, &p), 4);
+    const Hunt *hp = p;
+    for (int i = 0; i < 4; i++) assert_int_equal(hp[i].strength, i + 1);
+    assert_int_equal(((const Hunt *)ecs_pair_get(w, h, e[0], e[3]))->since, 30);
+    assert_true(ecs_pair_target(w, h, e[0]) == e[1]);
+    /* Update in place; removal keeps the order of the rest. */
+    assert_int_equal(ecs_pair_set(w, h, e[0], e[3], &(Hunt){7, 7}), ECS_OK);
+    assert_int_equal(((const Hunt *)ecs_pair_get(w, h, e[0], e[3]))->strength, 7);
+    assert_int_equal(ecs_pair_remove(w, h, e[0], e[2]), ECS_OK);
+    expect_targets(w, h, e[0], (ecs_entity_t[]){e[1], e[3], e[4]}, 3);
+    assert_null(ecs_pair_get(w, h, e[0], e[2]));
+    assert_int_equal(ecs_pair_remove(w, h, e[0], e[2]), ECS_OK); /* no pair: a no-op */
+    /* NULL payload: zeroes; a payload-less relation gives NULL payloads. */
+    assert_int_equal(ecs_pair_set(w, h, e[5], e[1], NULL), ECS_OK);
+    assert_int_equal(((const Hunt *)ecs_pair_get(w, h, e[5], e[1]))->strength, 0);
+    assert_int_equal(ecs_pair_set(w, likes, e[1], e[2], NULL), ECS_OK);
+    assert_int_equal(ecs_pair_targets(w, likes, e[1], &t, &p), 1);
+    assert_null(p);
+    assert_null(ecs_pair_get(w, likes, e[1], e[2]));
+    /* Reverse walks. */
+    expect_sources(w, h, e[1], (ecs_entity_t[]){e[0], e[5]}, 2);
+    expect_sources(w, h, e[2], NULL, 0);
+    assert_int_equal(ecs_pair_sources(w, likes, e[2], NULL), 1);
+    free(e);
+    ecs_world_destroy(w);
+}
+
+typedef struct {
+    ecs_relation_t rel;
+    ecs_entity_t a, b;
+    int rc[6];
+} busy_t;
+
+static void try_immediate(ecs_iter_t *it)
+{
+    busy_t *b = it->ctx;
+    b->rc[0] = ecs_pair_set(it->world, b->rel, b->a, b->b, NULL);
+    b->rc[1] = ecs_pair_remove(it->world, b->rel, b->a, b->b);
+    b->rc[2] = ecs_cmd_pair_set(it->commands, b->rel, b->a, b->a, NULL); /* self */
+    b->rc[3] = ecs_cmd_pair_set(it->commands, 77, b->a, b->b, NULL);     /* unknown relation */
+    b->rc[4] = ecs_cmd_pair_set(it->commands, b->rel, b->a, b->b, NULL);
+    b->rc[5] = ecs_cmd_pair_set(NULL, b->rel, b->a, b->b, NULL);
+}
+
+static void pairs_errors(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R"});
+    ecs_entity_t *e = spawn_n(w, 3);
+    ecs_entity_t dead = ecs_spawn(w);
+    assert_int_equal(ecs_despawn(w, dead), ECS_OK);
+    assert_int_equal(ecs_pair_set(NULL, r, e[0], e[1], NULL), ECS_EINVAL);
+    assert_int_equal(ecs_pair_set(w, 0, e[0], e[1], NULL), ECS_EINVAL);
+    assert_int_equal(ecs_pair_set(w, 5, e[0], e[1], NULL), ECS_EINVAL);
+    assert_int_equal(ecs_pair_set(w, r, e[0], e[0], NULL), ECS_EINVAL);
+    assert_int_equal(ecs_pair_set(w, r, dead, e[1], NULL), ECS_ESTALE);
+    assert_int_equal(ecs_pair_set(w, r, e[0], dead, NULL), ECS_ESTALE);
+    assert_int_equal(ecs_pair_set(w, r, ECS_NULL, e[1], NULL), ECS_ESTALE);
+    assert_int_equal(ecs_pair_remove(w, r, dead, e[1]), ECS_ESTALE);
+    assert_int_equal(ecs_pair_remove(w, r, e[0], ECS_NULL), ECS_ESTALE);
+    assert_int_equal(ecs_pair_remove(w, r, e[0], dead), ECS_OK); /* a stale target: no such pair */
+    assert_int_equal(ecs_pair_targets(w, r, dead, NULL, NULL), ECS_ESTALE);
+    assert_int_equal(ecs_pair_sources(w, r, dead, NULL), ECS_ESTALE);
+    assert_int_equal(ecs_pair_targets(w, 9, e[0], NULL, NULL), ECS_EINVAL);
+    assert_true(ecs_pair_target(w, r, dead) == ECS_NULL);
+    assert_null(ecs_pair_get(w, r, dead, e[1]));
+    /* Inside a non-exclusive system: immediate calls are refused,
+     * commands checked when recorded. */
+    busy_t b = {.rel = r, .a = e[0], .b = e[1]};
+    ecs_system_register(w, &(ecs_system_desc_t){.run = try_immediate, .ctx = &b});
+    frame(w);
+    assert_int_equal(b.rc[0], ECS_EBUSY);
+    assert_int_equal(b.rc[1], ECS_EBUSY);
+    assert_int_equal(b.rc[2], ECS_EINVAL);
+    assert_int_equal(b.rc[3], ECS_EINVAL);
+    assert_int_equal(b.rc[4], ECS_OK);
+    assert_int_equal(b.rc[5], ECS_EINVAL);
+    expect_targets(w, r, e[0], &e[1], 1); /* the command was applied */
+    free(e);
+    ecs_world_destroy(w);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Markers and exclusive relations                                          */
+/* ---------------------------------------------------------------------- */
+
+static void pairs_markers_follow_first_and_last_pair(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R"});
+    ecs_component_t sm = ecs_relation_source_marker(w, r), tm = ecs_relation_target_marker(w, r);
+    ecs_entity_t *e = spawn_n(w, 4);
+    assert_false(ecs_has(w, e[0], sm));
+    assert_int_equal(ecs_pair_set(w, r, e[0], e[1], NULL), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, r, e[0], e[2], NULL), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, r, e[3], e[1], NULL), ECS_OK);
+    assert_true(ecs_has(w, e[0], sm) && !ecs_has(w, e[0], tm));
+    assert_true(ecs_has(w, e[1], tm) && !ecs_has(w, e[1], sm));
+    /* A query narrows to sources through the marker. */
+    int seen = 0;
+    ecs_query_t *q = ecs_query_create(w, &(ecs_query_desc_t){.terms = {{.component = sm, .access = ECS_WITH}}});
+    ecs_iter_t it = ecs_query_iter(w, q);
+    while (ecs_query_next(&it)) seen += it.count;
+    assert_int_equal(seen, 2);
+    ecs_query_destroy(q);
+    assert_int_equal(ecs_pair_remove(w, r, e[0], e[1]), ECS_OK);
+    assert_true(ecs_has(w, e[0], sm));  /* still the source of e[0] -> e[2] */
+    assert_true(ecs_has(w, e[1], tm));  /* still the target of e[3] */
+    assert_int_equal(ecs_pair_remove(w, r, e[0], e[2]), ECS_OK);
+    assert_false(ecs_has(w, e[0], sm));
+    assert_false(ecs_has(w, e[2], tm));
+    assert_int_equal(ecs_pair_remove(w, r, e[3], e[1]), ECS_OK);
+    assert_false(ecs_has(w, e[1], tm) || ecs_has(w, e[3], sm));
+    free(e);
+    ecs_world_destroy(w);
+}
+
+static void pairs_exclusive_replaces_atomically(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_relation_t child = ecs_relation_register(
+        w, &(ecs_relation_desc_t){.name = "ChildOf", .exclusive = true, .size = sizeof(int32_t)});
+    ecs_component_t tm = ecs_relation_target_marker(w, child);
+    ecs_entity_t *e = spawn_n(w, 4);
+    assert_int_equal(ecs_pair_set(w, child, e[0], e[1], &(int32_t){1}), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, child, e[3], e[1], &(int32_t){3}), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, child, e[0], e[2], &(int32_t){2}), ECS_OK);
+    expect_targets(w, child, e[0], &e[2], 1);
+    assert_int_equal(*(const int32_t *)ecs_pair_get(w, child, e[0], e[2]), 2);
+    expect_sources(w, child, e[1], &e[3], 1);
+    expect_sources(w, child, e[2], &e[0], 1);
+    assert_true(ecs_has(w, e[1], tm)); /* e[3] still a child of e[1] */
+    assert_int_equal(ecs_pair_set(w, child, e[3], e[2], NULL), ECS_OK);
+    assert_false(ecs_has(w, e[1], tm)); /* its last child moved away */
+    expect_sources(w, child, e[2], (ecs_entity_t[]){e[0], e[3]}, 2);
+    free(e);
+    ecs_world_destroy(w);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Cleanup policies                                                        */
+/* ---------------------------------------------------------------------- */
+
+static void pairs_release_target(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R", .size = 4});
+    ecs_component_t sm = ecs_relation_source_marker(w, r), tm = ecs_relation_target_marker(w, r);
+    ecs_entity_t *e = spawn_n(w, 4);
+    ecs_pair_set(w, r, e[0], e[1], NULL);
+    ecs_pair_set(w, r, e[0], e[2], NULL);
+    ecs_pair_set(w, r, e[3], e[1], NULL);
+    ecs_pair_set(w, r, e[1], e[2], NULL);
+    assert_int_equal(ecs_despawn(w, e[1]), ECS_OK);
+    expect_targets(w, r, e[0], &e[2], 1);       /* its pair to e[1] went */
+    expect_targets(w, r, e[3], NULL, 0);
+    assert_false(ecs_has(w, e[3], sm));          /* ... with its last pair */
+    assert_true(ecs_has(w, e[0], sm));
+    expect_sources(w, r, e[2], &e[0], 1);        /* e[1]'s own pair went */
+    assert_true(ecs_has(w, e[2], tm));
+    assert_true(ecs_is_alive(w, e[0]) && ecs_is_alive(w, e[3]));
+    free(e);
+    ecs_world_destroy(w);
+}
+
+static void pairs_cascade_chains_cycles_and_mixed_relations(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_relation_t child = ecs_relation_register(
+        w, &(ecs_relation_desc_t){.name = "ChildOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
+    ecs_relation_t owned = ecs_relation_register(
+        w, &(ecs_relation_desc_t){.name = "OwnedBy", .on_target_despawn = ECS_CASCADE_SOURCE});
+    ecs_relation_t likes = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Likes"});
+    /* A long chain: e[i] ChildOf e[i-1]. Despawning e[0] takes all,
+     * breadth-first, without recursion (20000 deep). */
+    enum { N = 20000 };
+    ecs_entity_t *e = spawn_n(w, N);
+    for (int i = 1; i < N; i++) assert_int_equal(ecs_pair_set(w, child, e[i], e[i - 1], NULL), ECS_OK);
+    ecs_entity_t bystander = ecs_spawn(w);
+    ecs_pair_set(w, likes, bystander, e[N / 2], NULL);
+    assert_int_equal(ecs_despawn(w, e[0]), ECS_OK);
+    for (int i = 0; i < N; i++) assert_false(ecs_is_alive(w, e[i]));
+    assert_true(ecs_is_alive(w, bystander));
+    assert_int_equal(ecs_pair_targets(w, likes, bystander, NULL, NULL), 0); /* released */
+    assert_false(ecs_has(w, bystander, ecs_relation_source_marker(w, likes)));
+    assert_int_equal(stats_of(w).entities, 1);
+    free(e);
+
+    /* A cycle across two cascading relations: a ChildOf b, b OwnedBy c,
+     * c ChildOf a; and d OwnedBy b. Each despawned once. */
+    ecs_entity_t *c = spawn_n(w, 5);
+    ecs_pair_set(w, child, c[0], c[1], NULL);
+    ecs_pair_set(w, owned, c[1], c[2], NULL);
+    ecs_pair_set(w, child, c[2], c[0], NULL);
+    ecs_pair_set(w, owned, c[3], c[1], NULL);
+    assert_int_equal(ecs_despawn(w, c[2]), ECS_OK);
+    for (int i = 0; i < 4; i++) assert_false(ecs_is_alive(w, c[i]));
+    assert_true(ecs_is_alive(w, c[4]));
+    assert_int_equal(stats_of(w).entities, 2);
+    free(c);
+    ecs_world_destroy(w);
+}
+
+static void pairs_ignore_keeps_stale_pairs(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_relation_t r = ecs_relation_register(
+        w, &(ecs_relation_desc_t){.name = "Remembers", .on_target_despawn = ECS_IGNORE, .size = 4});
+    ecs_component_t sm = ecs_relation_source_marker(w, r);
+    ecs_entity_t *e = spawn_n(w, 3);
+    ecs_pair_set(w, r, e[0], e[1], &(int32_t){5});
+    ecs_pair_set(w, r, e[2], e[1], NULL);
+    assert_int_equal(ecs_despawn(w, e[1]), ECS_OK);
+    expect_targets(w, r, e[0], &e[1], 1); /* the stale handle stays */
+    assert_int_equal(*(const int32_t *)ecs_pair_get(w, r, e[0], e[1]), 5);
+    assert_true(ecs_has(w, e[0], sm));
+    assert_int_equal(ecs_pair_sources(w, r, e[1], NULL), ECS_ESTALE);
+    assert_int_equal(ecs_pair_set(w, r, e[0], e[1], NULL), ECS_ESTALE); /* no new pair to the dead */
+    /* Removed by hand, or with its source. */
+    assert_int_equal(ecs_pair_remove(w, r, e[0], e[1]), ECS_OK);
+    assert_false(ecs_has(w, e[0], sm));
+    assert_int_equal(ecs_despawn(w, e[2]), ECS_OK);
+    const ecs__store_t *st = &w->relations[r - 1].store;
+    assert_int_equal(st->pairs, 0);
+    assert_null(ecs__store_sources(st, e[1])); /* the dead target's slice is gone too */
+    free(e);
+    ecs_world_destroy(w);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Commands                                                                */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    ecs_relation_t rel[3];
+    ecs_entity_t src, tgt;
+    int order; /* 0: pair then despawn; 1: despawn then pair */
+    bool armed;
+} flush_t;
+
+static void pair_and_despawn(ecs_iter_t *it)
+{
+    flush_t *f = it->ctx;
+    if (!f->armed) return;
+    f->armed = false;
+    for (int k = 0; k < 3; k++) {
+        if (f->order == 1 && k == 0) ecs_cmd_despawn(it->commands, f->tgt);
+        ecs_cmd_pair_set(it->commands, f->rel[k], f->src, f->tgt, NULL);
+    }
+    if (f->order == 0) ecs_cmd_despawn(it->commands, f->tgt);
+}
+
+static void pairs_command_and_target_despawn_in_one_flush(void **state)
+{
+    (void)state;
+    for (int order = 0; order < 2; order++) {
+        for (int policy = 0; policy < 3; policy++) {
+            ecs_world_t *w = world_new();
+            flush_t f = {.order = order, .armed = true};
+            char name[8];
+            for (int k = 0; k < 3; k++) {
+                snprintf(name, sizeof(name), "R%d", k);
+                f.rel[k] = ecs_relation_register(
+                    w, &(ecs_relation_desc_t){.name = name, .on_target_despawn = (ecs_cleanup_t)(k == 0 ? policy : 0)});
+            }
+            f.src = ecs_spawn(w);
+            f.tgt = ecs_spawn(w);
+            ecs_system_register(w, &(ecs_system_desc_t){.run = pair_and_despawn, .ctx = &f});
+            frame(w);
+            assert_false(ecs_is_alive(w, f.tgt));
+            ecs_component_t sm = ecs_relation_source_marker(w, f.rel[0]);
+            int n = ecs_is_alive(w, f.src) ? ecs_pair_targets(w, f.rel[0], f.src, NULL, NULL) : -1;
+            if (order == 1) {
+                /* The target was dead when the pairs came: none made. */
+                assert_int_equal(n, 0);
+                assert_false(ecs_has(w, f.src, sm));
+            } else if (policy == ECS_CASCADE_SOURCE) {
+                assert_false(ecs_is_alive(w, f.src)); /* the cascade applied */
+            } else if (policy == ECS_IGNORE) {
+                assert_int_equal(n, 1); /* the pair stays, with the stale handle */
+                assert_true(ecs_has(w, f.src, sm));
+            } else {
+                assert_int_equal(n, 0);
+                assert_false(ecs_has(w, f.src, sm));
+            }
+            for (int k = 1; k < 3 && ecs_is_alive(w, f.src); k++)
+                assert_int_equal(ecs_pair_targets(w, f.rel[k], f.src, NULL, NULL), 0);
+            assert_int_equal(w->relations[f.rel[1] - 1].store.pairs, 0);
+            ecs_world_destroy(w);
+        }
+    }
+}
+
+/* Several pair changes on one entity in one flush: one archetype move.
+ * Made and broken in the same flush: no move at all (no marker archetype
+ * is ever created). */
+typedef struct {
+    ecs_relation_t a, b;
+    ecs_entity_t x, y, z;
+    int step;
+} coalesce_t;
+
+static void coalesce_cmds(ecs_iter_t *it)
+{
+    coalesce_t *c = it->ctx;
+    ecs_commands_t *cmd = it->commands;
+    if (c->step == 0) {
+        ecs_cmd_pair_set(cmd, c->a, c->x, c->y, NULL);
+        ecs_cmd_pair_remove(cmd, c->a, c->x, c->y);
+    } else if (c->step == 1) {
+        ecs_cmd_pair_set(cmd, c->a, c->x, c->y, NULL);
+        ecs_cmd_pair_set(cmd, c->b, c->x, c->z, NULL);
+        ecs_cmd_pair_set(cmd, c->b, c->y, c->x, NULL);
+    }
+    c->step++;
+}
+
+static void pairs_marker_changes_coalesce_per_flush(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    coalesce_t c = {0};
+    c.a = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "A"});
+    c.b = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "B"});
+    c.x = ecs_spawn(w);
+    c.y = ecs_spawn(w);
+    c.z = ecs_spawn(w);
+    ecs_system_register(w, &(ecs_system_desc_t){.run = coalesce_cmds, .ctx = &c});
+    uint32_t archetypes = stats_of(w).archetypes;
+    frame(w); /* made and broken */
+    assert_int_equal(stats_of(w).archetypes, archetypes);
+    frame(w); /* x: source of A and of B, and target of B: one move to one archetype */
+    assert_int_equal(stats_of(w).archetypes, archetypes + 3); /* x's, y's, z's: no intermediate ones */
+    assert_true(ecs_has(w, c.x, ecs_relation_source_marker(w, c.a)));
+    assert_true(ecs_has(w, c.x, ecs_relation_source_marker(w, c.b)));
+    assert_true(ecs_has(w, c.x, ecs_relation_target_marker(w, c.b)));
+    assert_true(ecs_has(w, c.y, ecs_relation_target_marker(w, c.a)));
+    ecs_world_destroy(w);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Out of memory                                                           */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    _Atomic int64_t countdown;
+    _Atomic uint64_t allocs, frees;
+} fail_t;
+
+static void *fail_alloc(size_t size, size_t align, void *ctx)
+{
+    fail_t *f = ctx;
+    if (atomic_load(&f->countdown) >= 0 && atomic_fetch_sub(&f->countdown, 1) == 0) return NULL;
+    void *p = aligned_alloc(align, (size + align - 1) & ~(align - 1));
+    if (p) atomic_fetch_add(&f->allocs, 1);
+    return p;
+}
+
+static void fail_free(void *p, void *ctx)
+{
+    fail_t *f = ctx;
+    atomic_fetch_add(&f->frees, 1);
+    free(p);
+}
+
+/* A snapshot of what the relations say, to compare before and after. */
+static uint64_t relation_hash(ecs_world_t *w, ecs_relation_t r, const ecs_entity_t *e, int n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) {
+        const ecs_entity_t *t;
+        int k = ecs_is_alive(w, e[i]) ? ecs_pair_targets(w, r, e[i], &t, NULL) : -1;
+        h = (h ^ (uint64_t)(k + 7)) * 1099511628211ull;
+        for (int j = 0; j < k; j++) h = (h ^ t[j]) * 1099511628211ull;
+        if (ecs_is_alive(w, e[i])) {
+            h = (h ^ (uint64_t)ecs_has(w, e[i], ecs_relation_source_marker(w, r))) * 1099511628211ull;
+            h = (h ^ (uint64_t)ecs_has(w, e[i], ecs_relation_target_marker(w, r))) * 1099511628211ull;
+        }
+    }
+    return h ^ stats_of(w).entities;
+}
+
+static void pairs_out_of_memory_changes_nothing(void **state)
+{
+    (void)state;
+    fail_t f = {.countdown = -1};
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = {fail_alloc, fail_free, &f}});
+    ecs_relation_t child = ecs_relation_register(
+        w, &(ecs_relation_desc_t){.name = "ChildOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
+    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R", .size = 8});
+    enum { N = 40 };
+    ecs_entity_t *e = spawn_n(w, N);
+    for (int i = 1; i < 10; i++) ecs_pair_set(w, child, e[i], e[i / 2], NULL);
+    /* Each call fails at every allocation point in turn, then succeeds. */
+    for (int op = 0; op < 4; op++) {
+        int failures = 0;
+        for (int64_t k = 0;; k++) {
+            uint64_t before = relation_hash(w, r, e, N) ^ relation_hash(w, child, e, N);
+            atomic_store(&f.countdown, k);
+            int rc;
+            switch (op) {
+            case 0: rc = ecs_pair_set(w, r, e[20 + (int)k % 10], e[30], &(uint64_t){1}); break;
+            case 1: rc = ecs_pair_set(w, child, e[3], e[30], NULL); break; /* replace, markers move */
+            case 2: rc = ecs_pair_remove(w, child, e[3], e[30]); break;
+            default: rc = ecs_despawn(w, e[1]); break; /* a cascade */
+            }
+            atomic_store(&f.countdown, -1);
+            if (rc == ECS_OK) break;
+            assert_int_equal(rc, ECS_ENOMEM);
+            failures++;
+            uint64_t after = relation_hash(w, r, e, N) ^ relation_hash(w, child, e, N);
+            assert_true(before == after);
+        }
+        (void)failures;
+    }
+    assert_false(ecs_is_alive(w, e[1]));
+    free(e);
+    ecs_world_destroy(w);
+    assert_int_equal(atomic_load(&f.allocs), atomic_load(&f.frees));
+}
+
+/* ---------------------------------------------------------------------- */
+/* Randomized: 100,000 operations against a model                           */
+/* ---------------------------------------------------------------------- */
+
+/* The model: every entity ever spawned, with per relation its targets
+ * (and payloads) and its sources, in the order the store keeps them. */
+enum { RELS = 3, MAX_LIST = 64 };
+
+typedef struct {
+    uint32_t n;
+    uint32_t id[MAX_LIST];    /* model entity ids */
+    int32_t payload[MAX_LIST];
+} mlist_t;
+
+typedef struct {
+    ecs_entity_t handle;
+    bool alive;
+    mlist_t fwd[RELS], rev[RELS];
+} ment_t;
+
+typedef struct {
+    ecs_world_t *w;
+    ecs_relation_t rel[RELS];
+    ecs_cleanup_t policy[RELS];
+    bool exclusive[RELS];
+    ment_t *ents;
+    uint32_t count, cap;
+    uint32_t *alive;          /* ids of live entities */
+    uint32_t nalive;
+    uint64_t rng;
+    uint64_t ops, checks, flushes, cascaded;
+} model_t;
+
+static int32_t list_find(const mlist_t *l, uint32_t id)
+{
+    for (uint32_t i = 0; i < l->n; i++) {
+        if (l->id[i] == id) return (int32_t)i;
+    }
+    return -1;
+}
+
+static void list_erase(mlist_t *l, uint32_t i)
+{
+    memmove(&l->id[i], &l->id[i + 1], (l->n - i - 1) * sizeof(uint32_t));
+    memmove(&l->payload[i], &l->payload[i + 1], (l->n - i - 1) * sizeof(int32_t));
+    l->n--;
+}
+
+static void list_push(mlist_t *l, uint32_t id, int32_t payload)
+{
+    assert_true(l->n < MAX_LIST);
+    l->id[l->n] = id;
+    l->payload[l->n] = payload;
+    l->n++;
+}
+
+static uint32_t model_spawn(model_t *m)
+{
+    if (m->count == m->cap) {
+        m->cap = m->cap ? m->cap * 2 : 256;
+        m->ents = realloc(m->ents, m->cap * sizeof(*m->ents));
+        m->alive = realloc(m->alive, m->cap * sizeof(*m->alive));
+    }
+    uint32_t id = m->count++;
+    memset(&m->ents[id], 0, sizeof(m->ents[id]));
+    m->ents[id].handle = ecs_spawn(m->w);
+    assert_true(m->ents[id].handle != ECS_NULL);
+    m->ents[id].alive = true;
+    m->alive[m->nalive++] = id;
+    return id;
+}
+
+static void model_set(model_t *m, int r, uint32_t s, uint32_t t, int32_t payload)
+{
+    mlist_t *f = &m->ents[s].fwd[r];
+    int32_t i = list_find(f, t);
+    if (i >= 0) {
+        f->payload[i] = payload;
+        return;
+    }
+    if (m->exclusive[r] && f->n) {
+        uint32_t old = f->id[0];
+        mlist_t *orv = &m->ents[old].rev[r];
+        list_erase(orv, (uint32_t)list_find(orv, s));
+        f->id[0] = t;
+        f->payload[0] = payload;
+    } else {
+        if (f->n == MAX_LIST || m->ents[t].rev[r].n == MAX_LIST) return; /* the model's bound */
+        list_push(f, t, payload);
+    }
+    list_push(&m->ents[t].rev[r], s, 0);
+}
+
+static void model_remove(model_t *m, int r, uint32_t s, uint32_t t)
+{
+    mlist_t *f = &m->ents[s].fwd[r];
+    int32_t i = list_find(f, t);
+    if (i < 0) return;
+    list_erase(f, (uint32_t)i);
+    mlist_t *rv = &m->ents[t].rev[r];
+    list_erase(rv, (uint32_t)list_find(rv, s));
+}
+
+static void model_despawn(model_t *m, uint32_t e)
+{
+    uint32_t *queue = malloc(m->count * sizeof(*queue));
+    bool *in = calloc(m->count, 1);
+    uint32_t nq = 0;
+    queue[nq++] = e;
+    in[e] = true;
+    for (uint32_t q = 0; q < nq; q++) {
+        for (int r = 0; r < RELS; r++) {
+            if (m->policy[r] != ECS_CASCADE_SOURCE) continue;
+            const mlist_t *rv = &m->ents[queue[q]].rev[r];
+            for (uint32_t k = 0; k < rv->n; k++) {
+                uint32_t s = rv->id[k];
+                if (!in[s] && m->ents[s].alive) {
+                    in[s] = true;
+                    queue[nq++] = s;
+                }
+            }
+        }
+    }
+    m->cascaded += nq - 1;
+    for (uint32_t q = 0; q < nq; q++) {
+        uint32_t x = queue[q];
+        for (int r = 0; r < RELS; r++) {
+            /* Its own pairs, from the last back (as the store drops them). */
+            mlist_t *f = &m->ents[x].fwd[r];
+            while (f->n) model_remove(m, r, x, f->id[f->n - 1]);
+            if (m->policy[r] == ECS_IGNORE) continue;
+            mlist_t *rv = &m->ents[x].rev[r];
+            while (rv->n) model_remove(m, r, rv->id[rv->n - 1], x);
+        }
+        m->ents[x].alive = false;
+    }
+    uint32_t keep = 0;
+    for (uint32_t i = 0; i < m->nalive; i++) {
+        if (m->ents[m->alive[i]].alive) m->alive[keep++] = m->alive[i];
+    }
+    m->nalive = keep;
+    free(queue);
+    free(in);
+}
+
+static void model_check(model_t *m)
+{
+    m->checks++;
+    for (uint32_t id = 0; id < m->count; id++) {
+        const ment_t *me = &m->ents[id];
+        for (int r = 0; r < RELS; r++) {
+            const ecs__store_t *st = &m->w->relations[m->rel[r] - 1].store;
+            const ecs__source_slice_t *ss = ecs__store_sources(st, me->handle);
+            uint32_t ns = ss ? ss->count : 0;
+            if (ns != me->rev[r].n)
+                fail_msg("op %llu: relation %d, entity %u: %u sources, model %u", (unsigned long long)m->ops, r, id,
+                         ns, me->rev[r].n);
+            for (uint32_t k = 0; k < ns; k++) assert_true(ss->sources[k] == m->ents[me->rev[r].id[k]].handle);
+            if (!me->alive) {
+                /* Nothing is kept for the dead but the sources of pairs
+                 * aimed at them under IGNORE. */
+                assert_null(ecs__store_targets(st, me->handle));
+                if (!me->rev[r].n) assert_null(ss);
+                continue;
+            }
+            const ecs_entity_t *t;
+            const void *p;
+            int n = ecs_pair_targets(m->w, m->rel[r], me->handle, &t, &p);
+            if (n != (int)me->fwd[r].n)
+                fail_msg("op %llu: relation %d, entity %u: %d targets, model %u", (unsigned long long)m->ops, r, id, n,
+                         me->fwd[r].n);
+            for (int k = 0; k < n; k++) {
+                assert_true(t[k] == m->ents[me->fwd[r].id[k]].handle);
+                if (p) assert_int_equal(((const int32_t *)p)[k], me->fwd[r].payload[k]);
+            }
+            ecs_component_t sm = ecs_relation_source_marker(m->w, m->rel[r]);
+            ecs_component_t tm = ecs_relation_target_marker(m->w, m->rel[r]);
+            if (sm) assert_int_equal(ecs_has(m->w, me->handle, sm), me->fwd[r].n > 0);
+            if (tm) assert_int_equal(ecs_has(m->w, me->handle, tm), me->rev[r].n > 0);
+        }
+    }
+    assert_int_equal(stats_of(m->w).entities, m->nalive);
+}
+
+/* A batch of commands recorded by a system and applied at the barrier;
+ * the model applies the same operations in the same order, as playback
+ * does (an operation on a dead source, or a set to a dead target, is
+ * skipped). */
+typedef struct {
+    int kind; /* 0 set, 1 remove, 2 despawn */
+    int rel;
+    uint32_t s, t;
+    int32_t payload;
+} mcmd_t;
+
+typedef struct {
+    model_t *m;
+    mcmd_t cmds[64];
+    uint32_t n;
+} batch_t;
+
+static void batch_record(ecs_iter_t *it)
+{
+    batch_t *b = it->ctx;
+    model_t *m = b->m;
+    for (uint32_t i = 0; i < b->n; i++) {
+        const mcmd_t *c = &b->cmds[i];
+        ecs_entity_t s = m->ents[c->s].handle, t = m->ents[c->t].handle;
+        int rc = c->kind == 0   ? ecs_cmd_pair_set(it->commands, m->rel[c->rel], s, t, &c->payload)
+                 : c->kind == 1 ? ecs_cmd_pair_remove(it->commands, m->rel[c->rel], s, t)
+                                : ecs_cmd_despawn(it->commands, s);
+        (void)rc; /* checked in the model's replay: all recorded on live handles */
+    }
+}
+
+static uint32_t pick_alive(model_t *m) { return m->alive[rng_below(&m->rng, m->nalive)]; }
+
+static void pairs_random_against_model(void **state)
+{
+    (void)state;
+    model_t m = {.rng = 0x9a1f5};
+    m.w = world_new();
+    const ecs_relation_desc_t desc[RELS] = {
+        {.name = "R0", .size = sizeof(int32_t), .on_target_despawn = ECS_RELEASE_TARGET},
+        {.name = "R1", .size = sizeof(int32_t), .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE},
+        {.name = "R2", .size = sizeof(int32_t), .on_target_despawn = ECS_IGNORE, .no_target_marker = true},
+    };
+    for (int r = 0; r < RELS; r++) {
+        m.rel[r] = ecs_relation_register(m.w, &desc[r]);
+        m.policy[r] = desc[r].on_target_despawn;
+        m.exclusive[r] = desc[r].exclusive;
+    }
+    static batch_t batch;
+    batch.m = &m;
+    ecs_system_register(m.w, &(ecs_system_desc_t){.run = batch_record, .ctx = &batch});
+    for (int i = 0; i < 120; i++) model_spawn(&m);
+    const uint64_t OPS = 100000;
+    while (m.ops < OPS) {
+        uint32_t roll = rng_below(&m.rng, 100);
+        if (m.nalive < 60 || roll < 8) {
+            model_spawn(&m);
+            m.ops++;
+        } else if (roll < 13) {
+            uint32_t e = pick_alive(&m);
+            assert_int_equal(ecs_despawn(m.w, m.ents[e].handle), ECS_OK);
+            model_despawn(&m, e);
+            m.ops++;
+        } else if (roll < 16) {
+            /* A flush: a batch of commands on live handles; some despawn
+             * entities that later commands of the batch name. */
+            batch.n = 1 + rng_below(&m.rng, 40);
+            for (uint32_t i = 0; i < batch.n; i++) {
+                mcmd_t *c = &batch.cmds[i];
+                uint32_t k = rng_below(&m.rng, 100);
+                c->kind = k < 60 ? 0 : k < 92 ? 1 : 2;
+                c->rel = (int)rng_below(&m.rng, RELS);
+                c->s = pick_alive(&m);
+                do c->t = pick_alive(&m);
+                while (c->t == c->s);
+                c->payload = (int32_t)rng_below(&m.rng, 1000);
+            }
+            frame(m.w);
+            for (uint32_t i = 0; i < batch.n; i++) {
+                const mcmd_t *c = &batch.cmds[i];
+                if (!m.ents[c->s].alive) continue;
+                if (c->kind == 0 && m.ents[c->t].alive) model_set(&m, c->rel, c->s, c->t, c->payload);
+                else if (c->kind == 1) model_remove(&m, c->rel, c->s, c->t);
+                else if (c->kind == 2) model_despawn(&m, c->s);
+            }
+            batch.n = 0;
+            m.ops += batch.n + 1;
+            m.flushes++;
+            model_check(&m);
+            continue;
+        } else {
+            int r = (int)rng_below(&m.rng, RELS);
+            uint32_t s = pick_alive(&m), t = pick_alive(&m);
+            if (s == t) continue;
+            if (roll < 60) {
+                int32_t payload = (int32_t)rng_below(&m.rng, 1000);
+                if (m.ents[s].fwd[r].n == MAX_LIST || m.ents[t].rev[r].n == MAX_LIST) continue;
+                assert_int_equal(ecs_pair_set(m.w, m.rel[r], m.ents[s].handle, m.ents[t].handle, &payload), ECS_OK);
+                model_set(&m, r, s, t, payload);
+            } else {
+                /* Mostly an existing pair (maybe to a dead target). */
+                const mlist_t *f = &m.ents[s].fwd[r];
+                if (f->n && rng_below(&m.rng, 4)) t = f->id[rng_below(&m.rng, f->n)];
+                assert_int_equal(ecs_pair_remove(m.w, m.rel[r], m.ents[s].handle, m.ents[t].handle), ECS_OK);
+                model_remove(&m, r, s, t);
+            }
+            m.ops++;
+        }
+        if (m.ops % 16 == 0) model_check(&m);
+    }
+    model_check(&m);
+    print_message("random pairs: %llu operations, %llu checks, %llu flushes, %llu cascaded despawns, %u entities made\n",
+                  (unsigned long long)m.ops, (unsigned long long)m.checks, (unsigned long long)m.flushes,
+                  (unsigned long long)m.cascaded, m.count);
+    assert_true(m.cascaded > 100);
+    ecs_world_destroy(m.w);
+    free(m.ents);
+    free(m.alive);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(pairs_register_validates),
+        cmocka_unit_test(pairs_set_get_order_and_payloads),
+        cmocka_unit_test(pairs_errors),
+        cmocka_unit_test(pairs_markers_follow_first_and_last_pair),
+        cmocka_unit_test(pairs_exclusive_replaces_atomically),
+        cmocka_unit_test(pairs_release_target),
+        cmocka_unit_test(pairs_cascade_chains_cycles_and_mixed_relations),
+        cmocka_unit_test(pairs_ignore_keeps_stale_pairs),
+        cmocka_unit_test(pairs_command_and_target_despawn_in_one_flush),
+        cmocka_unit_test(pairs_marker_changes_coalesce_per_flush),
+        cmocka_unit_test(pairs_out_of_memory_changes_nothing),
+        cmocka_unit_test(pairs_random_against_model),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
