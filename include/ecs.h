@@ -449,6 +449,7 @@ struct ecs_iter {
         int32_t removed_count;
         uint64_t since, tick; /* change-filter window; tick: what marks take */
         uint32_t marks;       /* nonzero: ecs_iter_changed may mark rows */
+        const void *pairs;    /* the pair batch (ECS_PAIRS_EACH) */
     } priv_;
 };
 
@@ -527,6 +528,35 @@ enum {
     ECS_SYSTEM_MANUAL_CHANGE_MARKS = 8,
 };
 
+/*
+ * Pair dispatch (ecs_system_desc_t.pairs):
+ * - ECS_PAIRS_PER_SOURCE: the system runs over the entities that are the
+ *   source of at least one pair of the relation (role ECS_ROLE_TARGET: the
+ *   target of one), as if it had a WITH term on the relation's marker; the
+ *   callback reads each entity's slice with ecs_pair_targets (or
+ *   ecs_pair_sources). The marker of that role must not be switched off.
+ * - ECS_PAIRS_EACH: the callback gets, per chunk of matched entities (the
+ *   sources, or the targets for role ECS_ROLE_TARGET), their live pairs:
+ *   it->count pairs in row order, then slice order (a chunk with many
+ *   pairs comes in several batches). ecs_pair_row gives the matched row of
+ *   pair i (index the system's fields with it), ecs_pair_source_of /
+ *   ecs_pair_target_of its two ends, ecs_pair_field its payload, and
+ *   ecs_field_target(it, term, i) target_terms[term] read on the pair's far
+ *   end (the target; the source for role ECS_ROLE_TARGET), read-only, NULL
+ *   where it lacks the component.
+ * Target terms are READ terms; they count for conflicts like ECS_OTHER
+ * terms. Reading the relation stores never conflicts: every relation write
+ * from a system is a command.
+ */
+typedef enum { ECS_PAIRS_NONE, ECS_PAIRS_PER_SOURCE, ECS_PAIRS_EACH } ecs_pair_mode_t;
+typedef enum { ECS_ROLE_SOURCE, ECS_ROLE_TARGET } ecs_pair_role_t;
+typedef struct {
+    ecs_relation_t relation;
+    ecs_pair_mode_t mode;
+    ecs_pair_role_t role;
+    ecs_term_t target_terms[ECS_MAX_TERMS]; /* ECS_PAIRS_EACH; ends at component 0 */
+} ecs_pair_dispatch_t;
+
 typedef struct {
     const char *name;                /* optional; unique when given; copied */
     const char *stage;               /* NULL: "Update" */
@@ -563,6 +593,7 @@ typedef struct {
      * what some reader has not read yet: a reader that rarely runs (a
      * long interval, a run_if that stays false) keeps it growing. 0: none. */
     ecs_component_t removed;
+    ecs_pair_dispatch_t pairs;       /* pair dispatch; mode 0: none */
 } ecs_system_desc_t;
 
 /**
@@ -705,6 +736,14 @@ ECS_API int ecs_pair_sources(const ecs_world_t *world, ecs_relation_t rel, ecs_e
 /** The marker components (0 when switched off or for a bad relation). */
 ECS_API ecs_component_t ecs_relation_source_marker(const ecs_world_t *world, ecs_relation_t rel);
 ECS_API ecs_component_t ecs_relation_target_marker(const ecs_world_t *world, ecs_relation_t rel);
+
+/* Per-pair dispatch (ECS_PAIRS_EACH): pair i of the batch in it. Out of
+ * range, or another kind of iterator: -1 / ECS_NULL / NULL. */
+ECS_API int ecs_pair_row(const ecs_iter_t *it, int i);
+ECS_API ecs_entity_t ecs_pair_source_of(const ecs_iter_t *it, int i);
+ECS_API ecs_entity_t ecs_pair_target_of(const ecs_iter_t *it, int i);
+ECS_API const void *ecs_pair_field(const ecs_iter_t *it, int i);
+ECS_API const void *ecs_field_target(const ecs_iter_t *it, int term, int i);
 
 /** Deferred pair writes, applied at the barrier like any command. The
  * payload is copied when recorded. Returns as the other ecs_cmd_* calls;

@@ -9,13 +9,16 @@
 
 #include "world/world.h"
 
-/* What a system declares it touches, from its terms. */
+/* What a system declares it touches, from its terms, its change filters
+ * (reads of the tracker, and required) and its pair dispatch's far-end
+ * terms (reads of other entities): room for all three lists. */
+#define ECS__ACCESS_MAX (3 * ECS_MAX_TERMS + 1)
 typedef struct {
-    ecs_component_t reads[ECS_MAX_TERMS];    /* READ and WRITE, SELF or OTHER */
-    ecs_component_t writes[ECS_MAX_TERMS];   /* WRITE (SELF) */
-    ecs_component_t others[ECS_MAX_TERMS];   /* ECS_OTHER reads */
-    ecs_component_t required[ECS_MAX_TERMS]; /* SELF terms every row has */
-    ecs_component_t excluded[ECS_MAX_TERMS]; /* WITHOUT */
+    ecs_component_t reads[ECS__ACCESS_MAX];    /* READ and WRITE, SELF or OTHER, filters, far-end */
+    ecs_component_t writes[ECS__ACCESS_MAX];   /* WRITE (SELF) */
+    ecs_component_t others[ECS__ACCESS_MAX];   /* ECS_OTHER and far-end reads */
+    ecs_component_t required[ECS__ACCESS_MAX]; /* SELF terms every row has, filters */
+    ecs_component_t excluded[ECS__ACCESS_MAX]; /* WITHOUT */
     uint8_t nreads, nwrites, nothers, nrequired, nexcluded;
 } ecs__access_t;
 
@@ -37,6 +40,13 @@ typedef struct {
     uint64_t last_run;
     uint8_t write_terms[ECS_MAX_TERMS];
     uint32_t nwrite_terms;
+    /* Pair dispatch: the relation (0: none), mode, role, and the far-end
+     * terms of ECS_PAIRS_EACH. */
+    ecs_relation_t pair_relation;
+    ecs_pair_mode_t pair_mode;
+    ecs_pair_role_t pair_role;
+    ecs_component_t far_terms[ECS_MAX_TERMS];
+    uint32_t nfar_terms;
     ecs__access_t access;
     ecs_system_t after[ECS_MAX_DEPS]; /* resolved explicit order */
     ecs_system_t before[ECS_MAX_DEPS];

@@ -132,6 +132,7 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *no
     it->priv_.since = node->since;
     it->priv_.tick = node->this_run;
     it->priv_.marks = ECS__ITER_MARKS_DEFERRED;
+    it->priv_.pairs = NULL;
 }
 
 /* A removal reader's slice: from its cursor to the log's end as it is
@@ -201,6 +202,21 @@ static void list_written(const ecs__system_t *sys, const ecs__query_match_t *m, 
     }
 }
 
+/* A batch of pairs handed to an ECS_PAIRS_EACH callback (it->priv_.pairs):
+ * pairs of the chunk's matched rows, in row order, then slice order. Kept
+ * on the walking thread's stack: nothing is allocated per chunk. */
+#define PAIR_BATCH 256
+typedef struct {
+    const ecs_world_t *world;
+    const ecs__system_t *sys;
+    const ecs__store_t *store;
+    bool target_role;
+    uint32_t n;
+    uint16_t row[PAIR_BATCH];
+    ecs_entity_t src[PAIR_BATCH], tgt[PAIR_BATCH];
+    const void *payload[PAIR_BATCH];
+} pair_batch_t;
+
 /* One system's walk over chunks, shared by jobs and the inline path. */
 typedef struct {
     ecs__plan_node_t *node;
@@ -223,6 +239,7 @@ typedef struct {
     ecs_world_t *world;
     bool collecting;
     uint64_t fresh;
+    pair_batch_t *batch; /* ECS_PAIRS_EACH */
 #ifndef NDEBUG
     ecs__read_set_t *reads;
 #endif
@@ -302,6 +319,114 @@ static int32_t due_hand(walk_t *wk, const ecs__query_match_t *match, const ecs__
     return out == count ? -1 : (int32_t)out;
 }
 
+/* The batch of an ECS_PAIRS_EACH system (NULL for any other). */
+static pair_batch_t *pair_batch_init(pair_batch_t *b, const ecs_world_t *w, const ecs__system_t *sys)
+{
+    if (sys->pair_mode != ECS_PAIRS_EACH) return NULL;
+    b->world = w;
+    b->sys = sys;
+    b->store = &ecs__relation_get(w, sys->pair_relation)->store;
+    b->target_role = sys->pair_role == ECS_ROLE_TARGET;
+    b->n = 0;
+    return b;
+}
+
+/* Hands an ECS_PAIRS_EACH system the pairs of the selected rows of ch (n
+ * rows in it->rows, or -1: every row), a batch at a time. */
+static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32_t n)
+{
+    pair_batch_t *b = wk->batch;
+    const ecs__store_t *st = b->store;
+    const uint16_t *sel = it->rows;
+    uint32_t count = n < 0 ? ch->count : (uint32_t)n;
+    it->rows = NULL;
+    it->priv_.pairs = b;
+    b->n = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        uint16_t row = (uint16_t)(n < 0 ? i : sel[i]);
+        ecs_entity_t e = ch->entities[row];
+        if (!b->target_role) {
+            const ecs__target_slice_t *ts = ecs__store_targets(st, e);
+            for (uint32_t k = 0; ts && k < ts->count; k++) {
+                b->row[b->n] = row;
+                b->src[b->n] = e;
+                b->tgt[b->n] = ts->targets[k];
+                b->payload[b->n] = st->size ? ts->payloads + (size_t)k * st->size : NULL;
+                if (++b->n < PAIR_BATCH) continue;
+                it->count = (int)b->n;
+                wk->handed += b->n;
+                wk->sys->run(it);
+                b->n = 0;
+            }
+        } else {
+            const ecs__source_slice_t *ss = ecs__store_sources(st, e);
+            for (uint32_t k = 0; ss && k < ss->count; k++) {
+                b->row[b->n] = row;
+                b->src[b->n] = ss->sources[k];
+                b->tgt[b->n] = e;
+                b->payload[b->n] = ecs__store_get(st, ss->sources[k], e, NULL);
+                if (++b->n < PAIR_BATCH) continue;
+                it->count = (int)b->n;
+                wk->handed += b->n;
+                wk->sys->run(it);
+                b->n = 0;
+            }
+        }
+    }
+    if (b->n) {
+        it->count = (int)b->n;
+        wk->handed += b->n;
+        wk->sys->run(it);
+    }
+    it->priv_.pairs = NULL;
+}
+
+static const pair_batch_t *batch_of(const ecs_iter_t *it, int i)
+{
+    const pair_batch_t *b = it ? it->priv_.pairs : NULL;
+    return b && i >= 0 && (uint32_t)i < b->n ? b : NULL;
+}
+
+int ecs_pair_row(const ecs_iter_t *it, int i)
+{
+    const pair_batch_t *b = batch_of(it, i);
+    return b ? b->row[i] : -1;
+}
+
+ecs_entity_t ecs_pair_source_of(const ecs_iter_t *it, int i)
+{
+    const pair_batch_t *b = batch_of(it, i);
+    return b ? b->src[i] : ECS_NULL;
+}
+
+ecs_entity_t ecs_pair_target_of(const ecs_iter_t *it, int i)
+{
+    const pair_batch_t *b = batch_of(it, i);
+    return b ? b->tgt[i] : ECS_NULL;
+}
+
+const void *ecs_pair_field(const ecs_iter_t *it, int i)
+{
+    const pair_batch_t *b = batch_of(it, i);
+    return b ? b->payload[i] : NULL;
+}
+
+const void *ecs_field_target(const ecs_iter_t *it, int term, int i)
+{
+    const pair_batch_t *b = batch_of(it, i);
+    if (!b || term < 0 || (uint32_t)term >= b->sys->nfar_terms) return NULL;
+    /* The far end: the target, or the source for role TARGET (a stale
+     * target kept under ECS_IGNORE has no record: NULL). Stores and
+     * storage do not change while systems run, so this read is safe for
+     * the components the system declared. */
+    ecs_entity_t far = b->target_role ? b->src[i] : b->tgt[i];
+    const ecs__record_t *rec = ecs__record_from_entity(&b->world->entity_index, far);
+    if (!rec) return NULL;
+    const ecs__archetype_t *a = rec->chunk->archetype;
+    int32_t col = ecs__archetype_column(a, b->sys->far_terms[term]);
+    return col < 0 ? NULL : (const unsigned char *)rec->chunk->cols[col] + (size_t)rec->row * a->columns[col].size;
+}
+
 /* Runs the system on chunk ch of match number m: the rows its filters
  * pass (none: no call), a chunk-level mark on each written column first
  * (it covers the rows present; an EXCLUSIVE callback may change them),
@@ -343,7 +468,7 @@ static inline void walk_chunk(walk_t *wk, uint32_t m, ecs__chunk_t *ch)
         it->rows = wk->rows;
         it->count = n;
     }
-    wk->handed += (uint64_t)it->count;
+    if (!wk->batch) wk->handed += (uint64_t)it->count;
     bool tracked = ch->trackers && wk->sys->nwrite_terms;
     if (ECS__UNLIKELY(tracked) && wk->marks) {
         /* Its job owns the chunk: no other thread touches these trackers
@@ -354,7 +479,8 @@ static inline void walk_chunk(walk_t *wk, uint32_t m, ecs__chunk_t *ch)
             if (col >= 0 && ch->trackers[col]) ch->trackers[col]->chunk_changed = wk->this_run;
         }
     }
-    wk->sys->run(it);
+    if (wk->batch) walk_pairs(wk, it, ch, n);
+    else wk->sys->run(it);
     /* An exclusive callback may have created archetypes (moving the match
      * array) or chunks: read them again. */
     /* (An exclusive callback may also have lowered tracking: trackers gone.) */
@@ -380,7 +506,9 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
         run_whole(w, node, &it);
     } else {
         uint16_t rows[ECS__CHUNK_MAX_ROWS];
+        pair_batch_t batch;
         walk_t wk = {.node = node, .sys = sys, .q = sys->query, .it = &it, .cmd = cmd, .rows = rows,
+                     .batch = pair_batch_init(&batch, w, sys),
                      .scan = node->since == 0, .added0 = sys->query->changes[0].kind == ECS_ADDED,
                      .marks = !(sys->flags & ECS_SYSTEM_MANUAL_CHANGE_MARKS),
                      .change_count = sys->query->change_count, .since = node->since, .this_run = node->this_run,
@@ -717,7 +845,9 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
     } else {
         if (exclusive) w->defer_chunk_release = true;
         uint16_t rows[ECS__CHUNK_MAX_ROWS];
+        pair_batch_t batch;
         walk_t wk = {.node = node, .sys = sys, .q = q, .it = &it, .cmd = cmd, .rows = rows,
+                     .batch = pair_batch_init(&batch, w, sys),
                      .scan = node->since == 0, .list_now = true, .added0 = q->changes[0].kind == ECS_ADDED,
                      .marks = !(sys->flags & ECS_SYSTEM_MANUAL_CHANGE_MARKS), .change_count = q->change_count,
                      .since = node->since, .this_run = node->this_run,

@@ -269,6 +269,34 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
     if (ecs__changes_validate(w, desc->changes, &change_count) != ECS_OK)
         return register_fail(desc, "invalid change filter (a registered data component, no relation)", NULL);
     if (desc->removed && change_count) return register_fail(desc, "a removal reader takes no change filters", NULL);
+    /* Pair dispatch: a known relation, its role's marker on, READ far-end
+     * terms (ECS_PAIRS_EACH only), room for the implied marker term. */
+    const ecs_pair_dispatch_t *pd = &desc->pairs;
+    uint32_t nfar = 0;
+    ecs_component_t marker = 0;
+    if (pd->mode != ECS_PAIRS_NONE) {
+        const ecs__relation_t *rel = ecs__relation_get(w, pd->relation);
+        if ((unsigned)pd->mode > ECS_PAIRS_EACH || (unsigned)pd->role > ECS_ROLE_TARGET || !rel)
+            return register_fail(desc, "pairs: unknown relation, mode or role", NULL);
+        marker = pd->role == ECS_ROLE_SOURCE ? rel->source_marker : rel->target_marker;
+        if (!marker) return register_fail(desc, "pairs: the relation's marker for this role is switched off", NULL);
+        if (desc->removed) return register_fail(desc, "a removal reader takes no pair dispatch", NULL);
+        if (term_count == ECS_MAX_TERMS) return register_fail(desc, "pairs: no room for the marker term", NULL);
+        for (; nfar < ECS_MAX_TERMS && pd->target_terms[nfar].component; nfar++) {
+            const ecs_term_t *t = &pd->target_terms[nfar];
+            if (!ecs__component_get(w, t->component) || t->access != ECS_READ || t->src != ECS_SELF ||
+                pd->mode != ECS_PAIRS_EACH)
+                return register_fail(desc, "pairs: target terms are READ terms of ECS_PAIRS_EACH", NULL);
+        }
+    } else if (pd->relation || pd->target_terms[0].component) {
+        return register_fail(desc, "pairs: a relation or target terms without a mode", NULL);
+    }
+    /* The query's terms: the system's, then the implied marker term (its
+     * index is past the user's, so their field indices stay). */
+    ecs_term_t terms[ECS_MAX_TERMS];
+    memcpy(terms, desc->terms, term_count * sizeof(ecs_term_t));
+    uint32_t query_terms = term_count;
+    if (marker) terms[query_terms++] = (ecs_term_t){.component = marker, .access = ECS_WITH};
     if (desc->removed && (desc->removed > w->component_count || !w->components[desc->removed]))
         return register_fail(desc, "removed: unknown component", NULL);
     /* A removal reader runs once per run: ECS_OTHER terms (what it reads on
@@ -342,13 +370,13 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
     /* Only ECS_OTHER terms: nothing to iterate, the system runs once per
      * frame like one without terms (its terms still declare its reads). */
     uint32_t self_terms = 0;
-    for (uint32_t i = 0; i < term_count; i++) self_terms += desc->terms[i].src == ECS_SELF;
+    for (uint32_t i = 0; i < query_terms; i++) self_terms += terms[i].src == ECS_SELF;
     /* A system with filters iterates the rows that pass them, even with
      * no terms of its own (it then reads values through ecs_get). */
     bool iterates = self_terms || change_count;
     ecs_query_t *q = NULL;
     if (stats && (name || !desc->name) && iterates)
-        q = ecs__query_create(w, desc->terms, term_count, desc->changes, change_count);
+        q = ecs__query_create(w, terms, query_terms, desc->changes, change_count);
     /* Filters start tracking their components now, not at the next plan
      * build, so what happens before the first frame is recorded too. */
     uint32_t tracked = 0;
@@ -381,7 +409,17 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
         sys.removed_cursor = ecs__removals_watch(w, desc->removed);
         s->removal_readers++;
     }
-    access_from_terms(&sys.access, desc->terms, term_count, desc->changes, change_count);
+    access_from_terms(&sys.access, terms, query_terms, desc->changes, change_count);
+    /* Far-end terms read other entities: like ECS_OTHER terms. */
+    for (uint32_t i = 0; i < nfar; i++) {
+        access_add(sys.access.others, &sys.access.nothers, pd->target_terms[i].component);
+        access_add(sys.access.reads, &sys.access.nreads, pd->target_terms[i].component);
+        sys.far_terms[i] = pd->target_terms[i].component;
+    }
+    sys.nfar_terms = nfar;
+    sys.pair_relation = marker ? pd->relation : 0;
+    sys.pair_mode = pd->mode;
+    sys.pair_role = pd->role;
     for (uint32_t i = 0; i < term_count; i++) {
         if (desc->terms[i].src == ECS_SELF && desc->terms[i].access == ECS_WRITE) sys.write_terms[sys.nwrite_terms++] = (uint8_t)i;
     }

@@ -839,7 +839,7 @@ static inline bool ecs__pairs_involved(const ecs_world_t *w, ecs_entity_t e)
  * ECS_OTHER reads), and the chunk it is on (its own rows are always
  * fine). Set by the scheduler around a system's callbacks. */
 typedef struct {
-    ecs_component_t components[ECS_MAX_TERMS];
+    ecs_component_t components[3 * ECS_MAX_TERMS + 1];
     uint32_t count;
     const ecs__chunk_t *chunk;
 } ecs__read_set_t;
