@@ -450,6 +450,7 @@ struct ecs_iter {
         uint64_t since, tick; /* change-filter window; tick: what marks take */
         uint32_t marks;       /* nonzero: ecs_iter_changed may mark rows */
         const void *pairs;    /* the pair batch (ECS_PAIRS_EACH) */
+        const ecs_entity_t *removed_tgt; /* removed pairs' targets */
     } priv_;
 };
 
@@ -593,6 +594,13 @@ typedef struct {
      * what some reader has not read yet: a reader that rarely runs (a
      * long interval, a run_if that stays false) keeps it growing. 0: none. */
     ecs_component_t removed;
+    /* A removed-pair reader: like a removal reader (no terms but
+     * ECS_OTHER ones, once per run), ecs_iter_removed_pairs gives it the
+     * pairs of this relation removed since its previous run (by
+     * ecs_pair_remove, an exclusive replacement, a despawn of either end,
+     * their commands), each exactly once, in the order it happened. 0:
+     * none. */
+    ecs_relation_t removed_pairs;
     ecs_pair_dispatch_t pairs;       /* pair dispatch; mode 0: none */
 } ecs_system_desc_t;
 
@@ -736,6 +744,15 @@ ECS_API int ecs_pair_sources(const ecs_world_t *world, ecs_relation_t rel, ecs_e
 /** The marker components (0 when switched off or for a bad relation). */
 ECS_API ecs_component_t ecs_relation_source_marker(const ecs_world_t *world, ecs_relation_t rel);
 ECS_API ecs_component_t ecs_relation_target_marker(const ecs_world_t *world, ecs_relation_t rel);
+
+/**
+ * In a removed-pair reader (ecs_system_desc_t.removed_pairs): sets
+ * *sources and *targets to two parallel arrays, the pairs removed since
+ * the system's previous run, and returns their count (0 with NULL arrays
+ * when there are none, or in any other iterator). Either end may be dead.
+ * Valid during the callback. ECS_EINVAL for NULL arguments.
+ */
+ECS_API int ecs_iter_removed_pairs(const ecs_iter_t *it, const ecs_entity_t **sources, const ecs_entity_t **targets);
 
 /* Per-pair dispatch (ECS_PAIRS_EACH): pair i of the batch in it. Out of
  * range, or another kind of iterator: -1 / ECS_NULL / NULL. */

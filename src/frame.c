@@ -128,6 +128,7 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *no
     it->priv_.query = sys->query;
     it->priv_.field_count = sys->query ? (int32_t)sys->query->term_count : 0;
     it->priv_.removed = NULL;
+    it->priv_.removed_tgt = NULL;
     it->priv_.removed_count = 0;
     it->priv_.since = node->since;
     it->priv_.tick = node->this_run;
@@ -142,6 +143,18 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *no
  * once the callback has run. */
 static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ecs_iter_t *it)
 {
+    if (sys->removed_pairs) {
+        const ecs__relation_t *r = ecs__relation_get(w, sys->removed_pairs);
+        uint64_t end = ecs__pairs_removals_end(r);
+        ecs__assert(sys->removed_cursor >= r->removed_base && sys->removed_cursor <= end, "reader cursor in the log");
+        if (end - sys->removed_cursor > INT32_MAX) end = sys->removed_cursor + INT32_MAX;
+        if (end > sys->removed_cursor) {
+            it->priv_.removed = r->removed_src + (sys->removed_cursor - r->removed_base);
+            it->priv_.removed_tgt = r->removed_tgt + (sys->removed_cursor - r->removed_base);
+            it->priv_.removed_count = (int32_t)(end - sys->removed_cursor);
+        }
+        return end;
+    }
     const ecs__component_t *c = w->components[sys->removed];
     uint64_t end = ecs__removals_end(c);
     ecs__assert(sys->removed_cursor >= c->removed_base && sys->removed_cursor <= end, "reader cursor in the log");
@@ -157,14 +170,39 @@ static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ec
 int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities)
 {
     if (!it || !entities) return ECS_EINVAL;
+    if (it->priv_.removed_tgt) { /* a removed-pair reader: not entities */
+        *entities = NULL;
+        return 0;
+    }
     *entities = it->priv_.removed_count ? it->priv_.removed : NULL;
     return it->priv_.removed_count;
+}
+
+int ecs_iter_removed_pairs(const ecs_iter_t *it, const ecs_entity_t **sources, const ecs_entity_t **targets)
+{
+    if (!it || !sources || !targets) return ECS_EINVAL;
+    bool pairs = it->priv_.removed_tgt && it->priv_.removed_count;
+    *sources = pairs ? it->priv_.removed : NULL;
+    *targets = pairs ? it->priv_.removed_tgt : NULL;
+    return pairs ? it->priv_.removed_count : 0;
 }
 
 /* At the frame's end: each read log drops what all its readers have
  * passed. Readers are few; nothing runs without any. */
 static void prune_removals(ecs_world_t *w, ecs__scheduler_t *s)
 {
+    for (uint32_t i = 0; i < s->system_count; i++) {
+        ecs_relation_t rel = s->systems[i].removed_pairs;
+        bool seen = false;
+        for (uint32_t k = 0; k < i && rel && !seen; k++) seen = s->systems[k].removed_pairs == rel;
+        if (!rel || seen) continue;
+        uint64_t min = s->systems[i].removed_cursor;
+        for (uint32_t k = i + 1; k < s->system_count; k++) {
+            if (s->systems[k].removed_pairs == rel && s->systems[k].removed_cursor < min)
+                min = s->systems[k].removed_cursor;
+        }
+        ecs__pairs_removals_prune(ecs__relation_get(w, rel), min);
+    }
     for (uint32_t i = 0; i < s->system_count; i++) {
         ecs_component_t c = s->systems[i].removed;
         bool earlier = false;
@@ -183,7 +221,7 @@ static void prune_removals(ecs_world_t *w, ecs__scheduler_t *s)
 static void run_whole(const ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *it)
 {
     ecs__system_t *sys = node->sys;
-    if (!sys->removed) {
+    if (!sys->removed && !sys->removed_pairs) {
         sys->run(it);
         return;
     }

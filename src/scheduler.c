@@ -269,6 +269,15 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
     if (ecs__changes_validate(w, desc->changes, &change_count) != ECS_OK)
         return register_fail(desc, "invalid change filter (a registered data component, no relation)", NULL);
     if (desc->removed && change_count) return register_fail(desc, "a removal reader takes no change filters", NULL);
+    if (desc->removed_pairs) {
+        if (!ecs__relation_get(w, desc->removed_pairs)) return register_fail(desc, "removed_pairs: unknown relation", NULL);
+        if (desc->removed || change_count || desc->pairs.mode)
+            return register_fail(desc, "a removed-pair reader takes no removed component, filters or pair dispatch", NULL);
+        for (uint32_t i = 0; i < term_count; i++) {
+            if (desc->terms[i].src == ECS_SELF)
+                return register_fail(desc, "a removed-pair reader takes only ECS_OTHER terms", NULL);
+        }
+    }
     /* Pair dispatch: a known relation, its role's marker on, READ far-end
      * terms (ECS_PAIRS_EACH only), room for the implied marker term. */
     const ecs_pair_dispatch_t *pd = &desc->pairs;
@@ -407,6 +416,11 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
     if (desc->removed) {
         sys.removed = desc->removed;
         sys.removed_cursor = ecs__removals_watch(w, desc->removed);
+        s->removal_readers++;
+    }
+    if (desc->removed_pairs) {
+        sys.removed_pairs = desc->removed_pairs;
+        sys.removed_cursor = ecs__pairs_removals_watch(ecs__relation_get(w, desc->removed_pairs));
         s->removal_readers++;
     }
     access_from_terms(&sys.access, terms, query_terms, desc->changes, change_count);

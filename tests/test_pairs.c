@@ -551,6 +551,83 @@ static void pairs_out_of_memory_changes_nothing(void **state)
 }
 
 /* ---------------------------------------------------------------------- */
+/* Removed pairs                                                           */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    ecs_entity_t src[64], tgt[64];
+    int n;
+} rlog_t;
+
+static void rlog_read(ecs_iter_t *it)
+{
+    rlog_t *l = it->ctx;
+    const ecs_entity_t *s, *t;
+    int n = ecs_iter_removed_pairs(it, &s, &t);
+    for (int i = 0; i < n && l->n < 64; i++, l->n++) {
+        l->src[l->n] = s[i];
+        l->tgt[l->n] = t[i];
+    }
+}
+
+static void rlog_expect(rlog_t *l, const ecs_entity_t *pairs, int n)
+{
+    assert_int_equal(l->n, n);
+    for (int i = 0; i < n; i++) {
+        assert_true(l->src[i] == pairs[2 * i]);
+        assert_true(l->tgt[i] == pairs[2 * i + 1]);
+    }
+    l->n = 0;
+}
+
+static void pairs_removed_pairs_each_once_per_reader(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R"});
+    ecs_relation_t ex = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Ex", .exclusive = true});
+    ecs_relation_t ig = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Ig", .on_target_despawn = ECS_IGNORE});
+    ecs_entity_t *e = spawn_n(w, 8);
+    ecs_pair_set(w, r, e[0], e[1], NULL); /* before any reader: never logged */
+    ecs_pair_remove(w, r, e[0], e[1]);
+    rlog_t every = {0}, third = {0}, exl = {0}, igl = {0};
+    ecs_system_register(w, &(ecs_system_desc_t){.removed_pairs = r, .run = rlog_read, .ctx = &every});
+    ecs_system_register(w, &(ecs_system_desc_t){.removed_pairs = r, .interval = 3, .run = rlog_read, .ctx = &third});
+    ecs_system_register(w, &(ecs_system_desc_t){.removed_pairs = ex, .run = rlog_read, .ctx = &exl});
+    ecs_system_register(w, &(ecs_system_desc_t){.removed_pairs = ig, .run = rlog_read, .ctx = &igl});
+    frame(w); /* frame 0: every reader runs, nothing to read */
+    rlog_expect(&every, NULL, 0);
+    ecs_pair_set(w, r, e[0], e[1], NULL);
+    ecs_pair_set(w, r, e[0], e[2], NULL);
+    ecs_pair_set(w, r, e[3], e[0], NULL);
+    ecs_pair_remove(w, r, e[0], e[1]);
+    frame(w);
+    rlog_expect(&every, (ecs_entity_t[]){e[0], e[1]}, 1);
+    assert_int_equal(ecs_despawn(w, e[0]), ECS_OK); /* its own pair, then the one aimed at it */
+    frame(w);
+    rlog_expect(&every, (ecs_entity_t[]){e[0], e[2], e[3], e[0]}, 2);
+    frame(w); /* frame 3: the third reader catches up, each once */
+    rlog_expect(&every, NULL, 0);
+    rlog_expect(&third, (ecs_entity_t[]){e[0], e[1], e[0], e[2], e[3], e[0]}, 3);
+    /* An exclusive replacement is a removal. */
+    ecs_pair_set(w, ex, e[4], e[5], NULL);
+    ecs_pair_set(w, ex, e[4], e[6], NULL);
+    frame(w);
+    rlog_expect(&exl, (ecs_entity_t[]){e[4], e[5]}, 1);
+    /* IGNORE: the target's despawn removes nothing; the later removal does. */
+    ecs_pair_set(w, ig, e[4], e[7], NULL);
+    ecs_despawn(w, e[7]);
+    frame(w);
+    rlog_expect(&igl, NULL, 0);
+    ecs_pair_remove(w, ig, e[4], e[7]);
+    frame(w);
+    rlog_expect(&igl, (ecs_entity_t[]){e[4], e[7]}, 1);
+    assert_int_equal(w->relations[r - 1].removed_count, 0); /* pruned once every reader passed */
+    free(e);
+    ecs_world_destroy(w);
+}
+
+/* ---------------------------------------------------------------------- */
 /* Randomized: 100,000 operations against a model                           */
 /* ---------------------------------------------------------------------- */
 
@@ -581,7 +658,24 @@ typedef struct {
     uint32_t nalive;
     uint64_t rng;
     uint64_t ops, checks, flushes, cascaded;
+    /* Removals of R0 since the reader last looked, as the model made
+     * them, and as the reader (a removed_pairs system) was handed them. */
+    ecs_entity_t *want_src, *want_tgt, *got_src, *got_tgt;
+    uint32_t nwant, ngot, cap_want, cap_got;
+    uint64_t removals_checked;
 } model_t;
+
+static void push2(ecs_entity_t **a, ecs_entity_t **b, uint32_t *n, uint32_t *cap, ecs_entity_t x, ecs_entity_t y)
+{
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 256;
+        *a = realloc(*a, *cap * sizeof(**a));
+        *b = realloc(*b, *cap * sizeof(**b));
+    }
+    (*a)[*n] = x;
+    (*b)[*n] = y;
+    (*n)++;
+}
 
 static int32_t list_find(const mlist_t *l, uint32_t id)
 {
@@ -622,6 +716,11 @@ static uint32_t model_spawn(model_t *m)
     return id;
 }
 
+static void model_logged(model_t *m, int r, uint32_t s, uint32_t t)
+{
+    if (r == 0) push2(&m->want_src, &m->want_tgt, &m->nwant, &m->cap_want, m->ents[s].handle, m->ents[t].handle);
+}
+
 static void model_set(model_t *m, int r, uint32_t s, uint32_t t, int32_t payload)
 {
     mlist_t *f = &m->ents[s].fwd[r];
@@ -632,6 +731,7 @@ static void model_set(model_t *m, int r, uint32_t s, uint32_t t, int32_t payload
     }
     if (m->exclusive[r] && f->n) {
         uint32_t old = f->id[0];
+        model_logged(m, r, s, old);
         mlist_t *orv = &m->ents[old].rev[r];
         list_erase(orv, (uint32_t)list_find(orv, s));
         f->id[0] = t;
@@ -651,6 +751,29 @@ static void model_remove(model_t *m, int r, uint32_t s, uint32_t t)
     list_erase(f, (uint32_t)i);
     mlist_t *rv = &m->ents[t].rev[r];
     list_erase(rv, (uint32_t)list_find(rv, s));
+    model_logged(m, r, s, t);
+}
+
+/* The removed_pairs reader of R0 (PostUpdate: after every flush). */
+static void removed_reader(ecs_iter_t *it)
+{
+    model_t *m = it->ctx;
+    const ecs_entity_t *s, *t;
+    int n = ecs_iter_removed_pairs(it, &s, &t);
+    for (int i = 0; i < n; i++) push2(&m->got_src, &m->got_tgt, &m->ngot, &m->cap_got, s[i], t[i]);
+}
+
+static void removals_check(model_t *m)
+{
+    if (m->ngot != m->nwant)
+        fail_msg("op %llu: the reader got %u removed pairs, the model made %u", (unsigned long long)m->ops, m->ngot,
+                 m->nwant);
+    for (uint32_t i = 0; i < m->nwant; i++) {
+        if (m->got_src[i] != m->want_src[i] || m->got_tgt[i] != m->want_tgt[i])
+            fail_msg("op %llu: removed pair %u differs from the model's", (unsigned long long)m->ops, i);
+    }
+    m->removals_checked += m->nwant;
+    m->ngot = m->nwant = 0;
 }
 
 static void model_despawn(model_t *m, uint32_t e)
@@ -785,6 +908,8 @@ static void pairs_random_against_model(void **state)
     static batch_t batch;
     batch.m = &m;
     ecs_system_register(m.w, &(ecs_system_desc_t){.run = batch_record, .ctx = &batch});
+    assert_true(ecs_system_register(m.w, &(ecs_system_desc_t){.stage = "PostUpdate", .removed_pairs = m.rel[0],
+                                                              .run = removed_reader, .ctx = &m}) != 0);
     for (int i = 0; i < 120; i++) model_spawn(&m);
     const uint64_t OPS = 100000;
     while (m.ops < OPS) {
@@ -823,6 +948,7 @@ static void pairs_random_against_model(void **state)
             m.ops += batch.n + 1;
             m.flushes++;
             model_check(&m);
+            removals_check(&m);
             continue;
         } else {
             int r = (int)rng_below(&m.rng, RELS);
@@ -845,13 +971,21 @@ static void pairs_random_against_model(void **state)
         if (m.ops % 16 == 0) model_check(&m);
     }
     model_check(&m);
-    print_message("random pairs: %llu operations, %llu checks, %llu flushes, %llu cascaded despawns, %u entities made\n",
+    frame(m.w);
+    removals_check(&m);
+    print_message("random pairs: %llu operations, %llu checks, %llu flushes, %llu cascaded despawns, %u entities made, "
+                  "%llu removed pairs read\n",
                   (unsigned long long)m.ops, (unsigned long long)m.checks, (unsigned long long)m.flushes,
-                  (unsigned long long)m.cascaded, m.count);
+                  (unsigned long long)m.cascaded, m.count, (unsigned long long)m.removals_checked);
     assert_true(m.cascaded > 100);
+    assert_true(m.removals_checked > 10000);
     ecs_world_destroy(m.w);
     free(m.ents);
     free(m.alive);
+    free(m.want_src);
+    free(m.want_tgt);
+    free(m.got_src);
+    free(m.got_tgt);
 }
 
 int main(void)
@@ -868,6 +1002,7 @@ int main(void)
         cmocka_unit_test(pairs_command_and_target_despawn_in_one_flush),
         cmocka_unit_test(pairs_marker_changes_coalesce_per_flush),
         cmocka_unit_test(pairs_out_of_memory_changes_nothing),
+        cmocka_unit_test(pairs_removed_pairs_each_once_per_reader),
         cmocka_unit_test(pairs_random_against_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -82,6 +82,8 @@ void ecs__relations_fini(ecs_world_t *w)
     for (uint32_t i = 0; i < w->relation_count; i++) {
         ecs__store_fini(&w->relations[i].store, &w->allocator);
         ecs__free(&w->allocator, w->relations[i].name);
+        ecs__free(&w->allocator, w->relations[i].removed_src);
+        ecs__free(&w->allocator, w->relations[i].removed_tgt);
     }
     ecs__free(&w->allocator, w->relations);
     ecs__free(&w->allocator, w->pending);
@@ -102,6 +104,66 @@ ecs_component_t ecs_relation_target_marker(const ecs_world_t *w, ecs_relation_t 
 {
     const ecs__relation_t *r = w ? ecs__relation_get(w, rel) : NULL;
     return r ? r->target_marker : 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The removal log                                                         */
+/* ---------------------------------------------------------------------- */
+
+uint64_t ecs__pairs_removals_watch(ecs__relation_t *r)
+{
+    r->removal_readers++;
+    return ecs__pairs_removals_end(r);
+}
+
+/* Room for n more entries, taken before a write commits, so that logging
+ * never fails halfway. Free while nobody reads the log. */
+static bool log_reserve(ecs_world_t *w, ecs__relation_t *r, uint64_t n)
+{
+    if (!r->removal_readers || r->removed_count + n <= r->removed_cap) return true;
+    if (r->removed_count + n > UINT32_MAX / 2) return false;
+    uint32_t cap = r->removed_cap ? r->removed_cap : 16;
+    while (cap < r->removed_count + n) cap *= 2;
+    ecs_entity_t *src = ecs__alloc(&w->allocator, cap * sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
+    ecs_entity_t *tgt = ecs__alloc(&w->allocator, cap * sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
+    if (!src || !tgt) {
+        ecs__free(&w->allocator, src);
+        ecs__free(&w->allocator, tgt);
+        return false;
+    }
+    if (r->removed_count) {
+        memcpy(src, r->removed_src, r->removed_count * sizeof(ecs_entity_t));
+        memcpy(tgt, r->removed_tgt, r->removed_count * sizeof(ecs_entity_t));
+    }
+    ecs__free(&w->allocator, r->removed_src);
+    ecs__free(&w->allocator, r->removed_tgt);
+    r->removed_src = src;
+    r->removed_tgt = tgt;
+    r->removed_cap = cap;
+    return true;
+}
+
+static inline void log_pair(ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt)
+{
+    if (!r->removal_readers) return;
+    ecs__assert(r->removed_count < r->removed_cap, "log room reserved");
+    r->removed_src[r->removed_count] = src;
+    r->removed_tgt[r->removed_count] = tgt;
+    r->removed_count++;
+}
+
+void ecs__pairs_removals_prune(ecs__relation_t *r, uint64_t cursor)
+{
+    if (cursor <= r->removed_base) return;
+    uint64_t drop = cursor - r->removed_base;
+    ecs__assert(drop <= r->removed_count, "cursor within the log");
+    uint32_t keep = r->removed_count - (uint32_t)drop;
+    if (keep) {
+        memmove(r->removed_src, r->removed_src + drop, keep * sizeof(ecs_entity_t));
+        memmove(r->removed_tgt, r->removed_tgt + drop, keep * sizeof(ecs_entity_t));
+    }
+    r->removed_count = keep;
+    r->removed_base = cursor;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -198,18 +260,25 @@ typedef struct {
     ecs__archetype_t *dst;
 } move_t;
 
-/* A doomed source's pair to a target that died before (kept under
- * IGNORE) was that target's last: its empty slice goes too. */
+/* A pair of a doomed entity went: it is logged as a removal; and when it
+ * was the last pair aimed at a target that died before (kept under
+ * IGNORE), the target's empty slice goes too. */
 typedef struct {
     ecs_world_t *w;
-    ecs__store_t *st;
-} forget_ctx_t;
+    ecs__relation_t *r;
+} drop_ctx_t;
 
-static void forget_dead_target(void *ctx, ecs_entity_t src, ecs_entity_t tgt, bool target_empty)
+static void on_drop_source(void *ctx, ecs_entity_t src, ecs_entity_t tgt, bool target_empty)
 {
-    (void)src;
-    forget_ctx_t *f = ctx;
-    if (target_empty && !ecs_is_alive(f->w, tgt)) ecs__store_forget(f->st, &f->w->allocator, tgt);
+    drop_ctx_t *d = ctx;
+    log_pair(d->r, src, tgt);
+    if (target_empty && !ecs_is_alive(d->w, tgt)) ecs__store_forget(&d->r->store, &d->w->allocator, tgt);
+}
+
+static void on_drop_target(void *ctx, ecs_entity_t src, ecs_entity_t tgt, bool source_empty)
+{
+    (void)source_empty;
+    log_pair(((drop_ctx_t *)ctx)->r, src, tgt);
 }
 
 typedef struct {
@@ -340,12 +409,14 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
     if (!ecs__store_reserve(st, &w->allocator, src, tgt)) return ECS_ENOMEM;
     const ecs__target_slice_t *ts = ecs__store_targets(st, src);
     ecs_entity_t old = st->exclusive && ts->count ? ts->targets[0] : ECS_NULL;
+    if (old && !log_reserve(w, r, 1)) return ECS_ENOMEM; /* the replaced pair is a removal */
     if (flushing(w)) {
         if (!pending_reserve(w, 3)) return ECS_ENOMEM;
         ecs__pair_set_t res;
         int err = ecs__store_set(st, &w->allocator, src, tgt, payload, &res);
         ecs__assert(err == ECS_OK, "reserved");
         (void)err;
+        if (old) log_pair(r, src, old);
         if (res.source_first && r->source_marker) mark_pending(w, src);
         if (res.target_first && r->target_marker) mark_pending(w, tgt);
         if (res.replaced_last && r->target_marker) mark_pending(w, old);
@@ -382,6 +453,7 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
     int err = ecs__store_set(st, &w->allocator, src, tgt, payload, &res);
     ecs__assert(err == ECS_OK, "reserved");
     (void)err;
+    if (old) log_pair(r, src, old);
     plan_apply(w, &p);
     plan_fini(w, &p);
     return ECS_OK;
@@ -393,6 +465,7 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
     bool exists = false;
     ecs__store_get(st, src, tgt, &exists);
     if (!exists) return ECS_OK;
+    if (!log_reserve(w, r, 1)) return ECS_ENOMEM;
     if (flushing(w)) {
         if (!pending_reserve(w, 2)) return ECS_ENOMEM;
     } else {
@@ -420,6 +493,7 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
         }
         bool source_last, target_last;
         ecs__store_remove(st, src, tgt, &source_last, &target_last);
+        log_pair(r, src, tgt);
         if (target_last && !trec) ecs__store_forget(st, &w->allocator, tgt); /* a dead target's last pair */
         plan_apply(w, &p);
         plan_fini(w, &p);
@@ -427,6 +501,7 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
     }
     bool source_last, target_last;
     ecs__store_remove(st, src, tgt, &source_last, &target_last);
+    log_pair(r, src, tgt);
     if (source_last && r->source_marker) mark_pending(w, src);
     if (target_last) {
         if (!ecs_is_alive(w, tgt)) ecs__store_forget(st, &w->allocator, tgt);
@@ -496,6 +571,19 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
         const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, w->doomed[i]);
         if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL)) goto out;
     }
+    /* Pair-log room: every pair a doomed entity takes part in may go (a
+     * pair between two doomed ones is counted twice: room to spare). */
+    for (uint32_t k = 0; k < w->relation_count; k++) {
+        ecs__relation_t *r = &w->relations[k];
+        if (!r->removal_readers) continue;
+        uint64_t n = 0;
+        for (uint32_t i = 0; i < w->doomed_count; i++) {
+            const ecs__target_slice_t *ts = ecs__store_targets(&r->store, w->doomed[i]);
+            const ecs__source_slice_t *ss = ecs__store_sources(&r->store, w->doomed[i]);
+            n += (ts ? ts->count : 0) + (ss && r->cleanup != ECS_IGNORE ? ss->count : 0);
+        }
+        if (!log_reserve(w, r, n)) goto out;
+    }
     uint32_t survivors = 0;
     for (uint32_t i = 0; i < w->doomed_count; i++) {
         ecs_entity_t x = w->doomed[i];
@@ -536,8 +624,8 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
                         mark_pending(w, t);
                 }
             }
-            forget_ctx_t fc = {w, &r->store};
-            ecs__store_drop_source(&r->store, &w->allocator, x, forget_dead_target, &fc);
+            drop_ctx_t dc = {w, r};
+            ecs__store_drop_source(&r->store, &w->allocator, x, on_drop_source, &dc);
             const ecs__source_slice_t *ss = ecs__store_sources(&r->store, x);
             if (!ss) continue;
             if (r->cleanup == ECS_IGNORE && ss->count) continue; /* the pairs stay, with the stale handle */
@@ -549,7 +637,7 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
                         mark_pending(w, s);
                 }
             }
-            ecs__store_drop_target(&r->store, &w->allocator, x, NULL, NULL);
+            ecs__store_drop_target(&r->store, &w->allocator, x, on_drop_target, &dc);
         }
         ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, x);
         ecs__entity_destroy(w, x, rec);

@@ -658,6 +658,14 @@ typedef struct {
     ecs__store_t store;
     ecs_cleanup_t cleanup;
     ecs_component_t source_marker, target_marker; /* 0: switched off */
+    /* Removal log: the pairs removed, in the order it happened, while some
+     * system reads them (removed_pairs); sources and targets side by side,
+     * so a reader gets two flat arrays. Entry 0 has sequence number
+     * removed_base; readers keep cursors. */
+    uint32_t removal_readers;
+    ecs_entity_t *removed_src, *removed_tgt;
+    uint32_t removed_count, removed_cap;
+    uint64_t removed_base;
 } ecs__relation_t;
 
 static inline ecs__relation_t *ecs__relation_get(const ecs_world_t *w, ecs_relation_t r);
@@ -671,6 +679,15 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e);
  * live for a set; ECS_ENOMEM changes nothing. */
 int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt, const void *payload);
 int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt);
+/* A system starts reading r's removed pairs: returns the log's end, where
+ * its cursor starts. */
+uint64_t ecs__pairs_removals_watch(ecs__relation_t *r);
+static inline uint64_t ecs__pairs_removals_end(const ecs__relation_t *r)
+{
+    return r->removed_base + r->removed_count;
+}
+/* Drops the entries below cursor (every reader has passed them). */
+void ecs__pairs_removals_prune(ecs__relation_t *r, uint64_t cursor);
 /* End of a flush: one archetype move per entity whose markers changed
  * during it. ECS_OK or ECS_ENOMEM (those entities stay pending). */
 int ecs__pairs_flush_markers(ecs_world_t *w);
