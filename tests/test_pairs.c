@@ -22,7 +22,9 @@
 #include <string.h>
 
 #include "ecs.h"
+#include "ecs_private.h"
 #include "world/world.h"
+#include "clock.h"
 #include "support.h"
 
 #define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
@@ -628,6 +630,246 @@ static void pairs_removed_pairs_each_once_per_reader(void **state)
 }
 
 /* ---------------------------------------------------------------------- */
+/* Dispatch in systems                                                     */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    float x, y;
+} Vec2;
+
+/* Far-end reads against writers: a system writing Pos never overlaps a
+ * per-pair system reading Pos on its targets, even with WITH/WITHOUT terms
+ * that would prove their own rows disjoint. Both are timed; their
+ * callbacks' intervals must not intersect. */
+typedef struct {
+    _Atomic uint64_t first[2], last[2];
+    _Atomic uint64_t pairs, bad;
+    ecs_component_t pos;
+} overlap_t;
+
+static void note_time(overlap_t *o, int k, uint64_t t0, uint64_t t1)
+{
+    uint64_t cur = atomic_load(&o->first[k]);
+    while ((!cur || t0 < cur) && !atomic_compare_exchange_weak(&o->first[k], &cur, t0)) {
+    }
+    cur = atomic_load(&o->last[k]);
+    while (t1 > cur && !atomic_compare_exchange_weak(&o->last[k], &cur, t1)) {
+    }
+}
+
+static void pos_writer(ecs_iter_t *it) /* W Pos, WITHOUT hunter marker */
+{
+    overlap_t *o = it->ctx;
+    uint64_t t0 = now_ns();
+    Vec2 *p = ecs_field(it, 0);
+    for (int i = 0; i < it->count; i++) p[i].x += 1.0f;
+    spin_for(20000);
+    note_time(o, 0, t0, now_ns());
+}
+
+static void pos_reader(ecs_iter_t *it) /* per pair, role SOURCE, far-end R Pos */
+{
+    overlap_t *o = it->ctx;
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < it->count; i++) {
+        const Vec2 *tp = ecs_field_target(it, 0, i);
+        if (!tp || ecs_pair_row(it, i) < 0 || it->entities[ecs_pair_row(it, i)] != ecs_pair_source_of(it, i))
+            atomic_fetch_add(&o->bad, 1);
+        if (*(const int32_t *)ecs_pair_field(it, i) != 7) atomic_fetch_add(&o->bad, 1);
+    }
+    atomic_fetch_add(&o->pairs, (uint64_t)it->count);
+    spin_for(20000);
+    note_time(o, 1, t0, now_ns());
+}
+
+static void pairs_far_end_reads_conflict_with_writers(void **state)
+{
+    (void)state;
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 4});
+    ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "Pos", .size = sizeof(Vec2)});
+    ecs_relation_t h = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts", .size = 4});
+    ecs_component_t hunter = ecs_relation_source_marker(w, h);
+    enum { NPRED = 3000, NPREY = 3000 };
+    ecs_entity_t *pred = malloc(NPRED * sizeof(*pred)), *prey = malloc(NPREY * sizeof(*prey));
+    assert_int_equal(ecs_spawn_batch(w, NPRED, 1, &pos, NULL, pred), ECS_OK);
+    assert_int_equal(ecs_spawn_batch(w, NPREY, 1, &pos, NULL, prey), ECS_OK);
+    for (int i = 0; i < NPRED; i++) assert_int_equal(ecs_pair_set(w, h, pred[i], prey[(i * 7) % NPREY], &(int32_t){7}), ECS_OK);
+    overlap_t o = {.pos = pos};
+    ecs_system_t wr = ecs_system_register(
+        w, &(ecs_system_desc_t){.terms = {{.component = pos, .access = ECS_WRITE}, {.component = hunter, .access = ECS_WITHOUT}},
+                                .run = pos_writer, .ctx = &o});
+    ecs_system_t rd = ecs_system_register(
+        w, &(ecs_system_desc_t){.terms = {{.component = pos, .access = ECS_READ}},
+                                .pairs = {.relation = h, .mode = ECS_PAIRS_EACH, .target_terms = {{.component = pos}}},
+                                .run = pos_reader, .ctx = &o});
+    assert_true(wr && rd);
+    const ecs__scheduler_t *s = w->scheduler;
+    assert_true(ecs__systems_conflict(&s->systems[wr - 1], &s->systems[rd - 1]));
+    int split = 0;
+    for (int f = 0; f < 6; f++) {
+        for (int k = 0; k < 2; k++) atomic_store(&o.first[k], 0), atomic_store(&o.last[k], 0);
+        frame(w);
+        assert_true(atomic_load(&o.last[0]) <= atomic_load(&o.first[1])); /* the writer, then the reader */
+        ecs_world_stats_t st = stats_of(w);
+        split += st.system_stats[rd - 1].jobs > 1;
+        assert_int_equal(st.system_stats[rd - 1].rows, NPRED);
+    }
+    assert_true(split > 0); /* the per-pair system was split into jobs */
+    assert_int_equal(atomic_load(&o.pairs), 6 * NPRED);
+    assert_int_equal(atomic_load(&o.bad), 0);
+    free(pred);
+    free(prey);
+    ecs_world_destroy(w);
+}
+
+/* Predators hunt prey: a per-source system, a per-pair system on each
+ * role, pair commands every frame; the world after 60 frames hashes the
+ * same for 1, 2, 3, 4 and 8 workers. */
+typedef struct {
+    ecs_relation_t hunts;
+    ecs_component_t pos, vel;
+} pp_t;
+
+static pp_t pp;
+
+static uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void pp_chase(ecs_iter_t *it) /* each pair: W Vel (source), far-end R Pos */
+{
+    Vec2 *v = ecs_field(it, 0);
+    const Vec2 *p = ecs_field(it, 1);
+    for (int i = 0; i < it->count; i++) {
+        int row = ecs_pair_row(it, i);
+        const Vec2 *tp = ecs_field_target(it, 0, i);
+        const int32_t *strength = ecs_pair_field(it, i);
+        if (!tp) continue;
+        v[row].x += (tp->x - p[row].x) * 0.01f * (float)*strength;
+        v[row].y += (tp->y - p[row].y) * 0.01f * (float)*strength;
+    }
+    spin_for(200);
+}
+
+static void pp_flee(ecs_iter_t *it) /* role TARGET: W Pos (prey), far-end R Vel (hunters) */
+{
+    Vec2 *p = ecs_field(it, 0);
+    for (int i = 0; i < it->count; i++) {
+        const Vec2 *hv = ecs_field_target(it, 0, i);
+        if (!hv) continue;
+        int row = ecs_pair_row(it, i);
+        p[row].x += hv->x * 0.001f;
+        p[row].y += hv->y * 0.001f;
+    }
+    spin_for(200);
+}
+
+static void pp_retarget(ecs_iter_t *it) /* per source: R Pos; pair commands */
+{
+    uint64_t fr = ecs_world_frame(it->world);
+    for (int i = 0; i < it->count; i++) {
+        ecs_entity_t e = it->entities[i];
+        uint64_t m = mix(e ^ (fr * 0x9e37));
+        if ((m & 15) != 0) continue;
+        const ecs_entity_t *t;
+        int n = ecs_pair_targets(it->world, pp.hunts, e, &t, NULL);
+        if (n) ecs_cmd_pair_remove(it->commands, pp.hunts, e, t[(m >> 8) % (uint64_t)n]);
+        ecs_entity_t prey = (ecs_entity_t)((m >> 16) % 1500) + 1501; /* a prey's index (the 2nd batch) */
+        ecs_entity_t handle = prey | ((ecs_entity_t)0 << 32);
+        if (ecs_is_alive(it->world, handle))
+            ecs_cmd_pair_set(it->commands, pp.hunts, e, handle, &(int32_t){(int32_t)(m & 3) + 1});
+        if ((m >> 40) % 97 == 0) ecs_cmd_despawn(it->commands, handle); /* prey caught now and then */
+    }
+    spin_for(200);
+}
+
+static void pp_move(ecs_iter_t *it) /* W Pos, R Vel */
+{
+    Vec2 *p = ecs_field(it, 0);
+    const Vec2 *v = ecs_field(it, 1);
+    for (int i = 0; i < it->count; i++) {
+        p[i].x += v[i].x;
+        p[i].y += v[i].y;
+    }
+}
+
+static uint64_t pp_run(int workers, int *split)
+{
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = workers});
+    pp.pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "Pos", .size = sizeof(Vec2)});
+    pp.vel = ecs_component_register(w, &(ecs_component_desc_t){.name = "Vel", .size = sizeof(Vec2)});
+    pp.hunts = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts", .size = 4});
+    ecs_component_t ids[2] = {pp.pos, pp.vel};
+    enum { NPRED = 1500, NPREY = 1500 };
+    Vec2 *init = malloc((NPRED + NPREY) * sizeof(Vec2));
+    for (int i = 0; i < NPRED + NPREY; i++) init[i] = (Vec2){(float)(i % 97), (float)(i % 89)};
+    assert_int_equal(ecs_spawn_batch(w, NPRED, 2, ids, (const void *[]){init, init}, NULL), ECS_OK);
+    assert_int_equal(ecs_spawn_batch(w, NPREY, 2, ids, (const void *[]){init + NPRED, init + NPRED}, NULL), ECS_OK);
+    free(init);
+    for (uint32_t i = 1; i <= NPRED; i++)
+        ecs_pair_set(w, pp.hunts, i, NPRED + 1 + (mix(i) % NPREY), &(int32_t){1});
+    ecs_system_t chase = ecs_system_register(
+        w, &(ecs_system_desc_t){.name = "chase",
+                                .terms = {{.component = pp.vel, .access = ECS_WRITE}, {.component = pp.pos}},
+                                .pairs = {.relation = pp.hunts, .mode = ECS_PAIRS_EACH, .target_terms = {{.component = pp.pos}}},
+                                .run = pp_chase});
+    ecs_system_register(
+        w, &(ecs_system_desc_t){.name = "flee",
+                                .terms = {{.component = pp.pos, .access = ECS_WRITE}},
+                                .pairs = {.relation = pp.hunts, .mode = ECS_PAIRS_EACH, .role = ECS_ROLE_TARGET,
+                                          .target_terms = {{.component = pp.vel}}},
+                                .run = pp_flee});
+    ecs_system_register(w, &(ecs_system_desc_t){.name = "retarget", .stage = "PostUpdate",
+                                                .terms = {{.component = pp.pos}},
+                                                .pairs = {.relation = pp.hunts, .mode = ECS_PAIRS_PER_SOURCE},
+                                                .run = pp_retarget});
+    ecs_system_register(w, &(ecs_system_desc_t){.name = "move", .stage = "PreUpdate",
+                                                .terms = {{.component = pp.pos, .access = ECS_WRITE}, {.component = pp.vel}},
+                                                .run = pp_move});
+    *split = 0;
+    for (int f = 0; f < 60; f++) {
+        frame(w);
+        *split += stats_of(w).system_stats[chase - 1].jobs > 1;
+    }
+    /* The hash: every live entity's values, and every pair with payload. */
+    uint64_t h = stats_of(w).entities;
+    for (uint32_t i = 1; i <= NPRED + NPREY; i++) {
+        ecs_entity_t e = i;
+        if (!ecs_is_alive(w, e)) continue;
+        const Vec2 *p = ecs_get(w, e, pp.pos), *v = ecs_get(w, e, pp.vel);
+        uint32_t bits[4];
+        memcpy(&bits[0], &p->x, 4);
+        memcpy(&bits[1], &p->y, 4);
+        memcpy(&bits[2], &v->x, 4);
+        memcpy(&bits[3], &v->y, 4);
+        for (int k = 0; k < 4; k++) h = mix(h ^ bits[k] ^ ((uint64_t)i << 32));
+        const ecs_entity_t *t;
+        const void *pl;
+        int n = ecs_pair_targets(w, pp.hunts, e, &t, &pl);
+        for (int k = 0; k < n; k++) h = mix(h ^ t[k] ^ (uint64_t)((const int32_t *)pl)[k]);
+    }
+    ecs_world_destroy(w);
+    return h;
+}
+
+static void pairs_same_for_any_worker_count(void **state)
+{
+    (void)state;
+    int split;
+    uint64_t ref = pp_run(1, &split);
+    assert_int_equal(split, 0);
+    int counts[] = {2, 3, 4, 8};
+    for (size_t k = 0; k < COUNT_OF(counts); k++) {
+        uint64_t h = pp_run(counts[k], &split);
+        if (h != ref) fail_msg("%d workers: the world differs from 1 worker's", counts[k]);
+        assert_true(split > 0);
+    }
+}
+
+/* ---------------------------------------------------------------------- */
 /* Randomized: 100,000 operations against a model                           */
 /* ---------------------------------------------------------------------- */
 
@@ -1003,6 +1245,8 @@ int main(void)
         cmocka_unit_test(pairs_marker_changes_coalesce_per_flush),
         cmocka_unit_test(pairs_out_of_memory_changes_nothing),
         cmocka_unit_test(pairs_removed_pairs_each_once_per_reader),
+        cmocka_unit_test(pairs_far_end_reads_conflict_with_writers),
+        cmocka_unit_test(pairs_same_for_any_worker_count),
         cmocka_unit_test(pairs_random_against_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
