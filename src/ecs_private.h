@@ -48,6 +48,7 @@ typedef struct {
     ecs_pair_role_t pair_role;
     ecs_component_t far_terms[ECS_MAX_TERMS];
     uint32_t nfar_terms;
+    ecs_change_t pair_filter; /* a change filter on the dispatch relation's pairs; 0: none */
     ecs__access_t access;
     ecs_system_t after[ECS_MAX_DEPS]; /* resolved explicit order */
     ecs_system_t before[ECS_MAX_DEPS];
@@ -97,6 +98,8 @@ struct ecs__plan_node {
     bool skip;     /* a run condition said no */
     bool filtered; /* a change-filtered system past its first run: its
                       chunks come from dirty lists when it starts */
+    bool pair_filtered; /* a pair-filtered one past its first run: it walks
+                           the relation's dirty sources, in one job */
     uint64_t since, this_run; /* its change window */
     ecs__chunk_ref_t *chunks;
     uint32_t chunk_count, chunk_cap;

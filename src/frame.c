@@ -369,6 +369,14 @@ static pair_batch_t *pair_batch_init(pair_batch_t *b, const ecs_world_t *w, cons
     return b;
 }
 
+/* A pair-filtered system's test of one pair: its added or changed tick in
+ * the window (an added test on a first run: anything added before it). */
+static inline bool pair_in_window(const walk_t *wk, const ecs__pair_ticks_t *t)
+{
+    if (wk->sys->pair_filter == ECS_ADDED) return (t->added > wk->since || wk->since == 0) && t->added < wk->this_run;
+    return t->changed > wk->since && t->changed < wk->this_run;
+}
+
 /* Hands an ECS_PAIRS_EACH system the pairs of the selected rows of ch (n
  * rows in it->rows, or -1: every row), a batch at a time. */
 static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32_t n)
@@ -386,6 +394,7 @@ static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32
         if (!b->target_role) {
             const ecs__target_slice_t *ts = ecs__store_targets(st, e);
             for (uint32_t k = 0; ts && k < ts->count; k++) {
+                if (wk->sys->pair_filter && !pair_in_window(wk, &ts->ticks[k])) continue;
                 b->row[b->n] = row;
                 b->src[b->n] = e;
                 b->tgt[b->n] = ts->targets[k];
@@ -415,6 +424,97 @@ static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32
         it->count = (int)b->n;
         wk->handed += b->n;
         wk->sys->run(it);
+    }
+    it->priv_.pairs = NULL;
+}
+
+/* The match of archetype a in q (matches are in archetype creation order),
+ * or -1. */
+static int32_t match_of(const ecs_query_t *q, const ecs__archetype_t *a)
+{
+    int32_t lo = 0, hi = (int32_t)q->match_count - 1;
+    while (lo <= hi) {
+        int32_t mid = (lo + hi) >> 1;
+        uint32_t id = q->matches[mid].archetype->id;
+        if (id == a->id) return mid;
+        if (id < a->id) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+/* A pair-filtered system past its first run: the pairs in its window come
+ * from the relation's dirty sources only, O(marked). Consecutive sources
+ * in one chunk share a batch; each batch's chunk gets the system's WRITE
+ * marks and its command key like any chunk. One job does it all, so it
+ * lists the chunks it marks itself. */
+static void walk_dirty_pairs(walk_t *wk)
+{
+    pair_batch_t *b = wk->batch;
+    const ecs__store_t *st = b->store;
+    const ecs_query_t *q = wk->q;
+    ecs_iter_t *it = wk->it;
+    ecs__chunk_t *cur = NULL;
+    int32_t cur_m = -1;
+    b->n = 0;
+    it->priv_.pairs = b;
+    uint32_t n = st->dirty_count;
+    for (uint32_t k = 0; k <= n; k++) {
+        const ecs__target_slice_t *ts = NULL;
+        const ecs__record_t *rec = NULL;
+        int32_t m = -1;
+        if (k < n) {
+            ts = ecs__store_targets(st, st->dirty[k]);
+            if (!ts || ts->max_tick <= wk->since) continue;
+            rec = ecs__record_from_entity(&wk->world->entity_index, st->dirty[k]);
+            if (!rec || (m = match_of(q, rec->chunk->archetype)) < 0) continue;
+        }
+        /* Another chunk (or the end): hand over what the batch holds. */
+        if (cur && (k == n || rec->chunk != cur || b->n == PAIR_BATCH)) {
+            if (b->n) {
+                it->count = (int)b->n;
+                wk->handed += b->n;
+                wk->sys->run(it);
+            }
+            if (cur->trackers && wk->sys->nwrite_terms) list_written(wk->sys, &q->matches[cur_m], cur);
+            cur = NULL;
+            b->n = 0;
+        }
+        if (k == n) break;
+        if (!cur) {
+            cur = rec->chunk;
+            cur_m = m;
+            const ecs__query_match_t *match = &q->matches[m];
+            ecs__commands_set_chunk(wk->cmd, ((uint64_t)m << 32) | cur->index);
+            ecs__iter_set_chunk(it, q, match, cur);
+            it->priv_.match = m;
+            it->priv_.version = it->world->structure_version;
+            it->rows = NULL;
+#ifndef NDEBUG
+            wk->reads->chunk = cur;
+#endif
+            if (cur->trackers && wk->marks) {
+                for (uint32_t t = 0; t < wk->sys->nwrite_terms; t++) {
+                    int16_t col = match->columns[wk->sys->write_terms[t]];
+                    if (col >= 0 && cur->trackers[col]) cur->trackers[col]->chunk_changed = wk->this_run;
+                }
+            }
+        }
+        ecs_entity_t src = st->dirty[k];
+        for (uint32_t j = 0; j < ts->count; j++) {
+            if (!pair_in_window(wk, &ts->ticks[j])) continue;
+            if (b->n == PAIR_BATCH) { /* a full batch: hand it over, same chunk */
+                it->count = (int)b->n;
+                wk->handed += b->n;
+                wk->sys->run(it);
+                b->n = 0;
+            }
+            b->row[b->n] = (uint16_t)rec->row;
+            b->src[b->n] = src;
+            b->tgt[b->n] = ts->targets[j];
+            b->payload[b->n] = st->size ? ts->payloads + (size_t)j * st->size : NULL;
+            b->n++;
+        }
     }
     it->priv_.pairs = NULL;
 }
@@ -546,7 +646,7 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
         uint16_t rows[ECS__CHUNK_MAX_ROWS];
         pair_batch_t batch;
         walk_t wk = {.node = node, .sys = sys, .q = sys->query, .it = &it, .cmd = cmd, .rows = rows,
-                     .batch = pair_batch_init(&batch, w, sys),
+                     .batch = pair_batch_init(&batch, w, sys), .world = w,
                      .scan = node->since == 0, .added0 = sys->query->changes[0].kind == ECS_ADDED,
                      .marks = !(sys->flags & ECS_SYSTEM_MANUAL_CHANGE_MARKS),
                      .change_count = sys->query->change_count, .since = node->since, .this_run = node->this_run,
@@ -554,9 +654,14 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
                      .reads = &reads,
 #endif
         };
-        for (uint32_t k = first; k < last; k++) {
-            const ecs__chunk_ref_t *ref = &node->chunks[k];
-            walk_chunk(&wk, (uint32_t)(ref->order >> 32), ref->chunk);
+        if (node->pair_filtered) {
+            wk.list_now = true; /* its one job owns the walk */
+            walk_dirty_pairs(&wk);
+        } else {
+            for (uint32_t k = first; k < last; k++) {
+                const ecs__chunk_ref_t *ref = &node->chunks[k];
+                walk_chunk(&wk, (uint32_t)(ref->order >> 32), ref->chunk);
+            }
         }
         j->rows = wk.handed;
     }
@@ -574,6 +679,11 @@ static bool collect_chunks(ecs_world_t *w, ecs__plan_node_t *node)
     node->rows = 0;
     const ecs_query_t *q = node->sys->query;
     if (!q || node->skip) return true;
+    if (node->pair_filtered) {
+        /* No chunk list: one job walks the relation's dirty sources. */
+        node->rows = ecs__relation_get(w, node->sys->pair_relation)->store.dirty_count;
+        return true;
+    }
     for (uint32_t m = 0; m < q->match_count; m++) {
         const ecs__archetype_t *a = q->matches[m].archetype;
         if (!a->entity_count) continue;
@@ -660,7 +770,7 @@ static bool split_jobs(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers)
 {
     uint32_t want = 1;
     const ecs__system_t *sys = node->sys;
-    if (node->skip || (sys->query && !node->chunk_count)) {
+    if (node->skip || (sys->query && !node->chunk_count && !node->pair_filtered)) {
         node->job_count = 0; /* nothing to run */
         return true;
     }
@@ -885,7 +995,7 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
         uint16_t rows[ECS__CHUNK_MAX_ROWS];
         pair_batch_t batch;
         walk_t wk = {.node = node, .sys = sys, .q = q, .it = &it, .cmd = cmd, .rows = rows,
-                     .batch = pair_batch_init(&batch, w, sys),
+                     .batch = pair_batch_init(&batch, w, sys), .world = w,
                      .scan = node->since == 0, .list_now = true, .added0 = q->changes[0].kind == ECS_ADDED,
                      .marks = !(sys->flags & ECS_SYSTEM_MANUAL_CHANGE_MARKS), .change_count = q->change_count,
                      .since = node->since, .this_run = node->this_run,
@@ -895,6 +1005,8 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
         };
         if (exclusive && q->change_count) {
             run_exclusive_filtered(w, node, &wk);
+        } else if (node->pair_filtered) {
+            walk_dirty_pairs(&wk);
         } else {
             walk_all(&wk, node->filtered);
         }
@@ -946,6 +1058,7 @@ static void window_begin(const frame_t *f, ecs__plan_node_t *node)
     node->since = node->sys->last_run;
     node->this_run = f->base + node->slot;
     node->filtered = q && q->change_count && node->since != 0;
+    node->pair_filtered = node->sys->pair_filter && node->since != 0;
 }
 
 static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_segment_t *seg, float dt)
@@ -1050,6 +1163,18 @@ static void prune_changes(ecs_world_t *w, ecs__scheduler_t *s)
             ecs__component_t *c = w->components[q->changes[k].component];
             if (sys->last_run < c->prune_min) c->prune_min = sys->last_run;
         }
+    }
+    /* Pair filters: each tracked relation drops the dirty sources that
+     * every system filtering on its pairs (and that has run) has seen. */
+    for (uint32_t i = 0; i < w->relation_count; i++) w->relations[i].prune_min = UINT64_MAX;
+    for (uint32_t i = 0; i < s->system_count; i++) {
+        const ecs__system_t *sys = &s->systems[i];
+        if (!sys->pair_filter || !sys->last_run) continue;
+        ecs__relation_t *r = ecs__relation_get(w, sys->pair_relation);
+        if (sys->last_run < r->prune_min) r->prune_min = sys->last_run;
+    }
+    for (uint32_t i = 0; i < w->relation_count; i++) {
+        if (w->relations[i].filter_systems) ecs__store_prune_dirty(&w->relations[i].store, w->relations[i].prune_min);
     }
     /* prune_min 0 marks a component done (a real minimum is >= 1). */
     for (uint32_t i = 0; i < s->system_count; i++) {

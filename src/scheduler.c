@@ -266,12 +266,30 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
     }
     uint32_t term_count, change_count;
     if (ecs__terms_validate(w, desc->terms, &term_count) != ECS_OK) return register_fail(desc, "invalid term", NULL);
-    if (ecs__changes_validate(w, desc->changes, &change_count) != ECS_OK)
+    /* A change filter on pairs: the only filter of a per-pair system (role
+     * SOURCE) on the same relation, not EXCLUSIVE. It is no component
+     * filter: the query never sees it. */
+    ecs_change_t pair_filter = 0;
+    const ecs_change_filter_t *changes = desc->changes;
+    if (changes[0].kind && changes[0].relation) {
+        const ecs_change_filter_t *f = &changes[0];
+        if ((f->kind != ECS_ADDED && f->kind != ECS_CHANGED) || f->component || changes[1].kind ||
+            desc->pairs.mode != ECS_PAIRS_EACH || desc->pairs.role != ECS_ROLE_SOURCE ||
+            desc->pairs.relation != f->relation || (desc->flags & ECS_SYSTEM_EXCLUSIVE))
+            return register_fail(desc, "a pair change filter is the only filter of a non-exclusive ECS_PAIRS_EACH "
+                                       "system (role SOURCE) on the same relation",
+                                 NULL);
+        static const ecs_change_filter_t no_changes[ECS_MAX_TERMS];
+        pair_filter = f->kind;
+        changes = no_changes;
+    }
+    if (ecs__changes_validate(w, changes, &change_count) != ECS_OK)
         return register_fail(desc, "invalid change filter (a registered data component, no relation)", NULL);
-    if (desc->removed && change_count) return register_fail(desc, "a removal reader takes no change filters", NULL);
+    if (desc->removed && (change_count || pair_filter))
+        return register_fail(desc, "a removal reader takes no change filters", NULL);
     if (desc->removed_pairs) {
         if (!ecs__relation_get(w, desc->removed_pairs)) return register_fail(desc, "removed_pairs: unknown relation", NULL);
-        if (desc->removed || change_count || desc->pairs.mode)
+        if (desc->removed || change_count || pair_filter || desc->pairs.mode)
             return register_fail(desc, "a removed-pair reader takes no removed component, filters or pair dispatch", NULL);
         for (uint32_t i = 0; i < term_count; i++) {
             if (desc->terms[i].src == ECS_SELF)
@@ -385,22 +403,22 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
     bool iterates = self_terms || change_count;
     ecs_query_t *q = NULL;
     if (stats && (name || !desc->name) && iterates)
-        q = ecs__query_create(w, terms, query_terms, desc->changes, change_count);
+        q = ecs__query_create(w, terms, query_terms, changes, change_count);
     /* Filters start tracking their components now, not at the next plan
      * build, so what happens before the first frame is recorded too. */
     uint32_t tracked = 0;
     bool ok = stats && (name || !desc->name) && (!iterates || q);
     while (ok && tracked < change_count) {
-        ecs__component_t *c = w->components[desc->changes[tracked].component];
+        ecs__component_t *c = w->components[changes[tracked].component];
         c->filter_systems++;
         tracked++;
-        ok = ecs__tracking_raise(w, desc->changes[tracked - 1].component, ECS__TRACK_DIRTY) == ECS_OK;
+        ok = ecs__tracking_raise(w, changes[tracked - 1].component, ECS__TRACK_DIRTY) == ECS_OK;
     }
     if (!ok) {
         for (uint32_t i = 0; i < tracked; i++) {
-            ecs__component_t *c = w->components[desc->changes[i].component];
+            ecs__component_t *c = w->components[changes[i].component];
             c->filter_systems--;
-            ecs__tracking_lower(w, desc->changes[i].component, ecs__tracking_wanted(c));
+            ecs__tracking_lower(w, changes[i].component, ecs__tracking_wanted(c));
         }
         ecs__free(&w->allocator, stats);
         ecs__free(&w->allocator, name);
@@ -423,7 +441,16 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
         sys.removed_cursor = ecs__pairs_removals_watch(ecs__relation_get(w, desc->removed_pairs));
         s->removal_readers++;
     }
-    access_from_terms(&sys.access, terms, query_terms, desc->changes, change_count);
+    access_from_terms(&sys.access, terms, query_terms, changes, change_count);
+    if (pair_filter) {
+        /* Tracking the relation's pairs costs nothing to allocate now: the
+         * ticks sit in the pair blocks, the dirty-source list grows with
+         * marks (reserved before each write). */
+        ecs__relation_t *rel = ecs__relation_get(w, desc->pairs.relation);
+        rel->filter_systems++;
+        rel->store.tracked = true;
+        sys.pair_filter = pair_filter;
+    }
     /* Far-end terms read other entities: like ECS_OTHER terms. */
     for (uint32_t i = 0; i < nfar; i++) {
         access_add(sys.access.others, &sys.access.nothers, pd->target_terms[i].component);
@@ -437,7 +464,7 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
     for (uint32_t i = 0; i < term_count; i++) {
         if (desc->terms[i].src == ECS_SELF && desc->terms[i].access == ECS_WRITE) sys.write_terms[sys.nwrite_terms++] = (uint8_t)i;
     }
-    s->filter_systems += change_count != 0;
+    s->filter_systems += change_count != 0 || pair_filter;
     s->systems[s->system_count++] = sys;
     s->system_stats[id - 1].name = name;
     st->systems[st->system_count++] = id;

@@ -870,6 +870,143 @@ static void pairs_same_for_any_worker_count(void **state)
 }
 
 /* ---------------------------------------------------------------------- */
+/* Pair change filters                                                     */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    ecs_entity_t src[256], tgt[256];
+    int32_t payload[256];
+    int n;
+    int calls;
+    bool bad;
+} pseen_t;
+
+static void pair_observe(ecs_iter_t *it)
+{
+    pseen_t *p = it->ctx;
+    p->calls++;
+    for (int i = 0; i < it->count && p->n < 256; i++, p->n++) {
+        p->src[p->n] = ecs_pair_source_of(it, i);
+        p->tgt[p->n] = ecs_pair_target_of(it, i);
+        p->payload[p->n] = *(const int32_t *)ecs_pair_field(it, i);
+        if (it->entities[ecs_pair_row(it, i)] != p->src[p->n]) p->bad = true;
+    }
+}
+
+/* Sorted (source, target) expectations: the walk's order follows marks. */
+static void pseen_expect(pseen_t *p, const ecs_entity_t *pairs, int n, const char *what)
+{
+    assert_false(p->bad);
+    bool *used = calloc((size_t)(n ? n : 1), 1);
+    if (p->n != n) fail_msg("%s: %d pairs handed, expected %d", what, p->n, n);
+    for (int i = 0; i < p->n; i++) {
+        int k = 0;
+        while (k < n && (used[k] || pairs[2 * k] != p->src[i] || pairs[2 * k + 1] != p->tgt[i])) k++;
+        if (k == n) fail_msg("%s: pair %d not expected (or handed twice)", what, i);
+        used[k] = true;
+    }
+    free(used);
+    p->n = 0;
+}
+
+typedef struct {
+    ecs_relation_t rel;
+    ecs_entity_t s, t;
+    bool armed;
+} pcmd_t;
+
+static void pair_cmd(ecs_iter_t *it)
+{
+    pcmd_t *c = it->ctx;
+    if (!c->armed) return;
+    c->armed = false;
+    ecs_cmd_pair_set(it->commands, c->rel, c->s, c->t, &(int32_t){42});
+}
+
+static void pairs_change_filters(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R", .size = 4});
+    ecs_relation_t ex = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Ex", .size = 4, .exclusive = true});
+    enum { N = 5000 };
+    ecs_entity_t *e = spawn_n(w, N);
+    ecs_pair_set(w, r, e[0], e[1], &(int32_t){1}); /* before tracking began */
+    pseen_t added = {0}, changed = {0}, third = {0}, exadd = {0};
+    ecs_system_desc_t d = {.pairs = {.relation = r, .mode = ECS_PAIRS_EACH}, .run = pair_observe};
+    d.ctx = &added;
+    d.changes[0] = (ecs_change_filter_t){.kind = ECS_ADDED, .relation = r};
+    assert_true(ecs_system_register(w, &d) != 0);
+    d.ctx = &changed;
+    d.changes[0].kind = ECS_CHANGED;
+    d.stage = "PostUpdate";
+    assert_true(ecs_system_register(w, &d) != 0);
+    d.ctx = &third;
+    d.interval = 3;
+    assert_true(ecs_system_register(w, &d) != 0);
+    ecs_system_desc_t dx = {.pairs = {.relation = ex, .mode = ECS_PAIRS_EACH}, .run = pair_observe, .ctx = &exadd,
+                            .changes = {{.kind = ECS_ADDED, .relation = ex}}};
+    assert_true(ecs_system_register(w, &dx) != 0);
+    pcmd_t pc = {.rel = r, .s = e[7], .t = e[8]};
+    ecs_system_register(w, &(ecs_system_desc_t){.stage = "PreUpdate", .run = pair_cmd, .ctx = &pc});
+    /* Misuse: refused at registration. */
+    ecs_system_desc_t bad = d;
+    bad.pairs.role = ECS_ROLE_TARGET;
+    assert_int_equal(ecs_system_register(w, &bad), 0);
+    bad = d;
+    bad.changes[1] = (ecs_change_filter_t){.kind = ECS_CHANGED, .component = ecs_relation_source_marker(w, r)};
+    assert_int_equal(ecs_system_register(w, &bad), 0);
+    bad = d;
+    bad.pairs.mode = ECS_PAIRS_PER_SOURCE;
+    assert_int_equal(ecs_system_register(w, &bad), 0);
+
+    frame(w); /* first runs: every pair is Added; nothing Changed yet */
+    pseen_expect(&added, (ecs_entity_t[]){e[0], e[1]}, 1, "first run, added");
+    pseen_expect(&changed, NULL, 0, "first run, changed");
+    third.n = 0;
+    /* New pairs, an update, a pair made then removed, a command. */
+    ecs_pair_set(w, r, e[2], e[3], &(int32_t){2});
+    ecs_pair_set(w, r, e[2], e[4], &(int32_t){3});
+    ecs_pair_set(w, r, e[0], e[1], &(int32_t){9}); /* Changed */
+    ecs_pair_set(w, r, e[0], e[1], &(int32_t){10}); /* ... once */
+    ecs_pair_set(w, r, e[5], e[6], NULL);
+    ecs_pair_remove(w, r, e[5], e[6]);
+    pc.armed = true;
+    frame(w);
+    pseen_expect(&added, (ecs_entity_t[]){e[2], e[3], e[2], e[4], e[7], e[8]}, 3, "added");
+    pseen_expect(&changed, (ecs_entity_t[]){e[0], e[1]}, 1, "changed");
+    assert_int_equal(changed.payload[0], 10);
+    frame(w);
+    pseen_expect(&added, NULL, 0, "once");
+    pseen_expect(&changed, NULL, 0, "once");
+    ecs_pair_set(w, r, e[2], e[3], &(int32_t){4});
+    frame(w); /* frame 3: the interval system sees its backlog */
+    pseen_expect(&changed, (ecs_entity_t[]){e[2], e[3]}, 1, "changed again");
+    pseen_expect(&third, (ecs_entity_t[]){e[0], e[1], e[2], e[3]}, 2, "every third frame");
+    /* O(dirty): one marked source among thousands of pairs. */
+    for (int i = 10; i < N - 1; i += 2) ecs_pair_set(w, r, e[i], e[i + 1], &(int32_t){0});
+    frame(w);
+    added.n = changed.n = third.n = 0;
+    frame(w);
+    frame(w);
+    assert_int_equal(w->relations[r - 1].store.dirty_count, 0); /* pruned */
+    added.calls = 0;
+    ecs_pair_set(w, r, e[100], e[4000], NULL);
+    frame(w);
+    pseen_expect(&added, (ecs_entity_t[]){e[100], e[4000]}, 1, "one among thousands");
+    assert_int_equal(added.calls, 1);
+    /* An exclusive replacement is a new pair: Added. */
+    ecs_pair_set(w, ex, e[1], e[2], NULL);
+    frame(w);
+    exadd.n = 0;
+    ecs_pair_set(w, ex, e[1], e[3], NULL);
+    frame(w);
+    pseen_expect(&exadd, (ecs_entity_t[]){e[1], e[3]}, 1, "replacement");
+    free(e);
+    ecs_world_destroy(w);
+}
+
+/* ---------------------------------------------------------------------- */
 /* Randomized: 100,000 operations against a model                           */
 /* ---------------------------------------------------------------------- */
 
@@ -1245,6 +1382,7 @@ int main(void)
         cmocka_unit_test(pairs_marker_changes_coalesce_per_flush),
         cmocka_unit_test(pairs_out_of_memory_changes_nothing),
         cmocka_unit_test(pairs_removed_pairs_each_once_per_reader),
+        cmocka_unit_test(pairs_change_filters),
         cmocka_unit_test(pairs_far_end_reads_conflict_with_writers),
         cmocka_unit_test(pairs_same_for_any_worker_count),
         cmocka_unit_test(pairs_random_against_model),

@@ -76,10 +76,19 @@ bool ecs__map_remove(ecs__map_t *m, uint64_t key);
  * always agree: every write changes both or neither. Single-writer, no
  * locking: the world writes only from immediate mode and barriers.
  */
+/* A pair's change ticks (0: never): written only while the store is
+ * tracked, i.e. some system filters on the relation. */
+typedef struct {
+    uint64_t added, changed;
+} ecs__pair_ticks_t;
+
 typedef struct {
     ecs_entity_t *targets;   /* cap entries */
     unsigned char *payloads; /* cap payloads, in the same block; NULL for size 0 */
+    ecs__pair_ticks_t *ticks; /* cap, in the same block */
     uint32_t count, cap;     /* a free slot: targets NULL, count = next free + 1 */
+    bool listed;             /* in the store's dirty-source list */
+    uint64_t max_tick;       /* at least the largest tick of its pairs since listed */
 } ecs__target_slice_t;
 
 typedef struct {
@@ -97,6 +106,12 @@ typedef struct {
     uint32_t fwd_count, fwd_cap, fwd_free; /* free: slot + 1 of a free slot, 0: none */
     uint32_t rev_count, rev_cap, rev_free;
     uint64_t pairs;
+    /* The pair change tracker: while tracked, every set stamps its pair's
+     * tick and lists its source (once) here, in the order they were first
+     * marked; pruning drops sources whose marks every consumer has seen. */
+    bool tracked;
+    ecs_entity_t *dirty;
+    uint32_t dirty_count, dirty_cap;
 } ecs__store_t;
 
 void ecs__store_init(ecs__store_t *st, uint32_t size, uint32_t align, bool exclusive);
@@ -118,10 +133,14 @@ bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t
 
 /* Makes (or updates) the pair src -> tgt with a copy of payload (NULL:
  * zeroes). An exclusive store replaces the source's other pair in the same
- * step. ECS_OK or ECS_ENOMEM, with no pair changed; after a successful
- * ecs__store_reserve of the same pair it cannot fail. */
+ * step. While tracked, a new pair (the replacement too) is Added at tick,
+ * an updated one Changed. ECS_OK or ECS_ENOMEM, with no pair changed;
+ * after a successful ecs__store_reserve of the same pair it cannot fail. */
 int ecs__store_set(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
-                   const void *payload, ecs__pair_set_t *out);
+                   const void *payload, uint64_t tick, ecs__pair_set_t *out);
+/* Drops dirty sources none of whose pairs has a tick above min (and
+ * sources that are gone). */
+void ecs__store_prune_dirty(ecs__store_t *st, uint64_t min);
 
 /* Removes the pair src -> tgt; false when there was none. Never
  * allocates. *source_last / *target_last (may be NULL) tell whether src

@@ -31,6 +31,7 @@ void ecs__store_fini(ecs__store_t *st, const ecs_allocator_t *a)
     for (uint32_t i = 0; i < st->rev_count; i++) ecs__free(a, st->rev[i].sources);
     ecs__free(a, st->fwd);
     ecs__free(a, st->rev);
+    ecs__free(a, st->dirty);
     ecs__map_fini(&st->forward, a);
     ecs__map_fini(&st->reverse, a);
     memset(st, 0, sizeof(*st));
@@ -40,16 +41,21 @@ void ecs__store_fini(ecs__store_t *st, const ecs_allocator_t *a)
 /* Slices                                                                  */
 /* ---------------------------------------------------------------------- */
 
-/* Offset of the payloads in a target block of cap entries. */
+/* Offsets in a target block of cap entries: targets, payloads, ticks. */
 static inline size_t payload_offset(const ecs__store_t *st, uint32_t cap)
 {
     return ecs__align_up((size_t)cap * sizeof(ecs_entity_t), st->align);
 }
 
-/* A target block for cap pairs: targets, then payloads. NULL on OOM. */
+static inline size_t ticks_offset(const ecs__store_t *st, uint32_t cap)
+{
+    return ecs__align_up(payload_offset(st, cap) + (size_t)cap * st->size, 8);
+}
+
+/* A target block for cap pairs. NULL on OOM. */
 static void *target_block_new(const ecs__store_t *st, const ecs_allocator_t *a, uint32_t cap)
 {
-    size_t bytes = payload_offset(st, cap) + (size_t)cap * st->size;
+    size_t bytes = ticks_offset(st, cap) + (size_t)cap * sizeof(ecs__pair_ticks_t);
     return ecs__alloc(a, bytes, st->align > 8 ? st->align : 8);
 }
 
@@ -59,13 +65,16 @@ static void target_block_install(const ecs__store_t *st, const ecs_allocator_t *
 {
     ecs_entity_t *targets = b;
     unsigned char *payloads = st->size ? (unsigned char *)b + payload_offset(st, cap) : NULL;
+    ecs__pair_ticks_t *ticks = (ecs__pair_ticks_t *)((unsigned char *)b + ticks_offset(st, cap));
     if (s->count) {
         memcpy(targets, s->targets, s->count * sizeof(ecs_entity_t));
         if (st->size) memcpy(payloads, s->payloads, (size_t)s->count * st->size);
+        memcpy(ticks, s->ticks, s->count * sizeof(*ticks));
     }
     ecs__free(a, s->targets);
     s->targets = targets;
     s->payloads = payloads;
+    s->ticks = ticks;
     s->cap = cap;
 }
 
@@ -92,6 +101,7 @@ static void target_erase(const ecs__store_t *st, ecs__target_slice_t *s, uint32_
     uint32_t after = s->count - i - 1;
     if (after) {
         memmove(&s->targets[i], &s->targets[i + 1], after * sizeof(ecs_entity_t));
+        memmove(&s->ticks[i], &s->ticks[i + 1], after * sizeof(*s->ticks));
         if (st->size) memmove(s->payloads + (size_t)i * st->size, s->payloads + (size_t)(i + 1) * st->size,
                               (size_t)after * st->size);
     }
@@ -204,6 +214,11 @@ bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t
         if (!b) return false;
         target_block_install(st, a, fs, b, cap);
     }
+    /* A tracked store lists the source on its first mark. */
+    if (st->tracked && !st->fwd[*fv - 1].listed &&
+        !ecs__array_reserve(a, (void **)&st->dirty, &st->dirty_cap, st->dirty_count + 1, sizeof(ecs_entity_t),
+                            _Alignof(ecs_entity_t)))
+        return false;
     ecs__source_slice_t *rs = &st->rev[*rv - 1];
     if (rs->count + 1 > rs->cap) {
         uint32_t cap = grown(rs->cap);
@@ -217,14 +232,33 @@ bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t
     return true;
 }
 
+/* Stamps pair i of src's slice fs and lists src, while tracked (the list
+ * has room: ecs__store_reserve, or the source is listed already). */
+static void track(ecs__store_t *st, ecs__target_slice_t *fs, ecs_entity_t src, uint32_t i, uint64_t tick, bool added)
+{
+    if (!st->tracked) return;
+    if (added) fs->ticks[i] = (ecs__pair_ticks_t){tick, 0};
+    else fs->ticks[i].changed = tick;
+    if (tick > fs->max_tick) fs->max_tick = tick;
+    if (fs->listed) return;
+    ecs__assert(st->dirty_count < st->dirty_cap, "dirty-source room reserved");
+    st->dirty[st->dirty_count++] = src;
+    fs->listed = true;
+}
+
 int ecs__store_set(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
-                   const void *payload, ecs__pair_set_t *out)
+                   const void *payload, uint64_t tick, ecs__pair_set_t *out)
 {
     *out = (ecs__pair_set_t){0};
     ecs__target_slice_t *fs = ecs__store_targets(st, src);
     int32_t i = fs ? find_target(fs, tgt) : -1;
-    if (i >= 0) { /* an existing pair: a new payload, nothing else */
+    if (i >= 0) { /* an existing pair: a new payload, Changed */
+        if (st->tracked && !fs->listed &&
+            !ecs__array_reserve(a, (void **)&st->dirty, &st->dirty_cap, st->dirty_count + 1, sizeof(ecs_entity_t),
+                                _Alignof(ecs_entity_t)))
+            return ECS_ENOMEM;
         payload_write(st, fs, (uint32_t)i, payload);
+        track(st, fs, src, (uint32_t)i, tick, false);
         return ECS_OK;
     }
     if (!ecs__store_reserve(st, a, src, tgt)) return ECS_ENOMEM;
@@ -245,11 +279,15 @@ int ecs__store_set(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src,
         (void)erased;
         fs->targets[0] = tgt;
         payload_write(st, fs, 0, payload);
+        fs->ticks[0] = (ecs__pair_ticks_t){0, 0};
+        track(st, fs, src, 0, tick, true);
         out->replaced = old;
         out->replaced_last = os->count == 0;
     } else {
         fs->targets[fs->count] = tgt;
         payload_write(st, fs, fs->count, payload);
+        fs->ticks[fs->count] = (ecs__pair_ticks_t){0, 0};
+        track(st, fs, src, fs->count, tick, true);
         fs->count++;
         st->pairs++;
     }
@@ -335,4 +373,20 @@ void ecs__store_drop_target(ecs__store_t *st, const ecs_allocator_t *a, ecs_enti
         if (fn) fn(ctx, src, tgt, fs->count == 0);
     }
     rev_slot_release(st, a, tgt, slot);
+}
+
+void ecs__store_prune_dirty(ecs__store_t *st, uint64_t min)
+{
+    uint32_t keep = 0;
+    for (uint32_t i = 0; i < st->dirty_count; i++) {
+        ecs__target_slice_t *fs = ecs__store_targets(st, st->dirty[i]);
+        if (!fs) continue; /* the source is gone, and its slice with it */
+        if (fs->max_tick > min) {
+            st->dirty[keep++] = st->dirty[i];
+            continue;
+        }
+        fs->listed = false;
+        fs->max_tick = 0;
+    }
+    st->dirty_count = keep;
 }

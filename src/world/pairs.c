@@ -404,7 +404,7 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
     ecs__store_get(st, src, tgt, &exists);
     if (exists) { /* a new payload: no entity moves */
         ecs__pair_set_t res;
-        return ecs__store_set(st, &w->allocator, src, tgt, payload, &res);
+        return ecs__store_set(st, &w->allocator, src, tgt, payload, w->tick_now, &res);
     }
     if (!ecs__store_reserve(st, &w->allocator, src, tgt)) return ECS_ENOMEM;
     const ecs__target_slice_t *ts = ecs__store_targets(st, src);
@@ -413,7 +413,7 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
     if (flushing(w)) {
         if (!pending_reserve(w, 3)) return ECS_ENOMEM;
         ecs__pair_set_t res;
-        int err = ecs__store_set(st, &w->allocator, src, tgt, payload, &res);
+        int err = ecs__store_set(st, &w->allocator, src, tgt, payload, w->tick_now, &res);
         ecs__assert(err == ECS_OK, "reserved");
         (void)err;
         if (old) log_pair(r, src, old);
@@ -450,7 +450,7 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
         return ECS_ENOMEM;
     }
     ecs__pair_set_t res;
-    int err = ecs__store_set(st, &w->allocator, src, tgt, payload, &res);
+    int err = ecs__store_set(st, &w->allocator, src, tgt, payload, w->tick_now, &res);
     ecs__assert(err == ECS_OK, "reserved");
     (void)err;
     if (old) log_pair(r, src, old);

@@ -666,6 +666,8 @@ typedef struct {
     ecs_entity_t *removed_src, *removed_tgt;
     uint32_t removed_count, removed_cap;
     uint64_t removed_base;
+    uint32_t filter_systems; /* systems with a change filter on its pairs: store.tracked */
+    uint64_t prune_min;      /* scratch of the frame's pruning */
 } ecs__relation_t;
 
 static inline ecs__relation_t *ecs__relation_get(const ecs_world_t *w, ecs_relation_t r);
