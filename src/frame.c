@@ -252,7 +252,11 @@ typedef struct {
     uint32_t n;
     uint16_t row[PAIR_BATCH];
     ecs_entity_t src[PAIR_BATCH], tgt[PAIR_BATCH];
-    const void *payload[PAIR_BATCH];
+    const void *payload[PAIR_BATCH]; /* role SOURCE; role TARGET looks it up when asked */
+    /* ecs_field_target's last archetype and column per far-end term: pairs
+     * of one batch mostly reach few archetypes. */
+    const ecs__archetype_t *far_archetype[ECS_MAX_TERMS];
+    int32_t far_column[ECS_MAX_TERMS];
 } pair_batch_t;
 
 /* One system's walk over chunks, shared by jobs and the inline path. */
@@ -366,6 +370,7 @@ static pair_batch_t *pair_batch_init(pair_batch_t *b, const ecs_world_t *w, cons
     b->store = &ecs__relation_get(w, sys->pair_relation)->store;
     b->target_role = sys->pair_role == ECS_ROLE_TARGET;
     b->n = 0;
+    memset(b->far_archetype, 0, sizeof(b->far_archetype));
     return b;
 }
 
@@ -411,7 +416,6 @@ static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32
                 b->row[b->n] = row;
                 b->src[b->n] = ss->sources[k];
                 b->tgt[b->n] = e;
-                b->payload[b->n] = ecs__store_get(st, ss->sources[k], e, NULL);
                 if (++b->n < PAIR_BATCH) continue;
                 it->count = (int)b->n;
                 wk->handed += b->n;
@@ -546,7 +550,10 @@ ecs_entity_t ecs_pair_target_of(const ecs_iter_t *it, int i)
 const void *ecs_pair_field(const ecs_iter_t *it, int i)
 {
     const pair_batch_t *b = batch_of(it, i);
-    return b ? b->payload[i] : NULL;
+    if (!b) return NULL;
+    /* Role TARGET walks reverse slices, which hold no payloads: found in
+     * the source's slice when the callback asks (many never do). */
+    return b->target_role ? ecs__store_get(b->store, b->src[i], b->tgt[i], NULL) : b->payload[i];
 }
 
 const void *ecs_field_target(const ecs_iter_t *it, int term, int i)
@@ -561,7 +568,14 @@ const void *ecs_field_target(const ecs_iter_t *it, int term, int i)
     const ecs__record_t *rec = ecs__record_from_entity(&b->world->entity_index, far);
     if (!rec) return NULL;
     const ecs__archetype_t *a = rec->chunk->archetype;
-    int32_t col = ecs__archetype_column(a, b->sys->far_terms[term]);
+    /* The batch belongs to the walking thread (const here only because
+     * the iterator is): its column cache is private to this job. */
+    pair_batch_t *mb = (pair_batch_t *)b;
+    if (mb->far_archetype[term] != a) {
+        mb->far_archetype[term] = a;
+        mb->far_column[term] = ecs__archetype_column(a, b->sys->far_terms[term]);
+    }
+    int32_t col = mb->far_column[term];
     return col < 0 ? NULL : (const unsigned char *)rec->chunk->cols[col] + (size_t)rec->row * a->columns[col].size;
 }
 

@@ -346,12 +346,19 @@ static void plan_discard(ecs_world_t *w, plan_t *p)
     for (uint32_t i = p->count; i-- > 0;) ecs__archetype_discard_unused(w, p->moves[i].dst);
 }
 
+/* Moves every planned entity to its planned archetype, which is where
+ * marker_sync would put it now that the stores changed (rows and log room
+ * were secured: nothing fails). */
 static void plan_apply(ecs_world_t *w, plan_t *p)
 {
     for (uint32_t i = 0; i < p->count; i++) {
-        int err = marker_sync(w, p->moves[i].e);
-        ecs__assert(err == ECS_OK, "planned moves were secured");
-        (void)err;
+        ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, p->moves[i].e);
+        if (!rec || rec->chunk->archetype == p->moves[i].dst) continue;
+        ecs__assert(marker_archetype(w, p->moves[i].e, rec->chunk->archetype, NULL) == p->moves[i].dst,
+                    "the plan agrees with the stores");
+        ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, p->moves[i].dst);
+        ecs__assert(ch, "planned moves were secured");
+        ecs__entity_move(w, p->moves[i].e, rec, ch, NULL, 0, false);
     }
 }
 
