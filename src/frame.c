@@ -393,37 +393,53 @@ static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32
     it->rows = NULL;
     it->priv_.pairs = b;
     b->n = 0;
+    /* Locals for what the loop writes around: the batch's arrays would
+     * otherwise make the compiler reload every field per pair. */
+    const size_t psize = st->size;
+    const bool filtered = wk->sys->pair_filter != 0;
+    const ecs_entity_t *entities = ch->entities;
+    uint32_t bn = 0;
     for (uint32_t i = 0; i < count; i++) {
         uint16_t row = (uint16_t)(n < 0 ? i : sel[i]);
-        ecs_entity_t e = ch->entities[row];
+        ecs_entity_t e = entities[row];
         if (!b->target_role) {
             const ecs__target_slice_t *ts = ecs__store_targets(st, e);
-            for (uint32_t k = 0; ts && k < ts->count; k++) {
-                if (wk->sys->pair_filter && !pair_in_window(wk, &ts->ticks[k])) continue;
-                b->row[b->n] = row;
-                b->src[b->n] = e;
-                b->tgt[b->n] = ts->targets[k];
-                b->payload[b->n] = st->size ? ts->payloads + (size_t)k * st->size : NULL;
-                if (++b->n < PAIR_BATCH) continue;
-                it->count = (int)b->n;
-                wk->handed += b->n;
+            if (!ts) continue;
+            const ecs_entity_t *targets = ts->targets;
+            const unsigned char *payloads = ts->payloads;
+            const uint32_t tc = ts->count;
+            for (uint32_t k = 0; k < tc; k++) {
+                if (filtered && !pair_in_window(wk, &ts->ticks[k])) continue;
+                b->row[bn] = row;
+                b->src[bn] = e;
+                b->tgt[bn] = targets[k];
+                b->payload[bn] = psize ? payloads + k * psize : NULL;
+                if (++bn < PAIR_BATCH) continue;
+                b->n = bn;
+                it->count = (int)bn;
+                wk->handed += bn;
                 wk->sys->run(it);
-                b->n = 0;
+                bn = b->n = 0;
             }
         } else {
             const ecs__source_slice_t *ss = ecs__store_sources(st, e);
-            for (uint32_t k = 0; ss && k < ss->count; k++) {
-                b->row[b->n] = row;
-                b->src[b->n] = ss->sources[k];
-                b->tgt[b->n] = e;
-                if (++b->n < PAIR_BATCH) continue;
-                it->count = (int)b->n;
-                wk->handed += b->n;
+            if (!ss) continue;
+            const ecs_entity_t *sources = ss->sources;
+            const uint32_t sc = ss->count;
+            for (uint32_t k = 0; k < sc; k++) {
+                b->row[bn] = row;
+                b->src[bn] = sources[k];
+                b->tgt[bn] = e;
+                if (++bn < PAIR_BATCH) continue;
+                b->n = bn;
+                it->count = (int)bn;
+                wk->handed += bn;
                 wk->sys->run(it);
-                b->n = 0;
+                bn = b->n = 0;
             }
         }
     }
+    b->n = bn;
     if (b->n) {
         it->count = (int)b->n;
         wk->handed += b->n;
