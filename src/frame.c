@@ -860,7 +860,9 @@ static void node_done(ecs__plan_node_t *node)
             if (ref->chunk->trackers) list_written(sys, ref->match, ref->chunk);
         }
     }
-    if (sys->query && sys->query->change_count) {
+    /* What the callbacks were handed, where that is not the chunks' rows
+     * collect_chunks counted: filtered rows, or pairs. */
+    if ((sys->query && sys->query->change_count) || sys->pair_mode == ECS_PAIRS_EACH) {
         node->rows = 0;
         for (uint32_t k = 0; k < node->job_count; k++) node->rows += node->jobs[k].rows;
     }
