@@ -547,7 +547,11 @@ enum {
  *   where it lacks the component.
  * Target terms are READ terms; they count for conflicts like ECS_OTHER
  * terms. Reading the relation stores never conflicts: every relation write
- * from a system is a command.
+ * from a system is a command. An EXCLUSIVE per-pair system that writes
+ * pairs or changes the structure from its callback gets a walk that is
+ * safe but not exact (pairs may be skipped or handed twice, rows may be
+ * stale after its own changes), like an exclusive system's walk over
+ * chunks.
  */
 typedef enum { ECS_PAIRS_NONE, ECS_PAIRS_PER_SOURCE, ECS_PAIRS_EACH } ecs_pair_mode_t;
 typedef enum { ECS_ROLE_SOURCE, ECS_ROLE_TARGET } ecs_pair_role_t;

@@ -401,13 +401,15 @@ static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32
     uint32_t bn = 0;
     for (uint32_t i = 0; i < count; i++) {
         uint16_t row = (uint16_t)(n < 0 ? i : sel[i]);
+        /* An EXCLUSIVE callback may have moved rows out of the chunk. */
+        if (row >= ch->count) break;
         ecs_entity_t e = entities[row];
         if (!b->target_role) {
             const ecs__target_slice_t *ts = ecs__store_targets(st, e);
             if (!ts) continue;
             const ecs_entity_t *targets = ts->targets;
             const unsigned char *payloads = ts->payloads;
-            const uint32_t tc = ts->count;
+            uint32_t tc = ts->count;
             for (uint32_t k = 0; k < tc; k++) {
                 if (filtered && !pair_in_window(wk, &ts->ticks[k])) continue;
                 b->row[bn] = row;
@@ -420,12 +422,20 @@ static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32
                 wk->handed += bn;
                 wk->sys->run(it);
                 bn = b->n = 0;
+                /* An EXCLUSIVE callback may have written pairs: this slice
+                 * may have moved, grown or gone. Go on from the same place
+                 * in it as it is now (safe, not exact, like an exclusive
+                 * system's walk over chunks). */
+                if (!(ts = ecs__store_targets(st, e))) break;
+                targets = ts->targets;
+                payloads = ts->payloads;
+                tc = ts->count;
             }
         } else {
             const ecs__source_slice_t *ss = ecs__store_sources(st, e);
             if (!ss) continue;
             const ecs_entity_t *sources = ss->sources;
-            const uint32_t sc = ss->count;
+            uint32_t sc = ss->count;
             for (uint32_t k = 0; k < sc; k++) {
                 b->row[bn] = row;
                 b->src[bn] = sources[k];
@@ -436,6 +446,9 @@ static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32
                 wk->handed += bn;
                 wk->sys->run(it);
                 bn = b->n = 0;
+                if (!(ss = ecs__store_sources(st, e))) break; /* as above */
+                sources = ss->sources;
+                sc = ss->count;
             }
         }
     }

@@ -70,7 +70,8 @@
  *
  * What is checked: at each reader's place in the replay (the state at
  * its segment's start), that each per-pair system was handed exactly the
- * live pairs whose matched end is in its archetypes, each per-source
+ * live pairs whose matched end is in its archetypes (one that writes as
+ * it walks: only that each pair is live when handed), each per-source
  * system exactly the entities with a pair of its role there, each dense
  * writer every entity with its component, each removed-pair reader the
  * pairs removed since its previous run (each once), and each filter
@@ -814,7 +815,10 @@ static void each_run(ecs_iter_t *it) /* per pair */
     for (int i = 0; i < it->count && !atomic_load_explicit(&error_count, memory_order_relaxed); i++) {
         int row = ecs_pair_row(it, i);
         ecs_entity_t src = ecs_pair_source_of(it, i), tgt = ecs_pair_target_of(it, i);
-        if (row < prev || !src || !tgt) {
+        /* A walk whose own immediate writes moved rows or pairs is safe,
+         * not exact (docs/relations.md): rows may be stale after its
+         * first batch, which only the pair's liveness below still checks. */
+        if (!src || !tgt || (row < prev && !s->writes)) {
             report("%s: pair %d of a batch of %d: row %d after row %d, source " EFMT ", target " EFMT, s->desc, i,
                    it->count, row, prev, EARG(src), EARG(tgt));
             break;
@@ -822,8 +826,9 @@ static void each_run(ecs_iter_t *it) /* per pair */
         prev = row;
         ecs_entity_t matched = src_role ? src : tgt, far = src_role ? tgt : src;
         if (it->entities[row] != matched) {
-            report("%s: pair " EFMT " -> " EFMT " handed with row %d, which holds " EFMT " (round %u, frame %u)",
-                   s->desc, EARG(src), EARG(tgt), row, EARG(it->entities[row]), rd->r, frame);
+            if (!s->writes)
+                report("%s: pair " EFMT " -> " EFMT " handed with row %d, which holds " EFMT " (round %u, frame %u)",
+                       s->desc, EARG(src), EARG(tgt), row, EARG(it->entities[row]), rd->r, frame);
             continue;
         }
         /* The pair as the store shows it through the read API. */
@@ -848,7 +853,8 @@ static void each_run(ecs_iter_t *it) /* per pair */
                 report("%s: the payload handed for " EFMT " -> " EFMT " is not the store's", s->desc, EARG(src),
                        EARG(tgt));
             }
-            if (R->exclusive && n > 1) report("%s: source " EFMT " of an exclusive relation has %d targets", s->desc, EARG(src), n);
+            if (R->exclusive && n > 1)
+                report("%s: source " EFMT " of an exclusive relation has %d targets", s->desc, EARG(src), n);
             if (R->policy != ECS_IGNORE && !ecs_is_alive(w, tgt))
                 report("%s: handed " EFMT " -> " EFMT ", a pair to a dead target under %s (round %u, frame %u)",
                        s->desc, EARG(src), EARG(tgt), policy_names[R->policy], rd->r, frame);
@@ -914,7 +920,8 @@ static void per_run(ecs_iter_t *it) /* per source (or per target) */
             pairs += (uint64_t)n;
             for (int k = 0; k < n; k++) {
                 ecs_entity_t t = ts[k];
-                if (find_entity(ts, k, t) >= 0) report("%s: " EFMT " lists target " EFMT " twice", s->desc, EARG(e), EARG(t));
+                if (find_entity(ts, k, t) >= 0)
+                    report("%s: " EFMT " lists target " EFMT " twice", s->desc, EARG(e), EARG(t));
                 if (ecs_is_alive(w, t)) {
                     const ecs_entity_t *ss;
                     int m = ecs_pair_sources(w, R->id, t, &ss);
@@ -1267,7 +1274,9 @@ static void immediate_ops(round_t *rd, uint64_t *rng, uint32_t n, oplog_t *log, 
             uint32_t k2 = rng_below(rng, 3);
             op.kind = (uint8_t)(k2 == 0 ? OP_TAG_ADD : k2 == 1 ? OP_TAG_REMOVE : OP_COMP_REMOVE);
             op.comp = (uint8_t)rng_below(rng, 2);
-            op.rc = k2 == 0 ? ecs_add(w, a, rd->tag) : k2 == 1 ? ecs_remove(w, a, rd->tag) : ecs_remove(w, a, rd->comp[op.comp]);
+            op.rc = k2 == 0   ? ecs_add(w, a, rd->tag)
+                    : k2 == 1 ? ecs_remove(w, a, rd->tag)
+                              : ecs_remove(w, a, rd->comp[op.comp]);
         } else {
             uint64_t uid = ++rd->uid_next;
             uint32_t mask = rd->arch[rng_below(rng, rd->narch)];
@@ -1518,12 +1527,13 @@ static void visit(round_t *rd, sys_t *s, bool runs, hplog_t *want)
             ents += n > 0;
         }
         if (s->kind == K_DENSE) {
-            CHECK(handed == ents, "%s: frame %u wrote %" PRIu64 " rows, the model has %" PRIu64 " live entities with %c "
-                                  "(round %u)",
+            CHECK(handed == ents,
+                  "%s: frame %u wrote %" PRIu64 " rows, the model has %" PRIu64 " live entities with %c (round %u)",
                   s->desc, rd->frame, handed, ents, 'B' + (int)s->write_comp, rd->r);
         } else if (s->kind == K_EACH && s->writes) {
             /* What it was handed changed under its own writes: only the
              * checks in its callback apply, then its calls replay here. */
+            CHECK(runs || !handed, "%s: handed pairs at frame %u, when it should not run", s->desc, rd->frame);
             rd->pairs_handed += handed;
             if (runs) immediate_replay(rd, &s->log, s->desc);
         } else if (s->kind == K_EACH) {
@@ -2272,7 +2282,6 @@ static bool run_round(uint32_t r, const scale_t *sc, bool verbose, uint32_t work
     }
     atomic_store(&now_running.started, 0);
     ecs_world_destroy(rd->world);
-    g_totals.rounds++;
     g_totals.pairs_handed += rd->pairs_handed;
     g_totals.entities_handed += rd->entities_handed;
     g_totals.removed_checked += rd->removed_checked;
@@ -2362,6 +2371,7 @@ int main(int argc, char **argv)
     uint64_t start = now_ns();
     int failed = 0;
     for (uint32_t r = first; r < sc->rounds && !failed; r++) {
+        g_totals.rounds++;
         if (r % 3 != 1) {
             failed = !run_round(r, sc, verbose, 0, NULL);
         } else {

@@ -869,6 +869,50 @@ static void pairs_same_for_any_worker_count(void **state)
     }
 }
 
+/* An EXCLUSIVE per-pair system writing the pairs it walks (immediate mode
+ * is open there): the walk stays memory-safe (under ASan, a slice freed
+ * under it would be caught) and hands only live pairs; it is not exact. */
+typedef struct {
+    ecs_relation_t rel;
+    ecs_entity_t extra[4];
+    int batches, stale;
+} excl_walk_t;
+
+static void excl_pair_writer(ecs_iter_t *it)
+{
+    excl_walk_t *x = it->ctx;
+    for (int i = 0; i < it->count; i++) {
+        if (!ecs_pair_get(it->world, x->rel, ecs_pair_source_of(it, i), ecs_pair_target_of(it, i))) x->stale++;
+    }
+    ecs_entity_t src = ecs_pair_source_of(it, 0);
+    if (x->batches++ == 0) {
+        /* Grow the slice past its capacity (it moves), and drop its head. */
+        for (int k = 0; k < 4; k++) ecs_pair_set(it->world, x->rel, src, x->extra[k], &(int32_t){1});
+        ecs_pair_remove(it->world, x->rel, src, ecs_pair_target_of(it, 0));
+    }
+}
+
+static void pairs_exclusive_walk_survives_its_own_writes(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    excl_walk_t x = {0};
+    x.rel = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R", .size = 4});
+    ecs_entity_t src = ecs_spawn(w);
+    ecs_entity_t *t = spawn_n(w, 512);
+    for (int k = 0; k < 512; k++) ecs_pair_set(w, x.rel, src, t[k], &(int32_t){k});
+    for (int k = 0; k < 4; k++) x.extra[k] = ecs_spawn(w);
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.pairs = {.relation = x.rel, .mode = ECS_PAIRS_EACH},
+                                                            .flags = ECS_SYSTEM_EXCLUSIVE, .run = excl_pair_writer,
+                                                            .ctx = &x}) != 0);
+    frame(w);
+    assert_true(x.batches >= 2);
+    assert_int_equal(x.stale, 0);
+    assert_int_equal(ecs_pair_targets(w, x.rel, src, NULL, NULL), 515);
+    free(t);
+    ecs_world_destroy(w);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Pair change filters                                                     */
 /* ---------------------------------------------------------------------- */
@@ -1382,6 +1426,7 @@ int main(void)
         cmocka_unit_test(pairs_marker_changes_coalesce_per_flush),
         cmocka_unit_test(pairs_out_of_memory_changes_nothing),
         cmocka_unit_test(pairs_removed_pairs_each_once_per_reader),
+        cmocka_unit_test(pairs_exclusive_walk_survives_its_own_writes),
         cmocka_unit_test(pairs_change_filters),
         cmocka_unit_test(pairs_far_end_reads_conflict_with_writers),
         cmocka_unit_test(pairs_same_for_any_worker_count),
