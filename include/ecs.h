@@ -398,7 +398,10 @@ typedef enum { ECS_ADDED = 1, ECS_CHANGED } ecs_change_t;
 typedef struct {
     ecs_change_t kind;         /* 0 ends the list */
     ecs_component_t component; /* the component whose marks are tested */
-    ecs_relation_t relation;   /* pairs of a relation (not supported yet: must be 0) */
+    ecs_relation_t relation;   /* instead of component: pairs of this relation, as the
+                                  only filter of a non-exclusive ECS_PAIRS_EACH system
+                                  (role SOURCE) on the same relation; a new pair is
+                                  Added, a set on an existing one Changed */
 } ecs_change_filter_t;
 
 typedef struct {
