@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "rng.h"
 
 typedef struct {
     float x, y, z;
@@ -58,17 +59,7 @@ static long failures;
 /* Deterministic random picks                                              */
 /* ---------------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x5eed5eed12345678ull;
-
-static uint64_t splitmix64(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t rng_below(uint32_t n) { return (uint32_t)(splitmix64() % n); }
+static uint64_t rng_state = 0x5eed5eed12345678ull; /* rng.h's generator */
 
 /* DIRTY distinct indices below n per call: a partial Fisher-Yates shuffle
  * of a permutation kept between calls. */
@@ -87,7 +78,7 @@ static picker_t picker_make(int n)
 static void pick(picker_t *p, uint32_t *out)
 {
     for (uint32_t k = 0; k < DIRTY; k++) {
-        uint32_t j = k + rng_below(p->n - k), t = p->perm[k];
+        uint32_t j = k + rng_below(&rng_state, p->n - k), t = p->perm[k];
         p->perm[k] = p->perm[j];
         p->perm[j] = t;
         out[k] = p->perm[k];
@@ -422,7 +413,7 @@ static void print_op(const char *name, int n, double m, const char *base, double
 static void bench_writes(int n)
 {
     uint32_t *order = malloc(sizeof(uint32_t) * WRITE_LIST);
-    for (int i = 0; i < WRITE_LIST; i++) order[i] = rng_below((uint32_t)n);
+    for (int i = 0; i < WRITE_LIST; i++) order[i] = rng_below(&rng_state, (uint32_t)n);
     ecs_entity_t *eu = malloc(sizeof(ecs_entity_t) * (size_t)n), *et = malloc(sizeof(ecs_entity_t) * (size_t)n);
     ecs_component_t cu[3], ct[3];
     consumer_t cons;

@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "rng.h"
 
 typedef struct {
     float x, y;
@@ -85,18 +86,7 @@ static long failures;
 /* Deterministic random picks                                              */
 /* ---------------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x5eed5eed12345678ull;
-
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t splitmix64(void) { return mix64(rng_state += 0x9E3779B97F4A7C15ull); }
-
-static uint32_t rng_below(uint32_t n) { return (uint32_t)(splitmix64() % n); }
+static uint64_t rng_state = 0x5eed5eed12345678ull; /* rng.h's generator */
 
 /* ---------------------------------------------------------------------- */
 /* 1. Predator / prey                                                      */
@@ -114,11 +104,14 @@ static const float FLEE = 0.5f, DAMP = 0.98f;
 /* Whether the predator with key `key` retargets in frame `frame`, and its
  * new prey (attempt: the how-many-th draw, after draws that hit a prey it
  * already hunts). Both worlds make the same picks from the same keys. */
-static bool pp_due(uint32_t key, uint32_t frame) { return mix64(((uint64_t)frame << 32) ^ key) % PP_RETARGET == 0; }
+static bool pp_due(uint32_t key, uint32_t frame)
+{
+    return rng_mix(((uint64_t)frame << 32) ^ key) % PP_RETARGET == 0;
+}
 
 static uint64_t pp_draw(uint32_t key, uint32_t frame, uint32_t attempt)
 {
-    return mix64((((uint64_t)frame << 32) ^ key) + 0x632BE59BD9B4E019ull * (attempt + 1));
+    return rng_mix((((uint64_t)frame << 32) ^ key) + 0x632BE59BD9B4E019ull * (attempt + 1));
 }
 
 static float pp_strength(uint64_t draw) { return 0.5f + (float)((draw >> 40) & 255) / 256.0f; }
@@ -378,12 +371,12 @@ static void bench_predator_prey(int workers)
     if (!h) abort();
     rng_state = 0x5eed5eed12345678ull;
     for (uint32_t i = 0; i < PP_PRED; i++) {
-        h->pred_p[i] = (Position){(float)rng_below(1000), (float)rng_below(1000)};
+        h->pred_p[i] = (Position){(float)rng_below(&rng_state, 1000), (float)rng_below(&rng_state, 1000)};
         h->pred_v[i] = (Velocity){0, 0};
     }
     for (uint32_t j = 0; j < PP_PREY; j++) {
-        h->prey_p[j] = (Position){(float)rng_below(1000), (float)rng_below(1000)};
-        h->prey_v[j] = (Velocity){(float)rng_below(11) - 5, (float)rng_below(11) - 5};
+        h->prey_p[j] = (Position){(float)rng_below(&rng_state, 1000), (float)rng_below(&rng_state, 1000)};
+        h->prey_v[j] = (Velocity){(float)rng_below(&rng_state, 11) - 5, (float)rng_below(&rng_state, 11) - 5};
     }
     ecs_entity_t pred[PP_PRED], prey[PP_PREY];
     ecs_component_t ids[2] = {P, V};
@@ -398,9 +391,9 @@ static void bench_predator_prey(int workers)
         uint32_t n = i % 4 == 0 ? 2 : 1;
         for (uint32_t k = 0; k < n; k++) {
             uint32_t p;
-            do p = rng_below(PP_PREY);
+            do p = rng_below(&rng_state, PP_PREY);
             while (k == 1 && p == h->targets[i].tgt[0]);
-            float s = pp_strength(splitmix64());
+            float s = pp_strength(rng_next(&rng_state));
             h->targets[i].tgt[k] = p;
             h->targets[i].strength[k] = s;
             hw_hunter_add(h, p, i);
@@ -798,8 +791,8 @@ static void bench_pairs(void)
 {
     rng_state = 0x0123456789abcdefull;
     for (int i = 0; i < N_PRED; i++) {
-        tgt[i] = rng_below(N_PREY);
-        strength[i] = pp_strength(splitmix64());
+        tgt[i] = rng_below(&rng_state, N_PREY);
+        strength[i] = pp_strength(rng_next(&rng_state));
     }
 
     ops_t off = bench_pair_ops(false), on = bench_pair_ops(true);

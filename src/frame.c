@@ -382,6 +382,28 @@ static inline bool pair_in_window(const walk_t *wk, const ecs__pair_ticks_t *t)
     return t->changed > wk->since && t->changed < wk->this_run;
 }
 
+/* Hands the callback the batch's first n pairs. */
+static inline void batch_run(walk_t *wk, ecs_iter_t *it, uint32_t n)
+{
+    wk->batch->n = n;
+    it->count = (int)n;
+    wk->handed += n;
+    wk->sys->run(it);
+}
+
+/* A chunk-level mark with the system's tick on each column of ch that it
+ * writes (it covers the rows present; an EXCLUSIVE callback may change
+ * them). Its job owns the chunk: no other thread touches these trackers
+ * while the system runs (writers of a component are serialised, and its
+ * filtered readers run after it). */
+static inline void mark_written(const walk_t *wk, const ecs__query_match_t *match, ecs__chunk_t *ch)
+{
+    for (uint32_t k = 0; k < wk->sys->nwrite_terms; k++) {
+        int16_t col = match->columns[wk->sys->write_terms[k]];
+        if (col >= 0 && ch->trackers[col]) ch->trackers[col]->chunk_changed = wk->this_run;
+    }
+}
+
 /* Hands an ECS_PAIRS_EACH system the pairs of the selected rows of ch (n
  * rows in it->rows, or -1: every row), a batch at a time. */
 static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32_t n)
@@ -417,10 +439,7 @@ static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32
                 b->tgt[bn] = targets[k];
                 b->payload[bn] = psize ? payloads + k * psize : NULL;
                 if (++bn < PAIR_BATCH) continue;
-                b->n = bn;
-                it->count = (int)bn;
-                wk->handed += bn;
-                wk->sys->run(it);
+                batch_run(wk, it, bn);
                 bn = b->n = 0;
                 /* An EXCLUSIVE callback may have written pairs: this slice
                  * may have moved, grown or gone. Go on from the same place
@@ -441,10 +460,7 @@ static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32
                 b->src[bn] = sources[k];
                 b->tgt[bn] = e;
                 if (++bn < PAIR_BATCH) continue;
-                b->n = bn;
-                it->count = (int)bn;
-                wk->handed += bn;
-                wk->sys->run(it);
+                batch_run(wk, it, bn);
                 bn = b->n = 0;
                 if (!(ss = ecs__store_sources(st, e))) break; /* as above */
                 sources = ss->sources;
@@ -452,12 +468,7 @@ static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32
             }
         }
     }
-    b->n = bn;
-    if (b->n) {
-        it->count = (int)b->n;
-        wk->handed += b->n;
-        wk->sys->run(it);
-    }
+    if (bn) batch_run(wk, it, bn);
     it->priv_.pairs = NULL;
 }
 
@@ -504,11 +515,7 @@ static void walk_dirty_pairs(walk_t *wk)
         }
         /* Another chunk (or the end): hand over what the batch holds. */
         if (cur && (k == n || rec->chunk != cur || b->n == PAIR_BATCH)) {
-            if (b->n) {
-                it->count = (int)b->n;
-                wk->handed += b->n;
-                wk->sys->run(it);
-            }
+            if (b->n) batch_run(wk, it, b->n);
             if (cur->trackers && wk->sys->nwrite_terms) list_written(wk->sys, &q->matches[cur_m], cur);
             cur = NULL;
             b->n = 0;
@@ -526,20 +533,13 @@ static void walk_dirty_pairs(walk_t *wk)
 #ifndef NDEBUG
             wk->reads->chunk = cur;
 #endif
-            if (cur->trackers && wk->marks) {
-                for (uint32_t t = 0; t < wk->sys->nwrite_terms; t++) {
-                    int16_t col = match->columns[wk->sys->write_terms[t]];
-                    if (col >= 0 && cur->trackers[col]) cur->trackers[col]->chunk_changed = wk->this_run;
-                }
-            }
+            if (cur->trackers && wk->marks) mark_written(wk, match, cur);
         }
         ecs_entity_t src = st->dirty[k];
         for (uint32_t j = 0; j < ts->count; j++) {
             if (!pair_in_window(wk, &ts->ticks[j])) continue;
             if (b->n == PAIR_BATCH) { /* a full batch: hand it over, same chunk */
-                it->count = (int)b->n;
-                wk->handed += b->n;
-                wk->sys->run(it);
+                batch_run(wk, it, b->n);
                 b->n = 0;
             }
             b->row[b->n] = (uint16_t)rec->row;
@@ -608,6 +608,34 @@ const void *ecs_field_target(const ecs_iter_t *it, int term, int i)
     return col < 0 ? NULL : (const unsigned char *)rec->chunk->cols[col] + (size_t)rec->row * a->columns[col].size;
 }
 
+/* The walk of a node's system with a query: its change window, copied
+ * (callbacks may write anything), rows for its selections and the batch
+ * of an ECS_PAIRS_EACH system. list_now: single-threaded, the walk lists
+ * the chunks it writes itself. */
+static walk_t walk_begin(ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *it, ecs_commands_t *cmd, uint16_t *rows,
+                         pair_batch_t *batch, bool list_now)
+{
+    const ecs__system_t *sys = node->sys;
+    const ecs_query_t *q = sys->query;
+    return (walk_t){
+        .node = node,
+        .sys = sys,
+        .q = q,
+        .it = it,
+        .cmd = cmd,
+        .rows = rows,
+        .batch = pair_batch_init(batch, w, sys),
+        .world = w,
+        .scan = node->since == 0,
+        .list_now = list_now,
+        .added0 = q->changes[0].kind == ECS_ADDED,
+        .marks = !(sys->flags & ECS_SYSTEM_MANUAL_CHANGE_MARKS),
+        .change_count = q->change_count,
+        .since = node->since,
+        .this_run = node->this_run,
+    };
+}
+
 /* Runs the system on chunk ch of match number m: the rows its filters
  * pass (none: no call), a chunk-level mark on each written column first
  * (it covers the rows present; an EXCLUSIVE callback may change them),
@@ -624,12 +652,7 @@ static inline void walk_chunk(walk_t *wk, uint32_t m, ecs__chunk_t *ch)
                                     wk->this_run, wk->scan, wk->rows);
         if (!n) return;
     } else if (wk->change_count) {
-        ecs__change_test_t tests[ECS_MAX_TERMS];
-        for (uint32_t i = 0; i < wk->change_count; i++) {
-            tests[i].tracker = ch->trackers[match->filter_columns[i]];
-            tests[i].added = wk->q->changes[i].kind == ECS_ADDED;
-        }
-        n = ecs__changes_select(tests, wk->change_count, ch->count, wk->since, wk->this_run, wk->scan, wk->rows);
+        n = ecs__query_select(wk->q, match, ch, wk->since, wk->this_run, wk->scan, wk->rows);
         if (!n) return;
     }
     if (ECS__UNLIKELY(wk->collecting)) {
@@ -651,15 +674,7 @@ static inline void walk_chunk(walk_t *wk, uint32_t m, ecs__chunk_t *ch)
     }
     if (!wk->batch) wk->handed += (uint64_t)it->count;
     bool tracked = ch->trackers && wk->sys->nwrite_terms;
-    if (ECS__UNLIKELY(tracked) && wk->marks) {
-        /* Its job owns the chunk: no other thread touches these trackers
-         * while the system runs (writers of a component are serialised,
-         * and its filtered readers run after it). */
-        for (uint32_t k = 0; k < wk->sys->nwrite_terms; k++) {
-            int16_t col = match->columns[wk->sys->write_terms[k]];
-            if (col >= 0 && ch->trackers[col]) ch->trackers[col]->chunk_changed = wk->this_run;
-        }
-    }
+    if (ECS__UNLIKELY(tracked) && wk->marks) mark_written(wk, match, ch);
     if (wk->batch) walk_pairs(wk, it, ch, n);
     else wk->sys->run(it);
     /* An exclusive callback may have created archetypes (moving the match
@@ -688,17 +703,13 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
     } else {
         uint16_t rows[ECS__CHUNK_MAX_ROWS];
         pair_batch_t batch;
-        walk_t wk = {.node = node, .sys = sys, .q = sys->query, .it = &it, .cmd = cmd, .rows = rows,
-                     .batch = pair_batch_init(&batch, w, sys), .world = w,
-                     .scan = node->since == 0, .added0 = sys->query->changes[0].kind == ECS_ADDED,
-                     .marks = !(sys->flags & ECS_SYSTEM_MANUAL_CHANGE_MARKS),
-                     .change_count = sys->query->change_count, .since = node->since, .this_run = node->this_run,
+        /* A pair-filtered system's one job owns the walk: it lists
+         * chunks as it goes. */
+        walk_t wk = walk_begin(w, node, &it, cmd, rows, &batch, node->pair_filtered);
 #ifndef NDEBUG
-                     .reads = &reads,
+        wk.reads = &reads;
 #endif
-        };
         if (node->pair_filtered) {
-            wk.list_now = true; /* its one job owns the walk */
             walk_dirty_pairs(&wk);
         } else {
             for (uint32_t k = first; k < last; k++) {
@@ -1039,15 +1050,10 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
         if (exclusive) w->defer_chunk_release = true;
         uint16_t rows[ECS__CHUNK_MAX_ROWS];
         pair_batch_t batch;
-        walk_t wk = {.node = node, .sys = sys, .q = q, .it = &it, .cmd = cmd, .rows = rows,
-                     .batch = pair_batch_init(&batch, w, sys), .world = w,
-                     .scan = node->since == 0, .list_now = true, .added0 = q->changes[0].kind == ECS_ADDED,
-                     .marks = !(sys->flags & ECS_SYSTEM_MANUAL_CHANGE_MARKS), .change_count = q->change_count,
-                     .since = node->since, .this_run = node->this_run,
+        walk_t wk = walk_begin(w, node, &it, cmd, rows, &batch, true);
 #ifndef NDEBUG
-                     .reads = &reads,
+        wk.reads = &reads;
 #endif
-        };
         if (exclusive && q->change_count) {
             run_exclusive_filtered(w, node, &wk);
         } else if (node->pair_filtered) {

@@ -85,9 +85,11 @@
 #include <string.h>
 
 #include "clock.h"
-#include "env.h"
 #include "report.h"
 #include "rng.h"
+
+#define STRESS_NAME "changes"
+#include "round.h"
 
 #define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
 #define MAX_DATA 4
@@ -106,71 +108,10 @@
 #define NONE UINT32_MAX
 
 /* ---------------------------------------------------------------------- */
-/* Small helpers                                                           */
-/* ---------------------------------------------------------------------- */
-
-static uint32_t rng_range(uint64_t *s, uint32_t lo, uint32_t hi) { return lo + rng_below(s, hi - lo + 1); }
-
-static inline uint64_t mix64(uint64_t z)
-{
-    z ^= z >> 30;
-    z *= 0xbf58476d1ce4e5b9ull;
-    z ^= z >> 27;
-    z *= 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t hash3(uint64_t a, uint64_t b, uint64_t c)
-{
-    return mix64(a ^ mix64(b + 0x9e3779b97f4a7c15ull) ^ mix64(c * 0x2545f4914f6cdd1dull + 1));
-}
-
-/* ---------------------------------------------------------------------- */
-/* Errors and the watchdog                                                 */
-/* ---------------------------------------------------------------------- */
-
-static struct {
-    _Atomic uint32_t round, frame, workers, systems, entities;
-    _Atomic int32_t spin;
-    _Atomic uint64_t started; /* ns at the start of the current round; 0: between rounds */
-    _Atomic bool quit;
-} now_running;
-
-static uint64_t g_seed;
-static uint64_t g_round_limit_ns;
-
-static void *monitor_main(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&now_running.quit)) {
-        sleep_ns(50000000);
-        uint64_t started = atomic_load(&now_running.started);
-        if (started && now_ns() - started > g_round_limit_ns) {
-            fprintf(stderr,
-                    "stress/changes: round %u (%u workers, spin %d us, %u entities, %u systems) still at frame %u "
-                    "after %" PRIu64 " s: deadlock? (STAGEHAND_SEED=%#" PRIx64 " STAGEHAND_ROUND=%u replays)\n",
-                    atomic_load(&now_running.round), atomic_load(&now_running.workers),
-                    atomic_load(&now_running.spin), atomic_load(&now_running.entities),
-                    atomic_load(&now_running.systems), atomic_load(&now_running.frame),
-                    g_round_limit_ns / 1000000000u, g_seed, atomic_load(&now_running.round));
-            fflush(stderr);
-            abort();
-        }
-    }
-    return NULL;
-}
-
-/* ---------------------------------------------------------------------- */
 /* Scale                                                                   */
 /* ---------------------------------------------------------------------- */
 
-typedef struct {
-    uint32_t rounds;
-    uint32_t min_entities, max_entities;
-    uint32_t min_frames, max_frames; /* writing frames; QUIET_FRAMES follow */
-    uint32_t round_seconds;          /* watchdog limit */
-} scale_t;
-
+/* min_frames..max_frames writing frames; QUIET_FRAMES follow them. */
 static const scale_t scale_short = {
     .rounds = 10,
     .min_entities = 300,
@@ -189,8 +130,6 @@ static const scale_t scale_long = {
     .round_seconds = 300,
 };
 
-static uint32_t g_spin_cap = 20; /* microseconds; ECS_SPIN_US overrides */
-static pthread_t g_main_thread;
 
 static struct {
     uint64_t rounds, frames, observed, checked;
@@ -312,11 +251,14 @@ static void describe_stamp(char *out, size_t n, int64_t payload)
     else snprintf(out, n, "system %u at frame %u", writer - 1, frame);
 }
 
-static bool picked(const sys_t *s, ecs_entity_t e, uint32_t frame) { return hash3(s->salt, e, frame) % s->period == 0; }
+static bool picked(const sys_t *s, ecs_entity_t e, uint32_t frame)
+{
+    return rng_hash3(s->salt, e, frame) % s->period == 0;
+}
 
 static void heavy(const sys_t *s, uint32_t frame)
 {
-    if (s->heavy_ns && hash3(s->salt, frame, 77) % 2 == 0) spin_for(s->heavy_ns);
+    if (s->heavy_ns && rng_hash3(s->salt, frame, 77) % 2 == 0) spin_for(s->heavy_ns);
 }
 
 static void on_thread(sys_t *s)
@@ -430,7 +372,7 @@ static void cmd_run(ecs_iter_t *it) /* R C [, R D optional] */
     for (int i = 0; i < it->count; i++) {
         int row = ecs_iter_row(it, i);
         ecs_entity_t e = it->entities[row];
-        uint64_t h = hash3(s->salt, e, frame);
+        uint64_t h = rng_hash3(s->salt, e, frame);
         if (h % s->period) continue;
         uint32_t what = (uint32_t)(h >> 40) % 100;
         if (what < 65) {
@@ -576,7 +518,7 @@ static void immediate_run(ecs_iter_t *it) /* EXCLUSIVE, no terms: once per frame
 {
     sys_t *s = it->ctx;
     on_thread(s);
-    uint64_t rng = hash3(s->salt, s->rd->frame, 5);
+    uint64_t rng = rng_hash3(s->salt, s->rd->frame, 5);
     immediate_ops(s->rd, &rng, 1 + rng_below(&rng, s->period), s->index + 1, s->desc);
     heavy(s, s->rd->frame);
 }
@@ -720,17 +662,6 @@ static void query_observe(sys_t *s)
 /* ---------------------------------------------------------------------- */
 /* Specification and registration                                          */
 /* ---------------------------------------------------------------------- */
-
-static uint32_t pick_flags(uint64_t *rng)
-{
-    switch (rng_below(rng, 10)) {
-    case 0:
-    case 1: return ECS_SYSTEM_SINGLE_THREADED;
-    case 2: return ECS_SYSTEM_MAIN_THREAD;
-    case 3: return ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD;
-    default: return 0;
-    }
-}
 
 static sys_t *add_spec(round_t *rd, kind_t kind, bool late, uint64_t *rng)
 {
@@ -1163,19 +1094,13 @@ static bool run_round(uint32_t r, const scale_t *sc, bool verbose)
     round_t *rd = calloc(1, sizeof(*rd));
     if (!rd) abort();
     rd->r = r;
-    rd->seed = g_seed ^ (0x9e3779b97f4a7c15ull * (r + 1));
+    rd->seed = round_seed(r);
     uint64_t rng = rd->seed;
     rng_next(&rng);
     gen_round(rd, sc, &rng);
     rd->rng = rng_next(&rng);
 
-    atomic_store(&now_running.round, r);
-    atomic_store(&now_running.frame, 0);
-    atomic_store(&now_running.workers, rd->workers);
-    atomic_store(&now_running.spin, rd->spin);
-    atomic_store(&now_running.entities, rd->entities);
-    atomic_store(&now_running.systems, rd->nsys);
-    atomic_store(&now_running.started, now_ns());
+    watchdog_round(r, rd->workers, rd->spin, rd->entities, rd->nsys);
 
     rd->world = ecs_world_create(&(ecs_world_desc_t){.workers = (int)rd->workers, .spin_us = rd->spin});
     if (!rd->world) {
@@ -1201,7 +1126,7 @@ static bool run_round(uint32_t r, const scale_t *sc, bool verbose)
     for (uint32_t f = 0; ok && f < total && !atomic_load(&error_count); f++) {
         rd->frame = f;
         rd->armed = f < rd->frames;
-        atomic_store(&now_running.frame, f);
+        watchdog_frame(f);
         CHECK(ecs_world_frame(rd->world) == f, "ecs_world_frame is %" PRIu64 " before frame %u",
               ecs_world_frame(rd->world), f);
         if (f == rd->frames / 2) {
@@ -1246,7 +1171,7 @@ static bool run_round(uint32_t r, const scale_t *sc, bool verbose)
             printf("stress/changes: round %u: %s\n", r, text);
         }
     }
-    atomic_store(&now_running.started, 0);
+    watchdog_idle();
     for (uint32_t i = 0; i < rd->nsys; i++) ecs_query_destroy(rd->sys[i].query);
     ecs_world_destroy(rd->world);
     for (uint32_t i = 0; i < rd->nsys; i++) {
@@ -1266,56 +1191,19 @@ static bool run_round(uint32_t r, const scale_t *sc, bool verbose)
 /* Main                                                                    */
 /* ---------------------------------------------------------------------- */
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: changes [--short | --long] [--verbose]\n"
-                    "  STAGEHAND_SEED=<n>   seed (decimal or 0x hex); the seed used is printed\n"
-                    "  STAGEHAND_ROUND=<r>  start at round r\n"
-                    "  ECS_SPIN_US=<us>     caps the workers' spin time (0: never spin)\n");
-    return 2;
-}
-
 int main(int argc, char **argv)
 {
-    const scale_t *sc = &scale_short;
-    const char *mode = "short";
-    bool verbose = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--short")) {
-            sc = &scale_short;
-            mode = "short";
-        } else if (!strcmp(argv[i], "--long")) {
-            sc = &scale_long;
-            mode = "long";
-        } else if (!strcmp(argv[i], "--verbose")) {
-            verbose = true;
-        } else {
-            return usage();
-        }
-    }
-    g_seed = 0xc4a79e5ull;
-    uint64_t first_round = 0;
-    if (!env_u64("stress/changes", "STAGEHAND_SEED", &g_seed) ||
-        !env_u64("stress/changes", "STAGEHAND_ROUND", &first_round))
-        return 2;
-    if (first_round >= sc->rounds) {
-        fprintf(stderr, "stress/changes: STAGEHAND_ROUND=%" PRIu64 " is not a round below %u\n", first_round,
-                sc->rounds);
-        return 2;
-    }
-    uint32_t first = (uint32_t)first_round;
+    bool is_long, verbose;
+    if (!round_args(argc, argv, &is_long, &verbose)) return 2;
+    const scale_t *sc = is_long ? &scale_long : &scale_short;
+    uint32_t first;
+    if (!round_env(0xc4a79e5ull, sc->rounds, &first)) return 2;
     env_spin_cap(&g_spin_cap);
-    g_round_limit_ns = (uint64_t)sc->round_seconds * 1000000000u;
     g_main_thread = pthread_self();
-    printf("stress/changes: %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us\n", mode, g_seed,
-           g_spin_cap);
+    printf("stress/changes: %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us\n",
+           is_long ? "long" : "short", g_seed, g_spin_cap);
     fflush(stdout);
-
-    pthread_t monitor;
-    if (pthread_create(&monitor, NULL, monitor_main, NULL) != 0) {
-        fprintf(stderr, "stress/changes: no monitor thread\n");
-        return 1;
-    }
+    if (!watchdog_start(sc->round_seconds)) return 1;
     uint64_t start = now_ns();
     int failed = 0;
     for (uint32_t r = first; r < sc->rounds && !failed; r++) {
@@ -1326,8 +1214,7 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
     }
-    atomic_store(&now_running.quit, true);
-    pthread_join(monitor, NULL);
+    watchdog_stop();
     double secs = (double)(now_ns() - start) / 1e9;
     if (failed) return EXIT_FAILURE;
     /* The parallel path is what the stress is for: the heavy callbacks

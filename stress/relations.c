@@ -113,9 +113,11 @@
 #include <string.h>
 
 #include "clock.h"
-#include "env.h"
 #include "report.h"
 #include "rng.h"
+
+#define STRESS_NAME "relations"
+#include "round.h"
 
 #define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
 #define MAX_REL 3
@@ -140,22 +142,6 @@
 /* ---------------------------------------------------------------------- */
 /* Small helpers                                                           */
 /* ---------------------------------------------------------------------- */
-
-static uint32_t rng_range(uint64_t *s, uint32_t lo, uint32_t hi) { return lo + rng_below(s, hi - lo + 1); }
-
-static inline uint64_t mix64(uint64_t z)
-{
-    z ^= z >> 30;
-    z *= 0xbf58476d1ce4e5b9ull;
-    z ^= z >> 27;
-    z *= 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t hash3(uint64_t a, uint64_t b, uint64_t c)
-{
-    return mix64(a ^ mix64(b + 0x9e3779b97f4a7c15ull) ^ mix64(c * 0x2545f4914f6cdd1dull + 1));
-}
 
 /* Room for `need` elements of `size` bytes in *p (capacity *cap). */
 static void *grow(void *p, uint32_t *cap, uint32_t need, size_t size)
@@ -197,7 +183,7 @@ static uint64_t *map_at(map_t *m, uint64_t key, bool insert)
     if (insert && (m->count + 1) * 2 > m->cap) map_grow(m);
     if (!m->cap || !key) return NULL;
     uint32_t mask = m->cap - 1;
-    for (uint32_t i = (uint32_t)mix64(key) & mask;; i = (i + 1) & mask) {
+    for (uint32_t i = (uint32_t)rng_mix(key) & mask;; i = (i + 1) & mask) {
         if (m->keys[i] == key) return &m->vals[i];
         if (!m->keys[i]) {
             if (!insert) return NULL;
@@ -223,51 +209,10 @@ static void map_free(map_t *m)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Errors and the watchdog                                                 */
-/* ---------------------------------------------------------------------- */
-
-static struct {
-    _Atomic uint32_t round, frame, workers, systems, entities;
-    _Atomic int32_t spin;
-    _Atomic uint64_t started; /* ns at the start of the current round; 0: between rounds */
-    _Atomic bool quit;
-} now_running;
-
-static uint64_t g_seed;
-static uint64_t g_round_limit_ns;
-
-static void *monitor_main(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&now_running.quit)) {
-        sleep_ns(50000000);
-        uint64_t started = atomic_load(&now_running.started);
-        if (started && now_ns() - started > g_round_limit_ns) {
-            fprintf(stderr,
-                    "stress/relations: round %u (%u workers, spin %d us, %u entities, %u systems) still at frame %u "
-                    "after %" PRIu64 " s: deadlock? (STAGEHAND_SEED=%#" PRIx64 " STAGEHAND_ROUND=%u replays)\n",
-                    atomic_load(&now_running.round), atomic_load(&now_running.workers),
-                    atomic_load(&now_running.spin), atomic_load(&now_running.entities),
-                    atomic_load(&now_running.systems), atomic_load(&now_running.frame),
-                    g_round_limit_ns / 1000000000u, g_seed, atomic_load(&now_running.round));
-            fflush(stderr);
-            abort();
-        }
-    }
-    return NULL;
-}
-
-/* ---------------------------------------------------------------------- */
 /* Scale                                                                   */
 /* ---------------------------------------------------------------------- */
 
-typedef struct {
-    uint32_t rounds;
-    uint32_t min_entities, max_entities;
-    uint32_t min_frames, max_frames;
-    uint32_t round_seconds; /* watchdog limit (a round run twice counts twice) */
-} scale_t;
-
+/* A round run twice has round_seconds for each run. */
 static const scale_t scale_short = {
     .rounds = 12,
     .min_entities = 300,
@@ -286,8 +231,6 @@ static const scale_t scale_long = {
     .round_seconds = 300,
 };
 
-static uint32_t g_spin_cap = 20; /* microseconds; ECS_SPIN_US overrides */
-static pthread_t g_main_thread;
 
 static struct {
     uint64_t rounds, frames, pairs_handed, entities_handed, removed_checked, filtered_checked;
@@ -312,14 +255,14 @@ typedef struct {
 } ident_t;
 
 static uint64_t stamp_of(uint32_t frame, uint32_t pos) { return ((uint64_t)frame << POS_BITS) | pos; }
-static val_t val_make(uint64_t stamp) { return (val_t){stamp, mix64(stamp ^ 0x5bd1e995u)}; }
-static bool val_whole(const val_t *v) { return v->check == mix64(v->stamp ^ 0x5bd1e995u); }
+static val_t val_make(uint64_t stamp) { return (val_t){stamp, rng_mix(stamp ^ 0x5bd1e995u)}; }
+static bool val_whole(const val_t *v) { return v->check == rng_mix(v->stamp ^ 0x5bd1e995u); }
 
 /* A payload is a function of a 64-bit value pv (0: zeroes, a NULL
  * payload), so the model keeps pv only. */
 static void payload_fill(unsigned char *out, uint32_t size, uint64_t pv)
 {
-    for (uint32_t i = 0; i < size; i++) out[i] = (unsigned char)(pv ? mix64(pv + i / 8) >> (8 * (i % 8)) : 0);
+    for (uint32_t i = 0; i < size; i++) out[i] = (unsigned char)(pv ? rng_mix(pv + i / 8) >> (8 * (i % 8)) : 0);
 }
 
 /* One pair in its source's list, as the store keeps it. added / changed:
@@ -669,7 +612,7 @@ static void on_thread(sys_t *s)
 
 static void heavy(const sys_t *s, uint32_t frame)
 {
-    if (s->heavy_ns && hash3(s->salt, frame, 77) % 2 == 0) spin_for(s->heavy_ns);
+    if (s->heavy_ns && rng_hash3(s->salt, frame, 77) % 2 == 0) spin_for(s->heavy_ns);
 }
 
 static bool sys_gate(ecs_world_t *w, void *ctx)
@@ -885,7 +828,7 @@ static void each_run(ecs_iter_t *it) /* per pair */
         if (wr) wr[row] = mine;
     }
     if (s->writes && it->count) {
-        uint64_t rng = hash3(s->salt, frame, s->calls++);
+        uint64_t rng = rng_hash3(s->salt, frame, s->calls++);
         pthread_mutex_lock(&s->lock);
         batch_writes(s, it, &rng);
         pthread_mutex_unlock(&s->lock);
@@ -933,9 +876,9 @@ static void per_run(ecs_iter_t *it) /* per source (or per target) */
                     report("%s: " EFMT " keeps a pair to the dead " EFMT " under %s (round %u, frame %u)", s->desc,
                            EARG(e), EARG(t), policy_names[R->policy], rd->r, frame);
                 }
-                if (!s->cmds || hash3(s->salt ^ e, t, frame) % s->period) continue;
+                if (!s->cmds || rng_hash3(s->salt ^ e, t, frame) % s->period) continue;
                 /* A new payload for a pair it sees. */
-                uint64_t pv = hash3(s->salt, e ^ (t << 1), frame) | 1;
+                uint64_t pv = rng_hash3(s->salt, e ^ (t << 1), frame) | 1;
                 unsigned char buf[MAX_PAYLOAD];
                 payload_fill(buf, R->size, pv);
                 int rc = ecs_cmd_pair_set(it->commands, R->id, e, t, R->size ? buf : NULL);
@@ -991,9 +934,9 @@ static void filter_run(ecs_iter_t *it) /* per pair, ADDED or CHANGED on its rela
             report("%s: handed " EFMT " -> " EFMT ", not in the store as handed (%d targets)", s->desc, EARG(src),
                    EARG(tgt), n);
         hplog_push(&s->got, src, tgt);
-        if (!s->cmds || hash3(s->salt ^ src, tgt, frame) % s->period) continue;
+        if (!s->cmds || rng_hash3(s->salt ^ src, tgt, frame) % s->period) continue;
         /* A new payload: Changed, which it must see on its next run. */
-        uint64_t pv = hash3(s->salt, src ^ (tgt << 1), frame) | 1;
+        uint64_t pv = rng_hash3(s->salt, src ^ (tgt << 1), frame) | 1;
         unsigned char buf[MAX_PAYLOAD];
         payload_fill(buf, R->size, pv);
         int rc = ecs_cmd_pair_set(it->commands, R->id, src, tgt, R->size ? buf : NULL);
@@ -1020,7 +963,7 @@ static void removed_run(ecs_iter_t *it) /* removed_pairs; maybe ECS_OTHER reads 
     pthread_mutex_lock(&s->lock);
     for (int i = 0; i < n; i++) {
         hplog_push(&s->got, src[i], tgt[i]);
-        s->seq_hash = hash3(s->seq_hash, src[i], tgt[i]);
+        s->seq_hash = rng_hash3(s->seq_hash, src[i], tgt[i]);
     }
     pthread_mutex_unlock(&s->lock);
     for (int i = 0; i < n; i++) {
@@ -1087,7 +1030,7 @@ static void script_run(ecs_iter_t *it) /* no terms: once per run */
     on_thread(s);
     atomic_fetch_add_explicit(&s->ran, 1, memory_order_relaxed);
     uint32_t frame = rd->frame;
-    uint64_t rng = hash3(s->salt, frame, 1);
+    uint64_t rng = rng_hash3(s->salt, frame, 1);
     uint32_t n = 1 + rng_below(&rng, s->period);
     val_t sv = val_make(stamp_of(frame, s->bpos)); /* commands land at the segment's barrier */
     rec_t c = {s, it->commands};
@@ -1130,7 +1073,7 @@ static void script_run(ecs_iter_t *it) /* no terms: once per run */
                 report("%s: ecs_cmd_spawn failed", s->desc);
                 continue;
             }
-            uint64_t uid = hash3(s->salt, frame, 1000 + k) | UID_HASHED;
+            uint64_t uid = rng_hash3(s->salt, frame, 1000 + k) | UID_HASHED;
             uint32_t mask = rd->arch[rng_below(&rng, rd->narch)];
             ident_t idv = {uid, 0};
             int rc = ecs_cmd_set(c.cmd, p, rd->idc, &idv);
@@ -1301,7 +1244,7 @@ static void excl_run(ecs_iter_t *it) /* EXCLUSIVE, no terms */
     round_t *rd = s->rd;
     on_thread(s);
     atomic_fetch_add_explicit(&s->ran, 1, memory_order_relaxed);
-    uint64_t rng = hash3(s->salt, rd->frame, 2);
+    uint64_t rng = rng_hash3(s->salt, rd->frame, 2);
     pthread_mutex_lock(&s->lock);
     immediate_ops(rd, &rng, 1 + rng_below(&rng, s->period), &s->log, stamp_of(rd->frame, s->wpos), s->desc);
     pthread_mutex_unlock(&s->lock);
@@ -1780,12 +1723,12 @@ static uint64_t world_hash(round_t *rd)
     for (uint32_t id = 0; id < rd->nents; id++) {
         const ment_t *e = &rd->ents[id];
         if (!ecs_is_alive(w, e->handle)) continue;
-        h = hash3(h, e->handle, e->uid);
+        h = rng_hash3(h, e->handle, e->uid);
         for (uint32_t c = 0; c < 2; c++) {
             const val_t *v = ecs_get(w, e->handle, rd->comp[c]);
-            h = hash3(h, v ? v->stamp : 1, v ? v->check : 2);
+            h = rng_hash3(h, v ? v->stamp : 1, v ? v->check : 2);
         }
-        h = hash3(h, ecs_has(w, e->handle, rd->tag), 3);
+        h = rng_hash3(h, ecs_has(w, e->handle, rd->tag), 3);
         for (uint32_t r = 0; r < rd->nrel; r++) {
             const ecs_entity_t *ts, *ss;
             const void *ps;
@@ -1794,14 +1737,14 @@ static uint64_t world_hash(round_t *rd)
                 uint64_t ph = 0;
                 for (uint32_t b = 0; b < rd->rel[r].size; b++)
                     ph = ph * 131 + ((const unsigned char *)ps)[(size_t)k * rd->rel[r].size + b];
-                h = hash3(h, ts[k], ph);
+                h = rng_hash3(h, ts[k], ph);
             }
             int m = ecs_pair_sources(w, rd->rel[r].id, e->handle, &ss);
-            for (int k = 0; k < m; k++) h = hash3(h, ss[k], 5);
+            for (int k = 0; k < m; k++) h = rng_hash3(h, ss[k], 5);
         }
     }
     for (uint32_t i = 0; i < rd->nsys; i++) {
-        if (rd->sys[i].kind == K_REMOVED) h = hash3(h, rd->sys[i].seq_hash, i);
+        if (rd->sys[i].kind == K_REMOVED) h = rng_hash3(h, rd->sys[i].seq_hash, i);
     }
     return h;
 }
@@ -1809,17 +1752,6 @@ static uint64_t world_hash(round_t *rd)
 /* ---------------------------------------------------------------------- */
 /* Specification and registration                                          */
 /* ---------------------------------------------------------------------- */
-
-static uint32_t pick_flags(uint64_t *rng)
-{
-    switch (rng_below(rng, 10)) {
-    case 0:
-    case 1: return ECS_SYSTEM_SINGLE_THREADED;
-    case 2: return ECS_SYSTEM_MAIN_THREAD;
-    case 3: return ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD;
-    default: return 0;
-    }
-}
 
 /* A relation with a marker for the role (source markers are always on). */
 static void pick_rel_role(round_t *rd, sys_t *s, uint64_t *rng, bool any_role)
@@ -2182,7 +2114,7 @@ static bool run_round(uint32_t r, const scale_t *sc, bool verbose, uint32_t work
     round_t *rd = calloc(1, sizeof(*rd));
     if (!rd) abort();
     rd->r = r;
-    rd->seed = g_seed ^ (0x9e3779b97f4a7c15ull * (r + 1));
+    rd->seed = round_seed(r);
     uint64_t rng = rd->seed;
     rng_next(&rng);
     gen_round(rd, sc, &rng);
@@ -2190,13 +2122,7 @@ static bool run_round(uint32_t r, const scale_t *sc, bool verbose, uint32_t work
     rd->rng = rng_next(&rng);
     for (uint32_t i = 0; i < rd->nsys; i++) pthread_mutex_init(&rd->sys[i].lock, NULL);
 
-    atomic_store(&now_running.round, r);
-    atomic_store(&now_running.frame, 0);
-    atomic_store(&now_running.workers, rd->workers);
-    atomic_store(&now_running.spin, rd->spin);
-    atomic_store(&now_running.entities, rd->entities);
-    atomic_store(&now_running.systems, rd->nsys);
-    atomic_store(&now_running.started, now_ns());
+    watchdog_round(r, rd->workers, rd->spin, rd->entities, rd->nsys);
 
     rd->world = ecs_world_create(&(ecs_world_desc_t){.workers = (int)rd->workers, .spin_us = rd->spin});
     if (!rd->world) {
@@ -2230,7 +2156,7 @@ static bool run_round(uint32_t r, const scale_t *sc, bool verbose, uint32_t work
 
     for (uint32_t f = 0; ok && f < rd->frames && !atomic_load(&error_count); f++) {
         rd->frame = f;
-        atomic_store(&now_running.frame, f);
+        watchdog_frame(f);
         CHECK(ecs_world_frame(w) == f, "ecs_world_frame is %" PRIu64 " before frame %u", ecs_world_frame(w), f);
         for (uint32_t i = 0; i < rd->nsys; i++) {
             sys_t *s = &rd->sys[i];
@@ -2280,7 +2206,7 @@ static bool run_round(uint32_t r, const scale_t *sc, bool verbose, uint32_t work
                    rd->commands, rd->immediate, rd->despawned, rd->cascaded, hash);
         }
     }
-    atomic_store(&now_running.started, 0);
+    watchdog_idle();
     ecs_world_destroy(rd->world);
     g_totals.pairs_handed += rd->pairs_handed;
     g_totals.entities_handed += rd->entities_handed;
@@ -2318,56 +2244,19 @@ static bool run_round(uint32_t r, const scale_t *sc, bool verbose, uint32_t work
 /* Main                                                                    */
 /* ---------------------------------------------------------------------- */
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: relations [--short | --long] [--verbose]\n"
-                    "  STAGEHAND_SEED=<n>   seed (decimal or 0x hex); the seed used is printed\n"
-                    "  STAGEHAND_ROUND=<r>  start at round r\n"
-                    "  ECS_SPIN_US=<us>     caps the workers' spin time (0: never spin)\n");
-    return 2;
-}
-
 int main(int argc, char **argv)
 {
-    const scale_t *sc = &scale_short;
-    const char *mode = "short";
-    bool verbose = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--short")) {
-            sc = &scale_short;
-            mode = "short";
-        } else if (!strcmp(argv[i], "--long")) {
-            sc = &scale_long;
-            mode = "long";
-        } else if (!strcmp(argv[i], "--verbose")) {
-            verbose = true;
-        } else {
-            return usage();
-        }
-    }
-    g_seed = 0x5e1a7e5ull;
-    uint64_t first_round = 0;
-    if (!env_u64("stress/relations", "STAGEHAND_SEED", &g_seed) ||
-        !env_u64("stress/relations", "STAGEHAND_ROUND", &first_round))
-        return 2;
-    if (first_round >= sc->rounds) {
-        fprintf(stderr, "stress/relations: STAGEHAND_ROUND=%" PRIu64 " is not a round below %u\n", first_round,
-                sc->rounds);
-        return 2;
-    }
-    uint32_t first = (uint32_t)first_round;
+    bool is_long, verbose;
+    if (!round_args(argc, argv, &is_long, &verbose)) return 2;
+    const scale_t *sc = is_long ? &scale_long : &scale_short;
+    uint32_t first;
+    if (!round_env(0x5e1a7e5ull, sc->rounds, &first)) return 2;
     env_spin_cap(&g_spin_cap);
-    g_round_limit_ns = (uint64_t)sc->round_seconds * 1000000000u;
     g_main_thread = pthread_self();
-    printf("stress/relations: %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us\n", mode, g_seed,
-           g_spin_cap);
+    printf("stress/relations: %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us\n",
+           is_long ? "long" : "short", g_seed, g_spin_cap);
     fflush(stdout);
-
-    pthread_t monitor;
-    if (pthread_create(&monitor, NULL, monitor_main, NULL) != 0) {
-        fprintf(stderr, "stress/relations: no monitor thread\n");
-        return 1;
-    }
+    if (!watchdog_start(sc->round_seconds)) return 1;
     uint64_t start = now_ns();
     int failed = 0;
     for (uint32_t r = first; r < sc->rounds && !failed; r++) {
@@ -2377,7 +2266,7 @@ int main(int argc, char **argv)
         } else {
             /* Determinism: the same round on 1 worker, then on several. */
             uint64_t one = 0, many = 0;
-            uint32_t n = 2 + (uint32_t)(mix64(g_seed ^ r) % (MAX_TEST_WORKERS - 1));
+            uint32_t n = 2 + (uint32_t)(rng_mix(g_seed ^ r) % (MAX_TEST_WORKERS - 1));
             failed = !run_round(r, sc, verbose, 1, &one) || !run_round(r, sc, verbose, n, &many);
             if (!failed && one != many) {
                 fprintf(stderr,
@@ -2395,8 +2284,7 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
     }
-    atomic_store(&now_running.quit, true);
-    pthread_join(monitor, NULL);
+    watchdog_stop();
     double secs = (double)(now_ns() - start) / 1e9;
     if (failed) return EXIT_FAILURE;
     /* The parallel path is what the stress is for: the heavy callbacks

@@ -103,8 +103,6 @@
 /* Small helpers                                                           */
 /* ---------------------------------------------------------------------- */
 
-static uint32_t rng_range(uint64_t *s, uint32_t lo, uint32_t hi) { return lo + rng_below(s, hi - lo + 1); }
-
 /* lo * (hi / lo)^u for u uniform in [0, 1], in 64 steps (no libm). */
 static uint32_t log_uniform(uint64_t *s, uint32_t lo, uint32_t hi)
 {
@@ -120,16 +118,7 @@ static uint32_t log_uniform(uint64_t *s, uint32_t lo, uint32_t hi)
     return v > hi ? hi : (uint32_t)v;
 }
 
-static inline uint64_t mix64(uint64_t z)
-{
-    z ^= z >> 30;
-    z *= 0xbf58476d1ce4e5b9ull;
-    z ^= z >> 27;
-    z *= 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t hcomb(uint64_t h, uint64_t v) { return mix64(h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6))); }
+static inline uint64_t hcomb(uint64_t h, uint64_t v) { return rng_mix(h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6))); }
 
 static uint64_t hash_bytes(uint64_t h, const void *p, uint32_t size)
 {
@@ -788,7 +777,7 @@ static void make_value(uint32_t c, uint64_t h, ecs_entity_t self, ecs_entity_t o
         return;
     }
     for (uint32_t j = 0; j < cs->size / 4; j++) {
-        uint32_t v = (uint32_t)mix64(h ^ ((uint64_t)(c + 1) << 40) ^ j);
+        uint32_t v = (uint32_t)rng_mix(h ^ ((uint64_t)(c + 1) << 40) ^ j);
         memcpy((unsigned char *)out + 4 * j, &v, 4);
     }
 }
@@ -835,7 +824,7 @@ static uint64_t emit_commands(const ecs_world_t *w, ecs_commands_t *cmd, const s
         n++;
         uint32_t k = 1 + (uint32_t)((h >> 8) % 3);
         for (uint32_t i = 0; i < k; i++) {
-            uint64_t hi = mix64(h + i);
+            uint64_t hi = rng_mix(h + i);
             uint32_t c = pick_comp(hi, false);
             if (g_run.rd->comps[c].size) {
                 make_value(c, hi, p, e, val);
@@ -923,7 +912,7 @@ static void run_rows(ecs_iter_t *it, const sys_spec_t *s, wlog_t *lg, int first,
 {
     const round_t *rd = g_run.rd;
     ecs_world_t *w = it->world;
-    uint64_t base = mix64(s->salt ^ (g_run.frame * 0x9e3779b97f4a7c15ull));
+    uint64_t base = rng_mix(s->salt ^ (g_run.frame * 0x9e3779b97f4a7c15ull));
     int link_term = -1;
     for (uint32_t t = 0; t < s->nterms; t++) {
         if (!s->terms[t].other && rd->comps[s->terms[t].comp].link && ecs_field(it, (int)t)) link_term = (int)t;
@@ -962,7 +951,7 @@ static void run_rows(ecs_iter_t *it, const sys_spec_t *s, wlog_t *lg, int first,
                 }
             }
         }
-        for (uint32_t k = 0; k < s->weight; k++) acc = mix64(acc + k);
+        for (uint32_t k = 0; k < s->weight; k++) acc = rng_mix(acc + k);
         /* Writes. */
         for (uint32_t t = 0; t < s->nterms; t++) {
             const term_spec_t *ts = &s->terms[t];
@@ -990,7 +979,7 @@ static void run_rows(ecs_iter_t *it, const sys_spec_t *s, wlog_t *lg, int first,
         }
         /* Commands. */
         if (s->cmd_period && (h >> 32) % s->cmd_period == 0)
-            lg->commands += emit_commands(w, it->commands, s, e, mix64(acc), target, ecs_is_alive(w, target));
+            lg->commands += emit_commands(w, it->commands, s, e, rng_mix(acc), target, ecs_is_alive(w, target));
     }
 }
 
@@ -1086,7 +1075,7 @@ static void exclusive_body(ecs_iter_t *it, uint64_t t0)
     ecs_entity_t ids[MAX_IMM];
     int n = it->count < MAX_IMM ? it->count : MAX_IMM;
     if (n) memcpy(ids, it->entities, (size_t)n * sizeof(*ids));
-    uint64_t base = mix64(s->salt ^ (g_run.frame * 0xc2b2ae3d27d4eb4full));
+    uint64_t base = rng_mix(s->salt ^ (g_run.frame * 0xc2b2ae3d27d4eb4full));
     unsigned char val[32];
     uint32_t rounds = n ? (uint32_t)n : 4; /* no SELF terms: a few derived entities */
     for (uint32_t i = 0; i < rounds; i++) {
@@ -1114,12 +1103,12 @@ static void exclusive_body(ecs_iter_t *it, uint64_t t0)
             const void *vp[3];
             uint32_t k = 0, mask = 0;
             for (uint32_t j = 0; j < 3; j++) {
-                uint32_t c = pick_comp(mix64(h + j), false);
+                uint32_t c = pick_comp(rng_mix(h + j), false);
                 if (mask & (1u << c)) continue;
                 mask |= 1u << c;
                 cids[k] = g_run.ids[c];
                 if (rd->comps[c].size) {
-                    make_value(c, mix64(h + j), ECS_NULL, e, vals[k]);
+                    make_value(c, rng_mix(h + j), ECS_NULL, e, vals[k]);
                     if (rd->comps[c].link) memset(vals[k], 0, 8); /* no self id yet */
                     vp[k] = vals[k];
                 } else {
@@ -1158,7 +1147,7 @@ static void exclusive_run(ecs_iter_t *it) { exclusive_body(it, now_ns()); }
 /* The reader's run condition, from (salt, frame) alone. */
 static bool run_if_value(const sys_spec_t *s, uint64_t frame)
 {
-    return mix64(s->salt ^ (frame * 0xd6e8feb86659fd93ull)) % 4 != 0;
+    return rng_mix(s->salt ^ (frame * 0xd6e8feb86659fd93ull)) % 4 != 0;
 }
 
 /* Whether the system runs in this frame: its interval (counted from frame

@@ -390,7 +390,7 @@ static void pairs_command_and_target_despawn_in_one_flush(void **state)
         for (int policy = 0; policy < 3; policy++) {
             ecs_world_t *w = world_new();
             flush_t f = {.order = order, .armed = true};
-            char name[8];
+            char name[16];
             for (int k = 0; k < 3; k++) {
                 snprintf(name, sizeof(name), "R%d", k);
                 f.rel[k] = ecs_relation_register(

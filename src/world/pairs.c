@@ -329,6 +329,18 @@ static bool plan_entity(ecs_world_t *w, plan_t *p, ecs_entity_t e, const ecs__ma
     return ecs__removals_reserve(w, a, b) && plan_add(w, p, e, b);
 }
 
+/* Plans e's move to its archetype with (add) or without marker m, with
+ * the removal-log room the move needs. A dead e (a stale target kept under
+ * IGNORE) has no markers to change. */
+static bool plan_step(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs_component_t m, bool add)
+{
+    const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
+    if (!rec) return true;
+    ecs__archetype_t *a = rec->chunk->archetype;
+    ecs__archetype_t *b = ecs__archetype_step(w, a, m, add, NULL);
+    return b && ecs__removals_reserve(w, a, b) && plan_add(w, p, e, b);
+}
+
 /* Secures rows for every planned move (several may share a destination). */
 static bool plan_reserve(ecs_world_t *w, plan_t *p)
 {
@@ -344,6 +356,13 @@ static bool plan_reserve(ecs_world_t *w, plan_t *p)
 static void plan_discard(ecs_world_t *w, plan_t *p)
 {
     for (uint32_t i = p->count; i-- > 0;) ecs__archetype_discard_unused(w, p->moves[i].dst);
+}
+
+/* A plan that could not be secured: given back, nothing moved. */
+static void plan_abort(ecs_world_t *w, plan_t *p)
+{
+    plan_discard(w, p);
+    plan_fini(w, p);
 }
 
 /* Moves every planned entity to its planned archetype, which is where
@@ -417,51 +436,38 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
     const ecs__target_slice_t *ts = ecs__store_targets(st, src);
     ecs_entity_t old = st->exclusive && ts->count ? ts->targets[0] : ECS_NULL;
     if (old && !log_reserve(w, r, 1)) return ECS_ENOMEM; /* the replaced pair is a removal */
-    if (flushing(w)) {
-        if (!pending_reserve(w, 3)) return ECS_ENOMEM;
-        ecs__pair_set_t res;
-        int err = ecs__store_set(st, &w->allocator, src, tgt, payload, w->tick_now, &res);
-        ecs__assert(err == ECS_OK, "reserved");
-        (void)err;
-        if (old) log_pair(r, src, old);
-        if (res.source_first && r->source_marker) mark_pending(w, src);
-        if (res.target_first && r->target_marker) mark_pending(w, tgt);
-        if (res.replaced_last && r->target_marker) mark_pending(w, old);
-        return ECS_OK;
-    }
-    /* Immediate mode: the markers that change, planned and secured first.
-     * Each entity changes at most one marker here (no pair to self, and
-     * the replaced target is neither src nor tgt). */
+    /* The markers that change: planned and secured (immediate), or room
+     * to sync them at the flush's end. Each entity changes at most one
+     * marker (no pair to self, and the replaced target is neither src nor
+     * tgt). */
+    bool flush = flushing(w);
     plan_t p;
     plan_init(&p);
-    bool ok = true;
-    const ecs__source_slice_t *ss = ecs__store_sources(st, tgt);
-    if (ok && r->source_marker && ts->count == 0)
-        ok = plan_add(w, &p, src, ecs__archetype_with(w, ecs__record_from_entity(&w->entity_index, src)->chunk->archetype,
-                                                      r->source_marker, NULL));
-    if (ok && r->target_marker && ss->count == 0)
-        ok = plan_add(w, &p, tgt, ecs__archetype_with(w, ecs__record_from_entity(&w->entity_index, tgt)->chunk->archetype,
-                                                      r->target_marker, NULL));
-    const ecs__source_slice_t *os = old ? ecs__store_sources(st, old) : NULL;
-    const ecs__record_t *orec = old ? ecs__record_from_entity(&w->entity_index, old) : NULL;
-    if (ok && r->target_marker && os && os->count == 1 && orec)
-        ok = plan_add(w, &p, old, ecs__archetype_step(w, orec->chunk->archetype, r->target_marker, false, NULL));
-    for (uint32_t i = 0; ok && i < p.count; i++) {
-        const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, p.moves[i].e);
-        ok = p.moves[i].dst && ecs__removals_reserve(w, rec->chunk->archetype, p.moves[i].dst);
-    }
-    ok = ok && plan_reserve(w, &p);
-    if (!ok) {
-        plan_discard(w, &p);
-        plan_fini(w, &p);
-        return ECS_ENOMEM;
+    if (flush) {
+        if (!pending_reserve(w, 3)) return ECS_ENOMEM;
+    } else {
+        bool ok = true;
+        const ecs__source_slice_t *ss = ecs__store_sources(st, tgt);
+        if (r->source_marker && ts->count == 0) ok = plan_step(w, &p, src, r->source_marker, true);
+        if (ok && r->target_marker && ss->count == 0) ok = plan_step(w, &p, tgt, r->target_marker, true);
+        const ecs__source_slice_t *os = old ? ecs__store_sources(st, old) : NULL;
+        if (ok && r->target_marker && os && os->count == 1) ok = plan_step(w, &p, old, r->target_marker, false);
+        if (!ok || !plan_reserve(w, &p)) {
+            plan_abort(w, &p);
+            return ECS_ENOMEM;
+        }
     }
     ecs__pair_set_t res;
     int err = ecs__store_set(st, &w->allocator, src, tgt, payload, w->tick_now, &res);
     ecs__assert(err == ECS_OK, "reserved");
     (void)err;
     if (old) log_pair(r, src, old);
-    plan_apply(w, &p);
+    if (flush) {
+        if (res.source_first && r->source_marker) mark_pending(w, src);
+        if (res.target_first && r->target_marker) mark_pending(w, tgt);
+        if (res.replaced_last && r->target_marker) mark_pending(w, old);
+    }
+    plan_apply(w, &p); /* empty when flushing */
     plan_fini(w, &p);
     return ECS_OK;
 }
@@ -473,47 +479,32 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
     ecs__store_get(st, src, tgt, &exists);
     if (!exists) return ECS_OK;
     if (!log_reserve(w, r, 1)) return ECS_ENOMEM;
-    if (flushing(w)) {
+    /* src and tgt lose a marker when this is their last pair: planned and
+     * secured (immediate), or room to sync them at the flush's end. */
+    bool flush = flushing(w);
+    plan_t p;
+    plan_init(&p);
+    if (flush) {
         if (!pending_reserve(w, 2)) return ECS_ENOMEM;
     } else {
-        /* src and tgt lose a marker when this is their last pair. */
-        plan_t p;
-        plan_init(&p);
         const ecs__target_slice_t *ts = ecs__store_targets(st, src);
         const ecs__source_slice_t *ss = ecs__store_sources(st, tgt);
-        const ecs__record_t *srec = ecs__record_from_entity(&w->entity_index, src);
-        const ecs__record_t *trec = ecs__record_from_entity(&w->entity_index, tgt);
         bool ok = true;
-        if (r->source_marker && ts->count == 1 && srec)
-            ok = plan_add(w, &p, src, ecs__archetype_step(w, srec->chunk->archetype, r->source_marker, false, NULL));
-        if (ok && r->target_marker && ss->count == 1 && trec)
-            ok = plan_add(w, &p, tgt, ecs__archetype_step(w, trec->chunk->archetype, r->target_marker, false, NULL));
-        for (uint32_t i = 0; ok && i < p.count; i++) {
-            const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, p.moves[i].e);
-            ok = p.moves[i].dst && ecs__removals_reserve(w, rec->chunk->archetype, p.moves[i].dst);
-        }
-        ok = ok && plan_reserve(w, &p);
-        if (!ok) {
-            plan_discard(w, &p);
-            plan_fini(w, &p);
+        if (r->source_marker && ts->count == 1) ok = plan_step(w, &p, src, r->source_marker, false);
+        if (ok && r->target_marker && ss->count == 1) ok = plan_step(w, &p, tgt, r->target_marker, false);
+        if (!ok || !plan_reserve(w, &p)) {
+            plan_abort(w, &p);
             return ECS_ENOMEM;
         }
-        bool source_last, target_last;
-        ecs__store_remove(st, src, tgt, &source_last, &target_last);
-        log_pair(r, src, tgt);
-        if (target_last && !trec) ecs__store_forget(st, &w->allocator, tgt); /* a dead target's last pair */
-        plan_apply(w, &p);
-        plan_fini(w, &p);
-        return ECS_OK;
     }
     bool source_last, target_last;
     ecs__store_remove(st, src, tgt, &source_last, &target_last);
     log_pair(r, src, tgt);
-    if (source_last && r->source_marker) mark_pending(w, src);
-    if (target_last) {
-        if (!ecs_is_alive(w, tgt)) ecs__store_forget(st, &w->allocator, tgt);
-        else if (r->target_marker) mark_pending(w, tgt);
-    }
+    if (flush && source_last && r->source_marker) mark_pending(w, src);
+    if (target_last && !ecs_is_alive(w, tgt)) ecs__store_forget(st, &w->allocator, tgt); /* a dead target's last pair */
+    else if (flush && target_last && r->target_marker) mark_pending(w, tgt);
+    plan_apply(w, &p); /* empty when flushing */
+    plan_fini(w, &p);
     return ECS_OK;
 }
 

@@ -263,19 +263,6 @@ ecs_iter_t ecs_query_iter(ecs_world_t *w, ecs_query_t *q)
     return it;
 }
 
-/* The rows of chunk ch of match m that pass the query's filters in the
- * iterator's window, into q->rows: -1 all of them, else how many. */
-static int32_t query_select(const ecs_iter_t *it, const ecs_query_t *q, const ecs__query_match_t *m,
-                            const ecs__chunk_t *ch)
-{
-    ecs__change_test_t tests[ECS_MAX_TERMS];
-    for (uint32_t i = 0; i < q->change_count; i++) {
-        tests[i].tracker = ch->trackers[m->filter_columns[i]];
-        tests[i].added = q->changes[i].kind == ECS_ADDED;
-    }
-    return ecs__changes_select(tests, q->change_count, ch->count, it->priv_.since, it->priv_.tick, true, q->rows);
-}
-
 bool ecs_query_next(ecs_iter_t *it)
 {
     const ecs_query_t *q = it ? it->priv_.query : NULL;
@@ -290,7 +277,11 @@ bool ecs_query_next(ecs_iter_t *it)
         for (; c < a->chunk_count; c++) {
             const ecs__chunk_t *ch = a->chunks[c];
             if (!ch->count) continue;
-            int32_t n = q->change_count ? query_select(it, q, match, ch) : -1;
+            /* The rows that pass the filters in the iterator's window,
+             * into q->rows: -1 all of them, else how many. */
+            int32_t n = q->change_count
+                            ? ecs__query_select(q, match, ch, it->priv_.since, it->priv_.tick, true, q->rows)
+                            : -1;
             if (!n) continue;
             it->priv_.match = (int32_t)m;
             it->priv_.chunk_index = (int32_t)c;

@@ -571,6 +571,18 @@ void ecs__query_free(ecs_query_t *q);
 /* Fills it's fields, entities and count for chunk ch of match m. */
 void ecs__iter_set_chunk(ecs_iter_t *it, const ecs_query_t *q, const ecs__query_match_t *m,
                          const ecs__chunk_t *ch);
+/* The rows of chunk ch (of match m) that pass every change filter of q
+ * in the window (lo, hi), as ecs__changes_select hands them. */
+ECS__INLINE int32_t ecs__query_select(const ecs_query_t *q, const ecs__query_match_t *m, const ecs__chunk_t *ch,
+                                      uint64_t lo, uint64_t hi, bool scan, uint16_t *rows)
+{
+    ecs__change_test_t tests[ECS_MAX_TERMS];
+    for (uint32_t i = 0; i < q->change_count; i++) {
+        tests[i].tracker = ch->trackers[m->filter_columns[i]];
+        tests[i].added = q->changes[i].kind == ECS_ADDED;
+    }
+    return ecs__changes_select(tests, q->change_count, ch->count, lo, hi, scan, rows);
+}
 
 /* ---------------------------------------------------------------------- */
 /* Change tracking (tracking.c)                                            */
