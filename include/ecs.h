@@ -761,13 +761,66 @@ ECS_API ecs_component_t ecs_relation_target_marker(const ecs_world_t *world, ecs
  */
 ECS_API int ecs_iter_removed_pairs(const ecs_iter_t *it, const ecs_entity_t **sources, const ecs_entity_t **targets);
 
+/*
+ * Private: the part of a per-pair batch (it->priv_.pairs) that the
+ * accessors below read, so that each compiles to a few loads in the
+ * callback's loop. Filled by the library; the layout may change with any
+ * release.
+ */
+#define ECS__PAIR_BATCH 256 /* pairs per batch */
+#define ECS__PAIR_FAR 4     /* far-end terms resolved while a batch fills */
+typedef struct {
+    uint32_t n;             /* pairs in the batch */
+    uint32_t nfar;          /* far-end terms in far (the rest: when asked) */
+    bool payloads;          /* payload holds them (role TARGET: when asked) */
+    uint16_t row[ECS__PAIR_BATCH];
+    ecs_entity_t src[ECS__PAIR_BATCH], tgt[ECS__PAIR_BATCH];
+    const void *payload[ECS__PAIR_BATCH];
+    const void *far[ECS__PAIR_FAR][ECS__PAIR_BATCH];
+} ecs__pair_view_t;
+
+ECS_API const void *ecs__pair_field_lookup(const ecs_iter_t *it, int i);
+ECS_API const void *ecs__field_target_lookup(const ecs_iter_t *it, int term, int i);
+
+static inline const ecs__pair_view_t *ecs__pair_view(const ecs_iter_t *it, int i)
+{
+    const ecs__pair_view_t *v = it ? (const ecs__pair_view_t *)it->priv_.pairs : NULL;
+    return v && (uint32_t)i < v->n ? v : NULL;
+}
+
 /* Per-pair dispatch (ECS_PAIRS_EACH): pair i of the batch in it. Out of
  * range, or another kind of iterator: -1 / ECS_NULL / NULL. */
-ECS_API int ecs_pair_row(const ecs_iter_t *it, int i);
-ECS_API ecs_entity_t ecs_pair_source_of(const ecs_iter_t *it, int i);
-ECS_API ecs_entity_t ecs_pair_target_of(const ecs_iter_t *it, int i);
-ECS_API const void *ecs_pair_field(const ecs_iter_t *it, int i);
-ECS_API const void *ecs_field_target(const ecs_iter_t *it, int term, int i);
+static inline int ecs_pair_row(const ecs_iter_t *it, int i)
+{
+    const ecs__pair_view_t *v = ecs__pair_view(it, i);
+    return v ? v->row[i] : -1;
+}
+
+static inline ecs_entity_t ecs_pair_source_of(const ecs_iter_t *it, int i)
+{
+    const ecs__pair_view_t *v = ecs__pair_view(it, i);
+    return v ? v->src[i] : ECS_NULL;
+}
+
+static inline ecs_entity_t ecs_pair_target_of(const ecs_iter_t *it, int i)
+{
+    const ecs__pair_view_t *v = ecs__pair_view(it, i);
+    return v ? v->tgt[i] : ECS_NULL;
+}
+
+static inline const void *ecs_pair_field(const ecs_iter_t *it, int i)
+{
+    const ecs__pair_view_t *v = ecs__pair_view(it, i);
+    if (v && v->payloads) return v->payload[i];
+    return ecs__pair_field_lookup(it, i);
+}
+
+static inline const void *ecs_field_target(const ecs_iter_t *it, int term, int i)
+{
+    const ecs__pair_view_t *v = ecs__pair_view(it, i);
+    if (v && (uint32_t)term < v->nfar) return v->far[term][i];
+    return ecs__field_target_lookup(it, term, i);
+}
 
 /** Deferred pair writes, applied at the barrier like any command. The
  * payload is copied when recorded. Returns as the other ecs_cmd_* calls;

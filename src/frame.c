@@ -243,21 +243,73 @@ static void list_written(const ecs__system_t *sys, const ecs__query_match_t *m, 
 /* A batch of pairs handed to an ECS_PAIRS_EACH callback (it->priv_.pairs):
  * pairs of the chunk's matched rows, in row order, then slice order. Kept
  * on the walking thread's stack: nothing is allocated per chunk. */
-#define PAIR_BATCH 256
+#define PAIR_BATCH ECS__PAIR_BATCH
+#define PAIR_FAR ECS__PAIR_FAR
 typedef struct {
+    ecs__pair_view_t v; /* what ecs.h's accessors read: first, for the cast */
     const ecs_world_t *world;
     const ecs__system_t *sys;
     const ecs__store_t *store;
+    ecs_component_t marker; /* the role's marker, whose value is the slot hint */
     bool target_role;
-    uint32_t n;
-    uint16_t row[PAIR_BATCH];
-    ecs_entity_t src[PAIR_BATCH], tgt[PAIR_BATCH];
-    const void *payload[PAIR_BATCH]; /* role SOURCE; role TARGET looks it up when asked */
-    /* ecs_field_target's last archetype and column per far-end term: pairs
-     * of one batch mostly reach few archetypes. */
-    const ecs__archetype_t *far_archetype[ECS_MAX_TERMS];
-    int32_t far_column[ECS_MAX_TERMS];
 } pair_batch_t;
+
+/* Appends a pair to the batch (which has room). */
+ECS__INLINE void batch_add(ecs__pair_view_t *v, uint16_t row, ecs_entity_t src, ecs_entity_t tgt, const void *payload)
+{
+    uint32_t i = v->n++;
+    v->row[i] = row;
+    v->src[i] = src;
+    v->tgt[i] = tgt;
+    v->payload[i] = payload;
+}
+
+/* Where far-end term c of entity far is (NULL: far is a stale target
+ * kept under ECS_IGNORE, or lacks c). */
+static const void *far_field(const ecs_world_t *w, ecs_entity_t far, ecs_component_t c)
+{
+    const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, far);
+    if (!rec) return NULL;
+    const ecs__archetype_t *a = rec->chunk->archetype;
+    int32_t col = ecs__archetype_column(a, c);
+    return col < 0 ? NULL : (const unsigned char *)rec->chunk->cols[col] + (size_t)rec->row * a->columns[col].size;
+}
+
+/* Resolves the first nfar far-end terms of every pair in the batch, in
+ * one pass before the callback (its loop then reads an array). Stores
+ * and storage stay put while a non-EXCLUSIVE system runs; an EXCLUSIVE
+ * one resolves nothing ahead, since its callback may move entities. */
+static void batch_resolve(pair_batch_t *b)
+{
+    ecs__pair_view_t *v = &b->v;
+    const uint32_t nfar = v->nfar, n = v->n;
+    if (!nfar) return;
+    const ecs__entity_index_t *ix = &b->world->entity_index;
+    const ecs_entity_t *ids = b->target_role ? v->src : v->tgt;
+    const ecs_component_t *terms = b->sys->far_terms;
+    /* Pairs of one batch mostly reach few archetypes: the columns of the
+     * last one are kept. */
+    const ecs__archetype_t *last = NULL;
+    int32_t col[PAIR_FAR];
+    size_t size[PAIR_FAR];
+    for (uint32_t i = 0; i < n; i++) {
+        const ecs__record_t *rec = ecs__record_from_entity(ix, ids[i]);
+        if (!rec) {
+            for (uint32_t t = 0; t < nfar; t++) v->far[t][i] = NULL;
+            continue;
+        }
+        const ecs__chunk_t *ch = rec->chunk;
+        if (ch->archetype != last) {
+            last = ch->archetype;
+            for (uint32_t t = 0; t < nfar; t++) {
+                col[t] = ecs__archetype_column(last, terms[t]);
+                size[t] = col[t] < 0 ? 0 : last->columns[col[t]].size;
+            }
+        }
+        for (uint32_t t = 0; t < nfar; t++)
+            v->far[t][i] = col[t] < 0 ? NULL : (const unsigned char *)ch->cols[col[t]] + rec->row * size[t];
+    }
+}
 
 /* One system's walk over chunks, shared by jobs and the inline path. */
 typedef struct {
@@ -365,12 +417,15 @@ static int32_t due_hand(walk_t *wk, const ecs__query_match_t *match, const ecs__
 static pair_batch_t *pair_batch_init(pair_batch_t *b, const ecs_world_t *w, const ecs__system_t *sys)
 {
     if (sys->pair_mode != ECS_PAIRS_EACH) return NULL;
+    const ecs__relation_t *r = ecs__relation_get(w, sys->pair_relation);
     b->world = w;
     b->sys = sys;
-    b->store = &ecs__relation_get(w, sys->pair_relation)->store;
+    b->store = &r->store;
     b->target_role = sys->pair_role == ECS_ROLE_TARGET;
-    b->n = 0;
-    memset(b->far_archetype, 0, sizeof(b->far_archetype));
+    b->marker = b->target_role ? r->target_marker : r->source_marker;
+    b->v.nfar = sys->flags & ECS_SYSTEM_EXCLUSIVE ? 0 : (sys->nfar_terms < PAIR_FAR ? sys->nfar_terms : PAIR_FAR);
+    b->v.payloads = !b->target_role;
+    b->v.n = 0;
     return b;
 }
 
@@ -385,7 +440,8 @@ static inline bool pair_in_window(const walk_t *wk, const ecs__pair_ticks_t *t)
 /* Hands the callback the batch's first n pairs. */
 static inline void batch_run(walk_t *wk, ecs_iter_t *it, uint32_t n)
 {
-    wk->batch->n = n;
+    wk->batch->v.n = n;
+    batch_resolve(wk->batch);
     it->count = (int)n;
     wk->handed += n;
     wk->sys->run(it);
@@ -405,70 +461,57 @@ static inline void mark_written(const walk_t *wk, const ecs__query_match_t *matc
 }
 
 /* Hands an ECS_PAIRS_EACH system the pairs of the selected rows of ch (n
- * rows in it->rows, or -1: every row), a batch at a time. */
+ * rows in it->rows, or -1: every row), a batch at a time. Each row's
+ * slice comes through the slot hint in its marker (relation.h). */
 static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32_t n)
 {
     pair_batch_t *b = wk->batch;
+    ecs__pair_view_t *v = &b->v;
     const ecs__store_t *st = b->store;
     const uint16_t *sel = it->rows;
     uint32_t count = n < 0 ? ch->count : (uint32_t)n;
     it->rows = NULL;
     it->priv_.pairs = b;
-    b->n = 0;
-    /* Locals for what the loop writes around: the batch's arrays would
-     * otherwise make the compiler reload every field per pair. */
+    v->n = 0;
     const size_t psize = st->size;
     const bool filtered = wk->sys->pair_filter != 0;
     const ecs_entity_t *entities = ch->entities;
-    uint32_t bn = 0;
+    int32_t hcol = ecs__archetype_column(ch->archetype, b->marker);
+    const uint32_t *hints = hcol >= 0 ? ch->cols[hcol] : NULL;
     for (uint32_t i = 0; i < count; i++) {
         uint16_t row = (uint16_t)(n < 0 ? i : sel[i]);
         /* An EXCLUSIVE callback may have moved rows out of the chunk. */
         if (row >= ch->count) break;
         ecs_entity_t e = entities[row];
+        uint32_t hint = hints ? hints[row] : 0;
         if (!b->target_role) {
-            const ecs__target_slice_t *ts = ecs__store_targets(st, e);
+            const ecs__target_slice_t *ts = ecs__store_targets_hinted(st, e, hint);
             if (!ts) continue;
-            const ecs_entity_t *targets = ts->targets;
-            const unsigned char *payloads = ts->payloads;
-            uint32_t tc = ts->count;
-            for (uint32_t k = 0; k < tc; k++) {
+            for (uint32_t k = 0; k < ts->count; k++) {
                 if (filtered && !pair_in_window(wk, &ts->ticks[k])) continue;
-                b->row[bn] = row;
-                b->src[bn] = e;
-                b->tgt[bn] = targets[k];
-                b->payload[bn] = psize ? payloads + k * psize : NULL;
-                if (++bn < PAIR_BATCH) continue;
-                batch_run(wk, it, bn);
-                bn = b->n = 0;
+                batch_add(v, row, e, ts->targets[k], psize ? ts->payloads + k * psize : NULL);
+                if (v->n < PAIR_BATCH) continue;
+                batch_run(wk, it, v->n);
+                v->n = 0;
                 /* An EXCLUSIVE callback may have written pairs: this slice
                  * may have moved, grown or gone. Go on from the same place
                  * in it as it is now (safe, not exact, like an exclusive
                  * system's walk over chunks). */
                 if (!(ts = ecs__store_targets(st, e))) break;
-                targets = ts->targets;
-                payloads = ts->payloads;
-                tc = ts->count;
             }
         } else {
-            const ecs__source_slice_t *ss = ecs__store_sources(st, e);
+            const ecs__source_slice_t *ss = ecs__store_sources_hinted(st, e, hint);
             if (!ss) continue;
-            const ecs_entity_t *sources = ss->sources;
-            uint32_t sc = ss->count;
-            for (uint32_t k = 0; k < sc; k++) {
-                b->row[bn] = row;
-                b->src[bn] = sources[k];
-                b->tgt[bn] = e;
-                if (++bn < PAIR_BATCH) continue;
-                batch_run(wk, it, bn);
-                bn = b->n = 0;
+            for (uint32_t k = 0; k < ss->count; k++) {
+                batch_add(v, row, ss->sources[k], e, NULL);
+                if (v->n < PAIR_BATCH) continue;
+                batch_run(wk, it, v->n);
+                v->n = 0;
                 if (!(ss = ecs__store_sources(st, e))) break; /* as above */
-                sources = ss->sources;
-                sc = ss->count;
             }
         }
     }
-    if (bn) batch_run(wk, it, bn);
+    if (v->n) batch_run(wk, it, v->n);
     it->priv_.pairs = NULL;
 }
 
@@ -500,7 +543,7 @@ static void walk_dirty_pairs(walk_t *wk)
     ecs_iter_t *it = wk->it;
     ecs__chunk_t *cur = NULL;
     int32_t cur_m = -1;
-    b->n = 0;
+    b->v.n = 0;
     it->priv_.pairs = b;
     uint32_t n = st->dirty_count;
     for (uint32_t k = 0; k <= n; k++) {
@@ -514,11 +557,11 @@ static void walk_dirty_pairs(walk_t *wk)
             if (!rec || (m = match_of(q, rec->chunk->archetype)) < 0) continue;
         }
         /* Another chunk (or the end): hand over what the batch holds. */
-        if (cur && (k == n || rec->chunk != cur || b->n == PAIR_BATCH)) {
-            if (b->n) batch_run(wk, it, b->n);
+        if (cur && (k == n || rec->chunk != cur || b->v.n == PAIR_BATCH)) {
+            if (b->v.n) batch_run(wk, it, b->v.n);
             if (cur->trackers && wk->sys->nwrite_terms) list_written(wk->sys, &q->matches[cur_m], cur);
             cur = NULL;
-            b->n = 0;
+            b->v.n = 0;
         }
         if (k == n) break;
         if (!cur) {
@@ -538,74 +581,43 @@ static void walk_dirty_pairs(walk_t *wk)
         ecs_entity_t src = st->dirty[k];
         for (uint32_t j = 0; j < ts->count; j++) {
             if (!pair_in_window(wk, &ts->ticks[j])) continue;
-            if (b->n == PAIR_BATCH) { /* a full batch: hand it over, same chunk */
-                batch_run(wk, it, b->n);
-                b->n = 0;
+            if (b->v.n == PAIR_BATCH) { /* a full batch: hand it over, same chunk */
+                batch_run(wk, it, b->v.n);
+                b->v.n = 0;
             }
-            b->row[b->n] = (uint16_t)rec->row;
-            b->src[b->n] = src;
-            b->tgt[b->n] = ts->targets[j];
-            b->payload[b->n] = st->size ? ts->payloads + (size_t)j * st->size : NULL;
-            b->n++;
+            batch_add(&b->v, (uint16_t)rec->row, src, ts->targets[j],
+                      st->size ? ts->payloads + (size_t)j * st->size : NULL);
         }
     }
     it->priv_.pairs = NULL;
 }
 
+/* The accessors of ecs.h read the batch's view; these answer what it
+ * does not hold. */
 static const pair_batch_t *batch_of(const ecs_iter_t *it, int i)
 {
     const pair_batch_t *b = it ? it->priv_.pairs : NULL;
-    return b && i >= 0 && (uint32_t)i < b->n ? b : NULL;
+    return b && i >= 0 && (uint32_t)i < b->v.n ? b : NULL;
 }
 
-int ecs_pair_row(const ecs_iter_t *it, int i)
-{
-    const pair_batch_t *b = batch_of(it, i);
-    return b ? b->row[i] : -1;
-}
-
-ecs_entity_t ecs_pair_source_of(const ecs_iter_t *it, int i)
-{
-    const pair_batch_t *b = batch_of(it, i);
-    return b ? b->src[i] : ECS_NULL;
-}
-
-ecs_entity_t ecs_pair_target_of(const ecs_iter_t *it, int i)
-{
-    const pair_batch_t *b = batch_of(it, i);
-    return b ? b->tgt[i] : ECS_NULL;
-}
-
-const void *ecs_pair_field(const ecs_iter_t *it, int i)
+const void *ecs__pair_field_lookup(const ecs_iter_t *it, int i)
 {
     const pair_batch_t *b = batch_of(it, i);
     if (!b) return NULL;
     /* Role TARGET walks reverse slices, which hold no payloads: found in
      * the source's slice when the callback asks (many never do). */
-    return b->target_role ? ecs__store_get(b->store, b->src[i], b->tgt[i], NULL) : b->payload[i];
+    return b->target_role ? ecs__store_get(b->store, b->v.src[i], b->v.tgt[i], NULL) : b->v.payload[i];
 }
 
-const void *ecs_field_target(const ecs_iter_t *it, int term, int i)
+const void *ecs__field_target_lookup(const ecs_iter_t *it, int term, int i)
 {
     const pair_batch_t *b = batch_of(it, i);
     if (!b || term < 0 || (uint32_t)term >= b->sys->nfar_terms) return NULL;
-    /* The far end: the target, or the source for role TARGET (a stale
-     * target kept under ECS_IGNORE has no record: NULL). Stores and
+    if ((uint32_t)term < b->v.nfar) return b->v.far[term][i];
+    /* The far end: the target, or the source for role TARGET. Stores and
      * storage do not change while systems run, so this read is safe for
      * the components the system declared. */
-    ecs_entity_t far = b->target_role ? b->src[i] : b->tgt[i];
-    const ecs__record_t *rec = ecs__record_from_entity(&b->world->entity_index, far);
-    if (!rec) return NULL;
-    const ecs__archetype_t *a = rec->chunk->archetype;
-    /* The batch belongs to the walking thread (const here only because
-     * the iterator is): its column cache is private to this job. */
-    pair_batch_t *mb = (pair_batch_t *)b;
-    if (mb->far_archetype[term] != a) {
-        mb->far_archetype[term] = a;
-        mb->far_column[term] = ecs__archetype_column(a, b->sys->far_terms[term]);
-    }
-    int32_t col = mb->far_column[term];
-    return col < 0 ? NULL : (const unsigned char *)rec->chunk->cols[col] + (size_t)rec->row * a->columns[col].size;
+    return far_field(b->world, b->target_role ? b->v.src[i] : b->v.tgt[i], b->sys->far_terms[term]);
 }
 
 /* The walk of a node's system with a query: its change window, copied

@@ -86,6 +86,7 @@ typedef struct {
     ecs_entity_t *targets;   /* cap entries */
     unsigned char *payloads; /* cap payloads, in the same block; NULL for size 0 */
     ecs__pair_ticks_t *ticks; /* cap, in the same block */
+    ecs_entity_t owner;      /* the source (0: a free slot) */
     uint32_t count, cap;     /* a free slot: targets NULL, count = next free + 1 */
     bool listed;             /* in the store's dirty-source list */
     uint64_t max_tick;       /* at least the largest tick of its pairs since listed */
@@ -93,6 +94,7 @@ typedef struct {
 
 typedef struct {
     ecs_entity_t *sources;
+    ecs_entity_t owner;      /* the target (0: a free slot) */
     uint32_t count, cap;
 } ecs__source_slice_t;
 
@@ -126,18 +128,29 @@ typedef struct {
     bool replaced_last;      /* ... which nothing targets any more */
 } ecs__pair_set_t;
 
+/* The slots (+ 1) of a pair's two slices: its source's in fwd and its
+ * target's in rev. */
+typedef struct {
+    uint32_t fwd, rev;
+} ecs__pair_slots_t;
+
 /* Makes sure a set of src -> tgt cannot fail: both slices exist (maybe
- * empty: an empty slice means no pairs) with room for one more. false on
- * OOM, leaving at most empty slices behind. */
-bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt);
+ * empty: an empty slice means no pairs) with room for one more, and their
+ * slots go to *slots (may be NULL). false on OOM, leaving at most empty
+ * slices behind. */
+bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
+                        ecs__pair_slots_t *slots);
 
 /* Makes (or updates) the pair src -> tgt with a copy of payload (NULL:
  * zeroes). An exclusive store replaces the source's other pair in the same
  * step. While tracked, a new pair (the replacement too) is Added at tick,
- * an updated one Changed. ECS_OK or ECS_ENOMEM, with no pair changed;
- * after a successful ecs__store_reserve of the same pair it cannot fail. */
+ * an updated one Changed. ECS_OK or ECS_ENOMEM, with no pair changed. */
 int ecs__store_set(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
                    const void *payload, uint64_t tick, ecs__pair_set_t *out);
+/* ecs__store_set after ecs__store_reserve of the same pair (slots from
+ * it, nothing written in between): cannot fail, probes no map. */
+void ecs__store_set_at(ecs__store_t *st, ecs__pair_slots_t slots, ecs_entity_t src, ecs_entity_t tgt,
+                       const void *payload, uint64_t tick, ecs__pair_set_t *out);
 /* Drops dirty sources none of whose pairs has a tick above min (and
  * sources that are gone). */
 void ecs__store_prune_dirty(ecs__store_t *st, uint64_t min);
@@ -157,6 +170,46 @@ static inline ecs__source_slice_t *ecs__store_sources(const ecs__store_t *st, ec
 {
     uint64_t *v = ecs__map_get(&st->reverse, tgt);
     return v ? &st->rev[*v - 1] : NULL;
+}
+
+/*
+ * Slot hints: the world keeps an entity's slot + 1 in its marker component
+ * (ecs__store_*_slot), so that a walk over a chunk's rows reads slices in
+ * row order instead of probing the map per row. A hint is only a hint
+ * (a user may overwrite the marker's value): it counts when the slot it
+ * names is owned by the entity; otherwise the map answers.
+ */
+static inline uint32_t ecs__store_targets_slot(const ecs__store_t *st, ecs_entity_t src)
+{
+    uint64_t *v = ecs__map_get(&st->forward, src);
+    return v ? (uint32_t)*v : 0;
+}
+
+static inline uint32_t ecs__store_sources_slot(const ecs__store_t *st, ecs_entity_t tgt)
+{
+    uint64_t *v = ecs__map_get(&st->reverse, tgt);
+    return v ? (uint32_t)*v : 0;
+}
+
+static inline ecs__target_slice_t *ecs__store_targets_hinted(const ecs__store_t *st, ecs_entity_t src, uint32_t hint)
+{
+    if (hint - 1 < st->fwd_count && st->fwd[hint - 1].owner == src) return &st->fwd[hint - 1];
+    return ecs__store_targets(st, src);
+}
+
+static inline ecs__source_slice_t *ecs__store_sources_hinted(const ecs__store_t *st, ecs_entity_t tgt, uint32_t hint)
+{
+    if (hint - 1 < st->rev_count && st->rev[hint - 1].owner == tgt) return &st->rev[hint - 1];
+    return ecs__store_sources(st, tgt);
+}
+
+/* Index of tgt in a source's slice, or -1. */
+static inline int32_t ecs__slice_find(const ecs__target_slice_t *s, ecs_entity_t tgt)
+{
+    for (uint32_t i = 0; i < s->count; i++) {
+        if (s->targets[i] == tgt) return (int32_t)i;
+    }
+    return -1;
 }
 
 /* The payload of src -> tgt (NULL when absent or payload-less). *found

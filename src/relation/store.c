@@ -80,13 +80,6 @@ static void target_block_install(const ecs__store_t *st, const ecs_allocator_t *
 
 static inline uint32_t grown(uint32_t cap) { return cap ? cap * 2 : SLICE_MIN; }
 
-static inline int32_t find_target(const ecs__target_slice_t *s, ecs_entity_t tgt)
-{
-    for (uint32_t i = 0; i < s->count; i++) {
-        if (s->targets[i] == tgt) return (int32_t)i;
-    }
-    return -1;
-}
 
 static inline void payload_write(const ecs__store_t *st, ecs__target_slice_t *s, uint32_t i, const void *payload)
 {
@@ -146,7 +139,7 @@ static uint32_t fwd_slot_take(ecs__store_t *st, const ecs_allocator_t *a, ecs_en
     } else {
         slot = st->fwd_count++;
     }
-    st->fwd[slot] = (ecs__target_slice_t){0};
+    st->fwd[slot] = (ecs__target_slice_t){.owner = key};
     uint64_t *v = ecs__map_ensure(&st->forward, a, key, NULL);
     ecs__assert(v, "forward map room reserved");
     *v = slot + 1;
@@ -162,7 +155,7 @@ static uint32_t rev_slot_take(ecs__store_t *st, const ecs_allocator_t *a, ecs_en
     } else {
         slot = st->rev_count++;
     }
-    st->rev[slot] = (ecs__source_slice_t){0};
+    st->rev[slot] = (ecs__source_slice_t){.owner = key};
     uint64_t *v = ecs__map_ensure(&st->reverse, a, key, NULL);
     ecs__assert(v, "reverse map room reserved");
     *v = slot + 1;
@@ -189,38 +182,38 @@ static void rev_slot_release(ecs__store_t *st, const ecs_allocator_t *a, ecs_ent
 /* Writes                                                                  */
 /* ---------------------------------------------------------------------- */
 
-bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt)
+bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
+                        ecs__pair_slots_t *slots)
 {
     /* Slots first (map room, then the slot): each step that fails leaves
      * spare capacity or an empty slice, which means "no pairs". */
-    uint64_t *fv = ecs__map_get(&st->forward, src);
-    if (!fv) {
+    uint32_t fslot = ecs__store_targets_slot(st, src);
+    if (!fslot) {
         if (!ecs__map_reserve(&st->forward, a, 1) || !fwd_slot_reserve(st, a)) return false;
-        fwd_slot_take(st, a, src);
-        fv = ecs__map_get(&st->forward, src);
+        fslot = fwd_slot_take(st, a, src) + 1;
     }
-    uint64_t *rv = ecs__map_get(&st->reverse, tgt);
-    if (!rv) {
+    uint32_t rslot = ecs__store_sources_slot(st, tgt);
+    if (!rslot) {
         if (!ecs__map_reserve(&st->reverse, a, 1) || !rev_slot_reserve(st, a)) return false;
-        rev_slot_take(st, a, tgt);
-        rv = ecs__map_get(&st->reverse, tgt);
+        rslot = rev_slot_take(st, a, tgt) + 1;
     }
-    ecs__target_slice_t *fs = &st->fwd[*fv - 1];
+    ecs__target_slice_t *fs = &st->fwd[fslot - 1];
+    bool exists = ecs__slice_find(fs, tgt) >= 0;
     /* An exclusive source replaces its pair in place: one entry is enough. */
     uint32_t fneed = st->exclusive && fs->count ? fs->count : fs->count + 1;
-    if (fneed > fs->cap && find_target(fs, tgt) < 0) {
+    if (!exists && fneed > fs->cap) {
         uint32_t cap = grown(fs->cap);
         void *b = target_block_new(st, a, cap);
         if (!b) return false;
         target_block_install(st, a, fs, b, cap);
     }
     /* A tracked store lists the source on its first mark. */
-    if (st->tracked && !st->fwd[*fv - 1].listed &&
+    if (st->tracked && !fs->listed &&
         !ecs__array_reserve(a, (void **)&st->dirty, &st->dirty_cap, st->dirty_count + 1, sizeof(ecs_entity_t),
                             _Alignof(ecs_entity_t)))
         return false;
-    ecs__source_slice_t *rs = &st->rev[*rv - 1];
-    if (rs->count + 1 > rs->cap) {
+    ecs__source_slice_t *rs = &st->rev[rslot - 1];
+    if (!exists && rs->count + 1 > rs->cap) {
         uint32_t cap = grown(rs->cap);
         ecs_entity_t *b = ecs__alloc(a, cap * sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
         if (!b) return false;
@@ -229,6 +222,7 @@ bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t
         rs->sources = b;
         rs->cap = cap;
     }
+    if (slots) *slots = (ecs__pair_slots_t){fslot, rslot};
     return true;
 }
 
@@ -246,26 +240,19 @@ static void track(ecs__store_t *st, ecs__target_slice_t *fs, ecs_entity_t src, u
     fs->listed = true;
 }
 
-int ecs__store_set(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
-                   const void *payload, uint64_t tick, ecs__pair_set_t *out)
+void ecs__store_set_at(ecs__store_t *st, ecs__pair_slots_t slots, ecs_entity_t src, ecs_entity_t tgt,
+                       const void *payload, uint64_t tick, ecs__pair_set_t *out)
 {
     *out = (ecs__pair_set_t){0};
-    ecs__target_slice_t *fs = ecs__store_targets(st, src);
-    int32_t i = fs ? find_target(fs, tgt) : -1;
+    ecs__target_slice_t *fs = &st->fwd[slots.fwd - 1];
+    ecs__source_slice_t *rs = &st->rev[slots.rev - 1];
+    ecs__assert(fs->owner == src && rs->owner == tgt, "slots of this pair");
+    int32_t i = ecs__slice_find(fs, tgt);
     if (i >= 0) { /* an existing pair: a new payload, Changed */
-        if (st->tracked && !fs->listed &&
-            !ecs__array_reserve(a, (void **)&st->dirty, &st->dirty_cap, st->dirty_count + 1, sizeof(ecs_entity_t),
-                                _Alignof(ecs_entity_t)))
-            return ECS_ENOMEM;
         payload_write(st, fs, (uint32_t)i, payload);
         track(st, fs, src, (uint32_t)i, tick, false);
-        return ECS_OK;
+        return;
     }
-    if (!ecs__store_reserve(st, a, src, tgt)) return ECS_ENOMEM;
-
-    /* Nothing below can fail. */
-    fs = ecs__store_targets(st, src);
-    ecs__source_slice_t *rs = ecs__store_sources(st, tgt);
     ecs_entity_t old = st->exclusive && fs->count ? fs->targets[0] : ECS_NULL;
     out->added = true;
     out->source_first = fs->count == 0;
@@ -284,6 +271,7 @@ int ecs__store_set(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src,
         out->replaced = old;
         out->replaced_last = os->count == 0;
     } else {
+        ecs__assert(fs->count < fs->cap, "reserved");
         fs->targets[fs->count] = tgt;
         payload_write(st, fs, fs->count, payload);
         fs->ticks[fs->count] = (ecs__pair_ticks_t){0, 0};
@@ -293,6 +281,17 @@ int ecs__store_set(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src,
     }
     ecs__assert(rs->count < rs->cap, "reserved");
     rs->sources[rs->count++] = src;
+}
+
+int ecs__store_set(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
+                   const void *payload, uint64_t tick, ecs__pair_set_t *out)
+{
+    ecs__pair_slots_t slots;
+    if (!ecs__store_reserve(st, a, src, tgt, &slots)) {
+        *out = (ecs__pair_set_t){0};
+        return ECS_ENOMEM;
+    }
+    ecs__store_set_at(st, slots, src, tgt, payload, tick, out);
     return ECS_OK;
 }
 
@@ -307,7 +306,7 @@ void ecs__store_forget(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t 
 bool ecs__store_remove(ecs__store_t *st, ecs_entity_t src, ecs_entity_t tgt, bool *source_last, bool *target_last)
 {
     ecs__target_slice_t *fs = ecs__store_targets(st, src);
-    int32_t i = fs ? find_target(fs, tgt) : -1;
+    int32_t i = fs ? ecs__slice_find(fs, tgt) : -1;
     if (i < 0) return false;
     ecs__source_slice_t *rs = ecs__store_sources(st, tgt);
     ecs__assert(rs, "the indices agree");
@@ -326,7 +325,7 @@ bool ecs__store_remove(ecs__store_t *st, ecs_entity_t src, ecs_entity_t tgt, boo
 const void *ecs__store_get(const ecs__store_t *st, ecs_entity_t src, ecs_entity_t tgt, bool *found)
 {
     const ecs__target_slice_t *fs = ecs__store_targets(st, src);
-    int32_t i = fs ? find_target(fs, tgt) : -1;
+    int32_t i = fs ? ecs__slice_find(fs, tgt) : -1;
     if (found) *found = i >= 0;
     if (i < 0 || !st->size) return NULL;
     return fs->payloads + (size_t)i * st->size;
@@ -366,7 +365,7 @@ void ecs__store_drop_target(ecs__store_t *st, const ecs_allocator_t *a, ecs_enti
         rs->count--;
         ecs__target_slice_t *fs = ecs__store_targets(st, src);
         ecs__assert(fs, "the indices agree");
-        int32_t i = find_target(fs, tgt);
+        int32_t i = ecs__slice_find(fs, tgt);
         ecs__assert(i >= 0, "the indices agree");
         target_erase(st, fs, (uint32_t)i);
         st->pairs--;

@@ -27,7 +27,8 @@ static ecs_component_t marker_register(ecs_world_t *w, const char *fmt, const ch
     char *buf = ecs__alloc(&w->allocator, n, 1);
     if (!buf) return 0;
     snprintf(buf, n, fmt, name);
-    ecs_component_t c = ecs_component_register(w, &(ecs_component_desc_t){.name = buf});
+    /* The marker's value is the entity's slot hint (relation.h). */
+    ecs_component_t c = ecs_component_register(w, &(ecs_component_desc_t){.name = buf, .size = sizeof(uint32_t)});
     ecs__free(&w->allocator, buf);
     return c;
 }
@@ -234,6 +235,21 @@ static ecs__archetype_t *marker_archetype(ecs_world_t *w, ecs_entity_t e, ecs__a
     return b;
 }
 
+/* Writes e's slot hints into the markers it carries (after a move that
+ * may have added one: a new marker's value is zero). */
+static void hints_write(ecs_world_t *w, ecs_entity_t e, const ecs__record_t *rec)
+{
+    const ecs__archetype_t *a = rec->chunk->archetype;
+    for (uint32_t i = 0; i < w->relation_count; i++) {
+        const ecs__relation_t *r = &w->relations[i];
+        int32_t col;
+        if (r->source_marker && (col = ecs__archetype_column(a, r->source_marker)) >= 0)
+            ((uint32_t *)rec->chunk->cols[col])[rec->row] = ecs__store_targets_slot(&r->store, e);
+        if (r->target_marker && (col = ecs__archetype_column(a, r->target_marker)) >= 0)
+            ((uint32_t *)rec->chunk->cols[col])[rec->row] = ecs__store_sources_slot(&r->store, e);
+    }
+}
+
 /* Moves e where its markers say (as the stores are now). ECS_OK, or
  * ECS_ENOMEM with e where it was. */
 static int marker_sync(ecs_world_t *w, ecs_entity_t e)
@@ -249,6 +265,7 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
         return ECS_ENOMEM;
     }
     ecs__entity_move(w, e, rec, ch, NULL, 0, false);
+    hints_write(w, e, rec);
     return ECS_OK;
 }
 
@@ -258,6 +275,8 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
 typedef struct {
     ecs_entity_t e;
     ecs__archetype_t *dst;
+    ecs_component_t marker; /* a marker the move adds, whose value is hint */
+    uint32_t hint;
 } move_t;
 
 /* A pair of a doomed entity went: it is logged as a removal; and when it
@@ -299,7 +318,8 @@ static void plan_fini(ecs_world_t *w, plan_t *p)
     if (p->moves != p->stack) ecs__free(&w->allocator, p->moves);
 }
 
-static bool plan_add(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__archetype_t *dst)
+static bool plan_add(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__archetype_t *dst, ecs_component_t marker,
+                     uint32_t hint)
 {
     if (p->count == p->cap) {
         uint32_t cap = p->cap * 2;
@@ -310,7 +330,7 @@ static bool plan_add(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__archetype_t
         p->moves = m;
         p->cap = cap;
     }
-    p->moves[p->count++] = (move_t){e, dst};
+    p->moves[p->count++] = (move_t){e, dst, marker, hint};
     return true;
 }
 
@@ -326,19 +346,19 @@ static bool plan_entity(ecs_world_t *w, plan_t *p, ecs_entity_t e, const ecs__ma
     ecs__archetype_t *b = marker_archetype(w, e, a, doomed);
     if (!b) return false;
     if (b == a) return true;
-    return ecs__removals_reserve(w, a, b) && plan_add(w, p, e, b);
+    return ecs__removals_reserve(w, a, b) && plan_add(w, p, e, b, 0, 0);
 }
 
-/* Plans e's move to its archetype with (add) or without marker m, with
- * the removal-log room the move needs. A dead e (a stale target kept under
- * IGNORE) has no markers to change. */
-static bool plan_step(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs_component_t m, bool add)
+/* Plans e's move to its archetype with (add, the marker's value hint) or
+ * without marker m, with the removal-log room the move needs. A dead e (a
+ * stale target kept under IGNORE) has no markers to change. */
+static bool plan_step(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs_component_t m, bool add, uint32_t hint)
 {
     const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return true;
     ecs__archetype_t *a = rec->chunk->archetype;
     ecs__archetype_t *b = ecs__archetype_step(w, a, m, add, NULL);
-    return b && ecs__removals_reserve(w, a, b) && plan_add(w, p, e, b);
+    return b && ecs__removals_reserve(w, a, b) && plan_add(w, p, e, b, add ? m : 0, hint);
 }
 
 /* Secures rows for every planned move (several may share a destination). */
@@ -378,6 +398,8 @@ static void plan_apply(ecs_world_t *w, plan_t *p)
         ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, p->moves[i].dst);
         ecs__assert(ch, "planned moves were secured");
         ecs__entity_move(w, p->moves[i].e, rec, ch, NULL, 0, false);
+        int32_t col = p->moves[i].marker ? ecs__archetype_column(p->moves[i].dst, p->moves[i].marker) : -1;
+        if (col >= 0) ((uint32_t *)rec->chunk->cols[col])[rec->row] = p->moves[i].hint;
     }
 }
 
@@ -426,20 +448,21 @@ static bool flushing(const ecs_world_t *w) { return w->phase == ECS__PHASE_FLUSH
 int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt, const void *payload)
 {
     ecs__store_t *st = &r->store;
-    bool exists = false;
-    ecs__store_get(st, src, tgt, &exists);
-    if (exists) { /* a new payload: no entity moves */
-        ecs__pair_set_t res;
-        return ecs__store_set(st, &w->allocator, src, tgt, payload, w->tick_now, &res);
+    ecs__pair_slots_t slots;
+    if (!ecs__store_reserve(st, &w->allocator, src, tgt, &slots)) return ECS_ENOMEM;
+    const ecs__target_slice_t *ts = &st->fwd[slots.fwd - 1];
+    const ecs__source_slice_t *ss = &st->rev[slots.rev - 1];
+    ecs__pair_set_t res;
+    if (ecs__slice_find(ts, tgt) >= 0) { /* a new payload: no entity moves */
+        ecs__store_set_at(st, slots, src, tgt, payload, w->tick_now, &res);
+        return ECS_OK;
     }
-    if (!ecs__store_reserve(st, &w->allocator, src, tgt)) return ECS_ENOMEM;
-    const ecs__target_slice_t *ts = ecs__store_targets(st, src);
     ecs_entity_t old = st->exclusive && ts->count ? ts->targets[0] : ECS_NULL;
     if (old && !log_reserve(w, r, 1)) return ECS_ENOMEM; /* the replaced pair is a removal */
     /* The markers that change: planned and secured (immediate), or room
      * to sync them at the flush's end. Each entity changes at most one
      * marker (no pair to self, and the replaced target is neither src nor
-     * tgt). */
+     * tgt). A marker added carries its entity's slot as its hint. */
     bool flush = flushing(w);
     plan_t p;
     plan_init(&p);
@@ -447,20 +470,16 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
         if (!pending_reserve(w, 3)) return ECS_ENOMEM;
     } else {
         bool ok = true;
-        const ecs__source_slice_t *ss = ecs__store_sources(st, tgt);
-        if (r->source_marker && ts->count == 0) ok = plan_step(w, &p, src, r->source_marker, true);
-        if (ok && r->target_marker && ss->count == 0) ok = plan_step(w, &p, tgt, r->target_marker, true);
+        if (r->source_marker && ts->count == 0) ok = plan_step(w, &p, src, r->source_marker, true, slots.fwd);
+        if (ok && r->target_marker && ss->count == 0) ok = plan_step(w, &p, tgt, r->target_marker, true, slots.rev);
         const ecs__source_slice_t *os = old ? ecs__store_sources(st, old) : NULL;
-        if (ok && r->target_marker && os && os->count == 1) ok = plan_step(w, &p, old, r->target_marker, false);
+        if (ok && r->target_marker && os && os->count == 1) ok = plan_step(w, &p, old, r->target_marker, false, 0);
         if (!ok || !plan_reserve(w, &p)) {
             plan_abort(w, &p);
             return ECS_ENOMEM;
         }
     }
-    ecs__pair_set_t res;
-    int err = ecs__store_set(st, &w->allocator, src, tgt, payload, w->tick_now, &res);
-    ecs__assert(err == ECS_OK, "reserved");
-    (void)err;
+    ecs__store_set_at(st, slots, src, tgt, payload, w->tick_now, &res);
     if (old) log_pair(r, src, old);
     if (flush) {
         if (res.source_first && r->source_marker) mark_pending(w, src);
@@ -490,8 +509,8 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
         const ecs__target_slice_t *ts = ecs__store_targets(st, src);
         const ecs__source_slice_t *ss = ecs__store_sources(st, tgt);
         bool ok = true;
-        if (r->source_marker && ts->count == 1) ok = plan_step(w, &p, src, r->source_marker, false);
-        if (ok && r->target_marker && ss->count == 1) ok = plan_step(w, &p, tgt, r->target_marker, false);
+        if (r->source_marker && ts->count == 1) ok = plan_step(w, &p, src, r->source_marker, false, 0);
+        if (ok && r->target_marker && ss->count == 1) ok = plan_step(w, &p, tgt, r->target_marker, false, 0);
         if (!ok || !plan_reserve(w, &p)) {
             plan_abort(w, &p);
             return ECS_ENOMEM;
