@@ -683,10 +683,12 @@ ECS_API int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t entity, ecs_component_
  * walked in O(pairs of that entity).
  *
  * Markers: unless switched off, each relation has a source marker and a
- * target marker, ordinary tag components that an entity carries while it
- * is the source of at least one pair, or the target of at least one, so
- * that queries and systems can narrow to those entities (WITH terms).
- * Their names are "(Name, *)" and "(*, Name)".
+ * target marker, ordinary components that an entity carries while it is
+ * the source of at least one pair, or the target of at least one, so that
+ * queries and systems can narrow to those entities (WITH terms). Their
+ * names are "(Name, *)" and "(*, Name)". Their value (a uint32_t) is the
+ * library's: where the entity's pairs are kept, which per-pair walks read
+ * to skip a hash lookup per row. A wrong value only costs that lookup.
  *
  * Pairs to self are refused (ECS_EINVAL). Payloads are plain data, copied
  * with memcpy. Immediate-mode calls are for use outside frames and inside

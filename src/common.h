@@ -18,8 +18,12 @@
 #define ECS__LIKELY(x) __builtin_expect(!!(x), 1)
 #define ECS__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define ECS__INLINE static inline __attribute__((always_inline))
+/* Off the hot path: keeps a rare call's work out of its caller's loop
+ * (where the compiler would otherwise hoist it, and run it every time). */
+#define ECS__COLD static __attribute__((noinline, cold))
 #else
 #define ECS__INLINE static inline
+#define ECS__COLD static
 #define ECS__LIKELY(x) (x)
 #define ECS__UNLIKELY(x) (x)
 #endif

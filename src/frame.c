@@ -460,6 +460,18 @@ static inline void mark_written(const walk_t *wk, const ecs__query_match_t *matc
     }
 }
 
+/* e's slices again, after a callback that may have written pairs (an
+ * EXCLUSIVE one). */
+ECS__COLD const ecs__target_slice_t *targets_again(const ecs__store_t *st, ecs_entity_t e)
+{
+    return ecs__store_targets(st, e);
+}
+
+ECS__COLD const ecs__source_slice_t *sources_again(const ecs__store_t *st, ecs_entity_t e)
+{
+    return ecs__store_sources(st, e);
+}
+
 /* Hands an ECS_PAIRS_EACH system the pairs of the selected rows of ch (n
  * rows in it->rows, or -1: every row), a batch at a time. Each row's
  * slice comes through the slot hint in its marker (relation.h). */
@@ -497,7 +509,7 @@ static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32
                  * may have moved, grown or gone. Go on from the same place
                  * in it as it is now (safe, not exact, like an exclusive
                  * system's walk over chunks). */
-                if (!(ts = ecs__store_targets(st, e))) break;
+                if (!(ts = targets_again(st, e))) break;
             }
         } else {
             const ecs__source_slice_t *ss = ecs__store_sources_hinted(st, e, hint);
@@ -507,7 +519,7 @@ static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32
                 if (v->n < PAIR_BATCH) continue;
                 batch_run(wk, it, v->n);
                 v->n = 0;
-                if (!(ss = ecs__store_sources(st, e))) break; /* as above */
+                if (!(ss = sources_again(st, e))) break; /* as above */
             }
         }
     }

@@ -1411,6 +1411,134 @@ static void pairs_random_against_model(void **state)
     free(m.got_tgt);
 }
 
+
+/* ---------------------------------------------------------------------- */
+/* Slot hints: per-pair walks read each row's slice through the slot kept  */
+/* in its marker; a wrong value (written by a user, or left from a reused  */
+/* slot) must only cost the map lookup, never hand wrong pairs.            */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    ecs_entity_t src[4096], tgt[4096];
+    int32_t payload[4096];
+    float far_x[4096];
+    int n;
+    bool overflow;
+} walked_t;
+
+typedef struct {
+    float x, y;
+} HPos;
+
+static void walk_collect(ecs_iter_t *it)
+{
+    walked_t *w = it->ctx;
+    for (int i = 0; i < it->count; i++) {
+        if (w->n == (int)COUNT_OF(w->src)) {
+            w->overflow = true;
+            return;
+        }
+        w->src[w->n] = ecs_pair_source_of(it, i);
+        w->tgt[w->n] = ecs_pair_target_of(it, i);
+        const Hunt *h = ecs_pair_field(it, i);
+        w->payload[w->n] = h ? h->strength : -1;
+        const HPos *p = ecs_field_target(it, 0, i);
+        w->far_x[w->n] = p ? p->x : -1.0f;
+        w->n++;
+    }
+}
+
+/* Every pair of the world, as the read API sees it, was walked exactly
+ * once with its payload and its far end's position (x = index). */
+static void walked_expect(ecs_world_t *w, ecs_relation_t r, const ecs_entity_t *e, int n, walked_t *got, bool target)
+{
+    assert_false(got->overflow);
+    int want = 0;
+    for (int i = 0; i < n; i++) {
+        if (!ecs_is_alive(w, e[i])) continue;
+        const ecs_entity_t *t;
+        const void *pl;
+        int c = ecs_pair_targets(w, r, e[i], &t, &pl);
+        for (int k = 0; k < c; k++) {
+            int found = 0;
+            for (int j = 0; j < got->n; j++) {
+                if (got->src[j] != e[i] || got->tgt[j] != t[k]) continue;
+                found++;
+                assert_int_equal(got->payload[j], ((const Hunt *)pl)[k].strength);
+                ecs_entity_t far = target ? e[i] : t[k];
+                assert_true(got->far_x[j] == (float)ecs_entity_index(far));
+            }
+            assert_int_equal(found, 1);
+            want++;
+        }
+    }
+    assert_int_equal(got->n, want);
+    got->n = 0;
+}
+
+static void pairs_walks_survive_wrong_slot_hints(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    ecs_world_t *w = world_new();
+    ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
+    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts", .size = sizeof(Hunt)});
+    assert_true(pos && r);
+    ecs_component_t sm = ecs_relation_source_marker(w, r), tm = ecs_relation_target_marker(w, r);
+    static walked_t by_src, by_tgt;
+    memset(&by_src, 0, sizeof(by_src));
+    memset(&by_tgt, 0, sizeof(by_tgt));
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.run = walk_collect,
+                                                           .ctx = &by_src,
+                                                           .pairs = {.relation = r,
+                                                                     .mode = ECS_PAIRS_EACH,
+                                                                     .target_terms = {{.component = pos}}}}));
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.run = walk_collect,
+                                                           .ctx = &by_tgt,
+                                                           .pairs = {.relation = r,
+                                                                     .mode = ECS_PAIRS_EACH,
+                                                                     .role = ECS_ROLE_TARGET,
+                                                                     .target_terms = {{.component = pos}}}}));
+    ecs_entity_t e[N];
+    for (int i = 0; i < N; i++) {
+        e[i] = ecs_spawn(w);
+        HPos p = {(float)ecs_entity_index(e[i]), 0};
+        assert_int_equal(ecs_set(w, e[i], pos, &p), ECS_OK);
+    }
+    uint64_t rng = 0x51075107ull;
+    for (int round = 0; round < 40; round++) {
+        /* Churn: pairs made and broken (slots emptied and refilled),
+         * despawns and respawns (slots released and reused by others). */
+        for (int k = 0; k < 200; k++) {
+            uint32_t a = rng_below(&rng, N), b = rng_below(&rng, N), roll = rng_below(&rng, 100);
+            if (!ecs_is_alive(w, e[a]) || !ecs_is_alive(w, e[b]) || a == b) continue;
+            if (roll < 60) {
+                Hunt h = {(int32_t)rng_below(&rng, 1000), round};
+                assert_int_equal(ecs_pair_set(w, r, e[a], e[b], &h), ECS_OK);
+            } else if (roll < 95) {
+                assert_int_equal(ecs_pair_remove(w, r, e[a], e[b]), ECS_OK);
+            } else {
+                assert_int_equal(ecs_despawn(w, e[a]), ECS_OK);
+                e[a] = ecs_spawn(w);
+                HPos p = {(float)ecs_entity_index(e[a]), 0};
+                assert_int_equal(ecs_set(w, e[a], pos, &p), ECS_OK);
+            }
+        }
+        /* Wrong hints: zero, far out of range, another entity's slot. */
+        for (int k = 0; k < 30; k++) {
+            uint32_t a = rng_below(&rng, N);
+            ecs_component_t m = k & 1 ? sm : tm;
+            if (!ecs_has(w, e[a], m)) continue;
+            uint32_t bad = k % 3 == 0 ? 0 : k % 3 == 1 ? UINT32_MAX : 1 + rng_below(&rng, N);
+            assert_int_equal(ecs_set(w, e[a], m, &bad), ECS_OK);
+        }
+        frame(w);
+        walked_expect(w, r, e, N, &by_src, false);
+        walked_expect(w, r, e, N, &by_tgt, true);
+    }
+    ecs_world_destroy(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1431,6 +1559,7 @@ int main(void)
         cmocka_unit_test(pairs_far_end_reads_conflict_with_writers),
         cmocka_unit_test(pairs_same_for_any_worker_count),
         cmocka_unit_test(pairs_random_against_model),
+        cmocka_unit_test(pairs_walks_survive_wrong_slot_hints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

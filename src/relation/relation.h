@@ -172,6 +172,19 @@ static inline ecs__source_slice_t *ecs__store_sources(const ecs__store_t *st, ec
     return v ? &st->rev[*v - 1] : NULL;
 }
 
+/* How many pairs src has as a source, tgt as a target. */
+static inline uint32_t ecs__store_targets_count(const ecs__store_t *st, ecs_entity_t src)
+{
+    const ecs__target_slice_t *s = ecs__store_targets(st, src);
+    return s ? s->count : 0;
+}
+
+static inline uint32_t ecs__store_sources_count(const ecs__store_t *st, ecs_entity_t tgt)
+{
+    const ecs__source_slice_t *s = ecs__store_sources(st, tgt);
+    return s ? s->count : 0;
+}
+
 /*
  * Slot hints: the world keeps an entity's slot + 1 in its marker component
  * (ecs__store_*_slot), so that a walk over a chunk's rows reads slices in

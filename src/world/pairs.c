@@ -257,8 +257,25 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return ECS_OK; /* despawned meanwhile */
     ecs__archetype_t *a = rec->chunk->archetype;
-    ecs__archetype_t *b = marker_archetype(w, e, a, NULL);
-    if (b == a) return ECS_OK;
+    /* Mostly one marker changes: the archetype graph's cached edge knows
+     * where that goes. Several: the type list is rebuilt. */
+    ecs_component_t step = 0;
+    bool add = false;
+    uint32_t changes = 0;
+    for (uint32_t i = 0; i < w->relation_count && changes < 2; i++) {
+        const ecs__relation_t *r = &w->relations[i];
+        for (int side = 0; side < 2; side++) {
+            ecs_component_t m = side ? r->target_marker : r->source_marker;
+            if (!m) continue;
+            bool want = (side ? ecs__store_sources_count(&r->store, e) : ecs__store_targets_count(&r->store, e)) > 0;
+            if (want == (ecs__archetype_type_index(a, m) >= 0)) continue;
+            changes++;
+            step = m;
+            add = want;
+        }
+    }
+    if (!changes) return ECS_OK;
+    ecs__archetype_t *b = changes == 1 ? ecs__archetype_step(w, a, step, add, NULL) : marker_archetype(w, e, a, NULL);
     ecs__chunk_t *ch = b && ecs__removals_reserve(w, a, b) ? ecs__archetype_chunk_with_room(w, b) : NULL;
     if (!ch) {
         ecs__archetype_discard_unused(w, b);
