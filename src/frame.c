@@ -625,8 +625,7 @@ const void *ecs__field_target_lookup(const ecs_iter_t *it, int term, int i)
 {
     const pair_batch_t *b = batch_of(it, i);
     if (!b || term < 0 || (uint32_t)term >= b->sys->nfar_terms) return NULL;
-    if ((uint32_t)term < b->v.nfar) return b->v.far[term][i];
-    /* The far end: the target, or the source for role TARGET. Stores and
+    /* ecs.h's accessor answered terms below nfar. The far end: the target, or the source for role TARGET. Stores and
      * storage do not change while systems run, so this read is safe for
      * the components the system declared. */
     return far_field(b->world, b->target_role ? b->v.src[i] : b->v.tgt[i], b->sys->far_terms[term]);

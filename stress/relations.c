@@ -837,6 +837,32 @@ static void each_run(ecs_iter_t *it) /* per pair */
     atomic_fetch_add_explicit(&s->handed, (uint64_t)it->count, memory_order_relaxed);
 }
 
+/* Records commands into cmd, each logged in s's log with its result. */
+typedef struct {
+    sys_t *s;
+    ecs_commands_t *cmd;
+} rec_t;
+
+static void rec_log(rec_t *c, op_t op) { oplog_push(&c->s->log, op); }
+
+static void rec_pair_set(rec_t *c, uint32_t r, ecs_entity_t a, ecs_entity_t b, uint64_t pv, uint8_t prov)
+{
+    const rel_t *R = &c->s->rd->rel[r];
+    unsigned char buf[MAX_PAYLOAD];
+    payload_fill(buf, R->size, pv);
+    int rc = ecs_cmd_pair_set(c->cmd, R->id, a, b, R->size && pv ? buf : NULL);
+    rec_log(c, (op_t){.kind = OP_PAIR_SET, .rel = (uint8_t)r, .prov = prov, .rc = rc, .a = a, .b = b,
+                      .v = R->size ? pv : 0});
+}
+
+/* A per-source or per-pair callback's occasional new payload for a pair it
+ * sees (Changed, which filtering systems must see on their next run). */
+static void maybe_repay(sys_t *s, ecs_commands_t *cmd, ecs_entity_t src, ecs_entity_t tgt, uint32_t frame)
+{
+    if (!s->cmds || rng_hash3(s->salt ^ src, tgt, frame) % s->period) return;
+    rec_pair_set(&(rec_t){s, cmd}, s->rel, src, tgt, rng_hash3(s->salt, src ^ (tgt << 1), frame) | 1, 0);
+}
+
 static void per_run(ecs_iter_t *it) /* per source (or per target) */
 {
     sys_t *s = it->ctx;
@@ -876,14 +902,7 @@ static void per_run(ecs_iter_t *it) /* per source (or per target) */
                     report("%s: " EFMT " keeps a pair to the dead " EFMT " under %s (round %u, frame %u)", s->desc,
                            EARG(e), EARG(t), policy_names[R->policy], rd->r, frame);
                 }
-                if (!s->cmds || rng_hash3(s->salt ^ e, t, frame) % s->period) continue;
-                /* A new payload for a pair it sees. */
-                uint64_t pv = rng_hash3(s->salt, e ^ (t << 1), frame) | 1;
-                unsigned char buf[MAX_PAYLOAD];
-                payload_fill(buf, R->size, pv);
-                int rc = ecs_cmd_pair_set(it->commands, R->id, e, t, R->size ? buf : NULL);
-                oplog_push(&s->log, (op_t){.kind = OP_PAIR_SET, .rel = (uint8_t)s->rel, .rc = rc, .a = e, .b = t,
-                                           .v = R->size ? pv : 0});
+                maybe_repay(s, it->commands, e, t, frame);
             }
         } else {
             const ecs_entity_t *ss;
@@ -934,14 +953,7 @@ static void filter_run(ecs_iter_t *it) /* per pair, ADDED or CHANGED on its rela
             report("%s: handed " EFMT " -> " EFMT ", not in the store as handed (%d targets)", s->desc, EARG(src),
                    EARG(tgt), n);
         hplog_push(&s->got, src, tgt);
-        if (!s->cmds || rng_hash3(s->salt ^ src, tgt, frame) % s->period) continue;
-        /* A new payload: Changed, which it must see on its next run. */
-        uint64_t pv = rng_hash3(s->salt, src ^ (tgt << 1), frame) | 1;
-        unsigned char buf[MAX_PAYLOAD];
-        payload_fill(buf, R->size, pv);
-        int rc = ecs_cmd_pair_set(it->commands, R->id, src, tgt, R->size ? buf : NULL);
-        oplog_push(&s->log, (op_t){.kind = OP_PAIR_SET, .rel = (uint8_t)s->rel, .rc = rc, .a = src, .b = tgt,
-                                   .v = R->size ? pv : 0});
+        maybe_repay(s, it->commands, src, tgt, frame);
     }
     pthread_mutex_unlock(&s->lock);
     heavy(s, frame);
@@ -981,23 +993,6 @@ static void removed_run(ecs_iter_t *it) /* removed_pairs; maybe ECS_OTHER reads 
 /* ---------------------------------------------------------------------- */
 /* Writers that record commands                                            */
 /* ---------------------------------------------------------------------- */
-
-typedef struct {
-    sys_t *s;
-    ecs_commands_t *cmd;
-} rec_t;
-
-static void rec_log(rec_t *c, op_t op) { oplog_push(&c->s->log, op); }
-
-static void rec_pair_set(rec_t *c, uint32_t r, ecs_entity_t a, ecs_entity_t b, uint64_t pv, uint8_t prov)
-{
-    const rel_t *R = &c->s->rd->rel[r];
-    unsigned char buf[MAX_PAYLOAD];
-    payload_fill(buf, R->size, pv);
-    int rc = ecs_cmd_pair_set(c->cmd, R->id, a, b, R->size && pv ? buf : NULL);
-    rec_log(c, (op_t){.kind = OP_PAIR_SET, .rel = (uint8_t)r, .prov = prov, .rc = rc, .a = a, .b = b,
-                      .v = R->size ? pv : 0});
-}
 
 static void rec_pair_remove(rec_t *c, uint32_t r, ecs_entity_t a, ecs_entity_t b)
 {

@@ -136,19 +136,15 @@ typedef struct {
 
 /* Makes sure a set of src -> tgt cannot fail: both slices exist (maybe
  * empty: an empty slice means no pairs) with room for one more, and their
- * slots go to *slots (may be NULL). false on OOM, leaving at most empty
- * slices behind. */
+ * slots go to *slots. false on OOM, leaving at most empty slices behind. */
 bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
                         ecs__pair_slots_t *slots);
 
-/* Makes (or updates) the pair src -> tgt with a copy of payload (NULL:
- * zeroes). An exclusive store replaces the source's other pair in the same
- * step. While tracked, a new pair (the replacement too) is Added at tick,
- * an updated one Changed. ECS_OK or ECS_ENOMEM, with no pair changed. */
-int ecs__store_set(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
-                   const void *payload, uint64_t tick, ecs__pair_set_t *out);
-/* ecs__store_set after ecs__store_reserve of the same pair (slots from
- * it, nothing written in between): cannot fail, probes no map. */
+/* Makes (or updates) the pair src -> tgt, after ecs__store_reserve of the
+ * same pair (slots from it, nothing written in between): cannot fail,
+ * probes no map. payload is copied (NULL: zeroes). An exclusive store
+ * replaces the source's other pair in the same step. While tracked, a new
+ * pair (the replacement too) is Added at tick, an updated one Changed. */
 void ecs__store_set_at(ecs__store_t *st, ecs__pair_slots_t slots, ecs_entity_t src, ecs_entity_t tgt,
                        const void *payload, uint64_t tick, ecs__pair_set_t *out);
 /* Drops dirty sources none of whose pairs has a tick above min (and
@@ -170,19 +166,6 @@ static inline ecs__source_slice_t *ecs__store_sources(const ecs__store_t *st, ec
 {
     uint64_t *v = ecs__map_get(&st->reverse, tgt);
     return v ? &st->rev[*v - 1] : NULL;
-}
-
-/* How many pairs src has as a source, tgt as a target. */
-static inline uint32_t ecs__store_targets_count(const ecs__store_t *st, ecs_entity_t src)
-{
-    const ecs__target_slice_t *s = ecs__store_targets(st, src);
-    return s ? s->count : 0;
-}
-
-static inline uint32_t ecs__store_sources_count(const ecs__store_t *st, ecs_entity_t tgt)
-{
-    const ecs__source_slice_t *s = ecs__store_sources(st, tgt);
-    return s ? s->count : 0;
 }
 
 /*

@@ -222,7 +222,7 @@ bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t
         rs->sources = b;
         rs->cap = cap;
     }
-    if (slots) *slots = (ecs__pair_slots_t){fslot, rslot};
+    *slots = (ecs__pair_slots_t){fslot, rslot};
     return true;
 }
 
@@ -281,18 +281,6 @@ void ecs__store_set_at(ecs__store_t *st, ecs__pair_slots_t slots, ecs_entity_t s
     }
     ecs__assert(rs->count < rs->cap, "reserved");
     rs->sources[rs->count++] = src;
-}
-
-int ecs__store_set(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
-                   const void *payload, uint64_t tick, ecs__pair_set_t *out)
-{
-    ecs__pair_slots_t slots;
-    if (!ecs__store_reserve(st, a, src, tgt, &slots)) {
-        *out = (ecs__pair_set_t){0};
-        return ECS_ENOMEM;
-    }
-    ecs__store_set_at(st, slots, src, tgt, payload, tick, out);
-    return ECS_OK;
 }
 
 void ecs__store_forget(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t e)

@@ -267,7 +267,7 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
         for (int side = 0; side < 2; side++) {
             ecs_component_t m = side ? r->target_marker : r->source_marker;
             if (!m) continue;
-            bool want = (side ? ecs__store_sources_count(&r->store, e) : ecs__store_targets_count(&r->store, e)) > 0;
+            bool want = (side ? targets_after(r, e, NULL) : sources_after(r, e, NULL)) > 0;
             if (want == (ecs__archetype_type_index(a, m) >= 0)) continue;
             changes++;
             step = m;
