@@ -21,7 +21,11 @@
 /* Off the hot path: keeps a rare call's work out of its caller's loop
  * (where the compiler would otherwise hoist it, and run it every time). */
 #define ECS__COLD static __attribute__((noinline, cold))
+/* A loop kept in its own function: inlined into a big caller, it would
+ * share that caller's registers and spill in its hot path. */
+#define ECS__NOINLINE static __attribute__((noinline))
 #else
+#define ECS__NOINLINE static
 #define ECS__INLINE static inline
 #define ECS__COLD static
 #define ECS__LIKELY(x) (x)

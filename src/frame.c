@@ -278,28 +278,25 @@ static const void *far_field(const ecs_world_t *w, ecs_entity_t far, ecs_compone
 /* Resolves the first nfar far-end terms of every pair in the batch, in
  * one pass before the callback (its loop then reads an array). Stores
  * and storage stay put while a non-EXCLUSIVE system runs; an EXCLUSIVE
- * one resolves nothing ahead, since its callback may move entities. */
-static void batch_resolve(pair_batch_t *b)
+ * one resolves nothing ahead, since its callback may move entities.
+ * Inlined with nfar a constant (batch_resolve), so that the loops over
+ * terms unroll and their columns stay in registers. */
+ECS__INLINE void resolve_n(ecs__pair_view_t *v, const ecs__entity_index_t *ix, const ecs_entity_t *ids,
+                           const ecs_component_t *terms, const uint32_t nfar)
 {
-    ecs__pair_view_t *v = &b->v;
-    const uint32_t nfar = v->nfar, n = v->n;
-    if (!nfar) return;
-    const ecs__entity_index_t *ix = &b->world->entity_index;
-    const ecs_entity_t *ids = b->target_role ? v->src : v->tgt;
-    const ecs_component_t *terms = b->sys->far_terms;
     /* Pairs of one batch mostly reach few archetypes: the columns of the
      * last one are kept. */
     const ecs__archetype_t *last = NULL;
-    int32_t col[PAIR_FAR];
-    size_t size[PAIR_FAR];
-    for (uint32_t i = 0; i < n; i++) {
+    int32_t col[PAIR_FAR] = {0};
+    size_t size[PAIR_FAR] = {0};
+    for (uint32_t i = 0, n = v->n; i < n; i++) {
         const ecs__record_t *rec = ecs__record_from_entity(ix, ids[i]);
-        if (!rec) {
+        if (ECS__UNLIKELY(!rec)) {
             for (uint32_t t = 0; t < nfar; t++) v->far[t][i] = NULL;
             continue;
         }
         const ecs__chunk_t *ch = rec->chunk;
-        if (ch->archetype != last) {
+        if (ECS__UNLIKELY(ch->archetype != last)) {
             last = ch->archetype;
             for (uint32_t t = 0; t < nfar; t++) {
                 col[t] = ecs__archetype_column(last, terms[t]);
@@ -308,6 +305,20 @@ static void batch_resolve(pair_batch_t *b)
         }
         for (uint32_t t = 0; t < nfar; t++)
             v->far[t][i] = col[t] < 0 ? NULL : (const unsigned char *)ch->cols[col[t]] + rec->row * size[t];
+    }
+}
+
+static void batch_resolve(pair_batch_t *b)
+{
+    ecs__pair_view_t *v = &b->v;
+    const ecs__entity_index_t *ix = &b->world->entity_index;
+    const ecs_entity_t *ids = b->target_role ? v->src : v->tgt;
+    const ecs_component_t *terms = b->sys->far_terms;
+    switch (v->nfar) {
+    case 0: return;
+    case 1: resolve_n(v, ix, ids, terms, 1); return;
+    case 2: resolve_n(v, ix, ids, terms, 2); return;
+    default: resolve_n(v, ix, ids, terms, v->nfar); return;
     }
 }
 
@@ -460,7 +471,8 @@ static inline void mark_written(const walk_t *wk, const ecs__query_match_t *matc
     }
 }
 
-/* e's slices again, after a callback that may have written pairs (an
+/* e's slices through the map, out of the walks' line: when its hint is
+ * wrong, or again after a callback that may have written pairs (an
  * EXCLUSIVE one). */
 ECS__COLD const ecs__target_slice_t *targets_again(const ecs__store_t *st, ecs_entity_t e)
 {
@@ -470,6 +482,106 @@ ECS__COLD const ecs__target_slice_t *targets_again(const ecs__store_t *st, ecs_e
 ECS__COLD const ecs__source_slice_t *sources_again(const ecs__store_t *st, ecs_entity_t e)
 {
     return ecs__store_sources(st, e);
+}
+
+/*
+ * The walks of a system that is neither EXCLUSIVE nor pair-filtered, the
+ * common case, kept apart because they run once per pair: no callback can
+ * write a store or move a row while systems run (immediate writes there
+ * are ECS_EBUSY), so a slice read before a batch is handed over is still
+ * right after it, and the batch fills from locals the compiler keeps in
+ * registers (through the view, every store to it could alias the slice
+ * and the chunk, which it would then read again per pair). sel: the
+ * selected rows (NULL: rows 0..count-1); hints: the marker's column.
+ */
+/* batch_run as a call: keeps the plain walks' loops small. */
+ECS__NOINLINE void batch_flush(walk_t *wk, ecs_iter_t *it, uint32_t n) { batch_run(wk, it, n); }
+
+/* Appends the c pairs of one row (ends, and payloads from pl when it is
+ * not NULL) to a batch holding nb, handing full batches over; returns the
+ * pairs it then holds. The plain walks' slow path: their own loop appends
+ * a slice only where it fits, and so never calls out. */
+ECS__NOINLINE uint32_t batch_spill(walk_t *wk, ecs_iter_t *it, uint32_t nb, uint16_t row, const ecs_entity_t *ends,
+                                   ecs_entity_t mine, bool mine_is_src, const unsigned char *pl, size_t psize,
+                                   uint32_t c)
+{
+    ecs__pair_view_t *v = &wk->batch->v;
+    for (uint32_t k = 0; k < c; k++) {
+        if (nb == PAIR_BATCH) {
+            batch_flush(wk, it, nb);
+            nb = 0;
+        }
+        v->row[nb] = row;
+        v->src[nb] = mine_is_src ? mine : ends[k];
+        v->tgt[nb] = mine_is_src ? ends[k] : mine;
+        v->payload[nb] = pl ? pl + k * psize : NULL;
+        nb++;
+    }
+    return nb;
+}
+
+ECS__NOINLINE void walk_sources_plain(walk_t *wk, ecs_iter_t *it, const ecs_entity_t *entities, const uint16_t *sel,
+                                      uint32_t count, const uint32_t *hints)
+{
+    ecs__pair_view_t *v = &wk->batch->v;
+    const ecs__store_t *st = wk->batch->store;
+    const ecs__target_slice_t *fwd = st->fwd;
+    const uint32_t slots = st->fwd_count;
+    const size_t psize = st->size;
+    uint32_t nb = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        uint16_t row = sel ? sel[i] : (uint16_t)i;
+        ecs_entity_t e = entities[row];
+        uint32_t h = hints ? hints[row] - 1 : UINT32_MAX;
+        const ecs__target_slice_t *ts = h < slots && fwd[h].owner == e ? &fwd[h] : targets_again(st, e);
+        if (!ts) continue;
+        const ecs_entity_t *tg = ts->targets;
+        const unsigned char *pl = ts->payloads;
+        uint32_t c = ts->count;
+        if (ECS__UNLIKELY(c > PAIR_BATCH - nb)) {
+            nb = batch_spill(wk, it, nb, row, tg, e, true, pl, psize, c);
+            continue;
+        }
+        for (uint32_t k = 0; k < c; k++) {
+            v->row[nb + k] = row;
+            v->src[nb + k] = e;
+            v->tgt[nb + k] = tg[k];
+            v->payload[nb + k] = pl ? pl + k * psize : NULL;
+        }
+        nb += c;
+    }
+    if (nb) batch_flush(wk, it, nb);
+}
+
+ECS__NOINLINE void walk_targets_plain(walk_t *wk, ecs_iter_t *it, const ecs_entity_t *entities, const uint16_t *sel,
+                                      uint32_t count, const uint32_t *hints)
+{
+    ecs__pair_view_t *v = &wk->batch->v;
+    const ecs__store_t *st = wk->batch->store;
+    const ecs__source_slice_t *rev = st->rev;
+    const uint32_t slots = st->rev_count;
+    uint32_t nb = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        uint16_t row = sel ? sel[i] : (uint16_t)i;
+        ecs_entity_t e = entities[row];
+        uint32_t h = hints ? hints[row] - 1 : UINT32_MAX;
+        const ecs__source_slice_t *ss = h < slots && rev[h].owner == e ? &rev[h] : sources_again(st, e);
+        if (!ss) continue;
+        const ecs_entity_t *sr = ss->sources;
+        uint32_t c = ss->count;
+        if (ECS__UNLIKELY(c > PAIR_BATCH - nb)) {
+            nb = batch_spill(wk, it, nb, row, sr, e, false, NULL, 0, c);
+            continue;
+        }
+        for (uint32_t k = 0; k < c; k++) {
+            v->row[nb + k] = row;
+            v->src[nb + k] = sr[k];
+            v->tgt[nb + k] = e;
+            v->payload[nb + k] = NULL;
+        }
+        nb += c;
+    }
+    if (nb) batch_flush(wk, it, nb);
 }
 
 /* Hands an ECS_PAIRS_EACH system the pairs of the selected rows of ch (n
@@ -490,6 +602,12 @@ static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32
     const ecs_entity_t *entities = ch->entities;
     int32_t hcol = ecs__archetype_column(ch->archetype, b->marker);
     const uint32_t *hints = hcol >= 0 ? ch->cols[hcol] : NULL;
+    if (!filtered && !(wk->sys->flags & ECS_SYSTEM_EXCLUSIVE)) {
+        if (b->target_role) walk_targets_plain(wk, it, entities, n < 0 ? NULL : sel, count, hints);
+        else walk_sources_plain(wk, it, entities, n < 0 ? NULL : sel, count, hints);
+        it->priv_.pairs = NULL;
+        return;
+    }
     for (uint32_t i = 0; i < count; i++) {
         uint16_t row = (uint16_t)(n < 0 ? i : sel[i]);
         /* An EXCLUSIVE callback may have moved rows out of the chunk. */
