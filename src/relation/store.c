@@ -105,7 +105,7 @@ static bool source_erase(ecs__source_slice_t *s, ecs_entity_t src)
 {
     for (uint32_t i = 0; i < s->count; i++) {
         if (s->sources[i] != src) continue;
-        memmove(&s->sources[i], &s->sources[i + 1], (s->count - i - 1) * sizeof(ecs_entity_t));
+        if (i + 1 < s->count) memmove(&s->sources[i], &s->sources[i + 1], (s->count - i - 1) * sizeof(ecs_entity_t));
         s->count--;
         return true;
     }

@@ -498,7 +498,7 @@ ecs__chunk_t *ecs__archetype_chunk_with_room_slow(ecs_world_t *w, ecs__archetype
     return chunk_new(w, a, 1);
 }
 
-bool ecs__archetype_reserve_rows(ecs_world_t *w, ecs__archetype_t *a, uint32_t n)
+bool ecs__archetype_reserve_rows_slow(ecs_world_t *w, ecs__archetype_t *a, uint32_t n)
 {
     uint64_t room = 0;
     /* Every chunk below the hint is full. */

@@ -20,7 +20,7 @@ static inline void *column_row(const ecs__chunk_t *ch, uint32_t col, uint32_t ro
 static inline void value_init1(const ecs__column_t *col, void *dst)
 {
     if (ECS__UNLIKELY(col->hooks & ECS__HOOK_CTOR)) col->comp->hooks.ctor(dst, 1, &col->comp->info);
-    else memset(dst, 0, col->size);
+    else ecs__zero_bytes(dst, col->size);
 }
 
 static inline void value_fini1(const ecs__column_t *col, void *ptr)

@@ -291,6 +291,7 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
  * stores change, so that the moves after it cannot fail. */
 typedef struct {
     ecs_entity_t e;
+    ecs__record_t *rec;     /* e's record (records stay put; rows move) */
     ecs__archetype_t *dst;
     ecs_component_t marker; /* a marker the move adds, whose value is hint */
     uint32_t hint;
@@ -335,8 +336,8 @@ static void plan_fini(ecs_world_t *w, plan_t *p)
     if (p->moves != p->stack) ecs__free(&w->allocator, p->moves);
 }
 
-static bool plan_add(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__archetype_t *dst, ecs_component_t marker,
-                     uint32_t hint)
+static bool plan_add(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__record_t *rec, ecs__archetype_t *dst,
+                     ecs_component_t marker, uint32_t hint)
 {
     if (p->count == p->cap) {
         uint32_t cap = p->cap * 2;
@@ -347,7 +348,7 @@ static bool plan_add(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__archetype_t
         p->moves = m;
         p->cap = cap;
     }
-    p->moves[p->count++] = (move_t){e, dst, marker, hint};
+    p->moves[p->count++] = (move_t){e, rec, dst, marker, hint};
     return true;
 }
 
@@ -363,7 +364,7 @@ static bool plan_entity(ecs_world_t *w, plan_t *p, ecs_entity_t e, const ecs__ma
     ecs__archetype_t *b = marker_archetype(w, e, a, doomed);
     if (!b) return false;
     if (b == a) return true;
-    return ecs__removals_reserve(w, a, b) && plan_add(w, p, e, b, 0, 0);
+    return ecs__removals_reserve(w, a, b) && plan_add(w, p, e, rec, b, 0, 0);
 }
 
 /* Plans e's move to its archetype with (add, the marker's value hint) or
@@ -371,19 +372,19 @@ static bool plan_entity(ecs_world_t *w, plan_t *p, ecs_entity_t e, const ecs__ma
  * stale target kept under IGNORE) has no markers to change. */
 static bool plan_step(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs_component_t m, bool add, uint32_t hint)
 {
-    const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
+    ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return true;
     ecs__archetype_t *a = rec->chunk->archetype;
     ecs__archetype_t *b = ecs__archetype_step(w, a, m, add, NULL);
-    return b && ecs__removals_reserve(w, a, b) && plan_add(w, p, e, b, add ? m : 0, hint);
+    return b && ecs__removals_reserve(w, a, b) && plan_add(w, p, e, rec, b, add ? m : 0, hint);
 }
 
 /* Secures rows for every planned move (several may share a destination). */
 static bool plan_reserve(ecs_world_t *w, plan_t *p)
 {
     for (uint32_t i = 0; i < p->count; i++) {
-        uint32_t same = 0;
-        for (uint32_t k = 0; k < p->count; k++) same += p->moves[k].dst == p->moves[i].dst;
+        uint32_t same = 1;
+        for (uint32_t k = 0; k < p->count; k++) same += k != i && p->moves[k].dst == p->moves[i].dst;
         if (!ecs__archetype_reserve_rows(w, p->moves[i].dst, same)) return false;
     }
     return true;
@@ -408,8 +409,10 @@ static void plan_abort(ecs_world_t *w, plan_t *p)
 static void plan_apply(ecs_world_t *w, plan_t *p)
 {
     for (uint32_t i = 0; i < p->count; i++) {
-        ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, p->moves[i].e);
-        if (!rec || rec->chunk->archetype == p->moves[i].dst) continue;
+        /* Nothing despawns between the plan and its moves: the record is
+         * still e's (the check below catches one planned twice). */
+        ecs__record_t *rec = p->moves[i].rec;
+        if (rec->chunk->archetype == p->moves[i].dst) continue;
         ecs__assert(marker_archetype(w, p->moves[i].e, rec->chunk->archetype, NULL) == p->moves[i].dst,
                     "the plan agrees with the stores");
         ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, p->moves[i].dst);
@@ -696,8 +699,8 @@ static int pair_target(ecs_world_t *w, ecs_relation_t rel, ecs_entity_t src, ecs
     if (!w) return ECS_EINVAL;
     if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
     if (!(*r = ecs__relation_get(w, rel))) return ECS_EINVAL;
-    if (!ecs_is_alive(w, src)) return ECS_ESTALE;
-    if (!tgt || (tgt_live && !ecs_is_alive(w, tgt))) return ECS_ESTALE;
+    if (!ecs__record_from_entity(&w->entity_index, src)) return ECS_ESTALE;
+    if (!tgt || (tgt_live && !ecs__record_from_entity(&w->entity_index, tgt))) return ECS_ESTALE;
     if (src == tgt) return ECS_EINVAL;
     return ECS_OK;
 }

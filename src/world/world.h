@@ -416,7 +416,13 @@ static inline ecs__chunk_t *ecs__archetype_chunk_with_room(ecs_world_t *w, ecs__
 }
 /* Makes sure n more rows fit without allocating. false on OOM (any chunk
  * allocated by this call is released again). */
-bool ecs__archetype_reserve_rows(ecs_world_t *w, ecs__archetype_t *a, uint32_t n);
+bool ecs__archetype_reserve_rows_slow(ecs_world_t *w, ecs__archetype_t *a, uint32_t n);
+static inline bool ecs__archetype_reserve_rows(ecs_world_t *w, ecs__archetype_t *a, uint32_t n)
+{
+    uint32_t h = a->nonfull_hint; /* mostly, the chunk the rows go to has room for them */
+    if (ECS__LIKELY(h < a->chunk_count) && a->capacity - a->chunks[h]->count >= n) return true;
+    return ecs__archetype_reserve_rows_slow(w, a, n);
+}
 
 /* Folds pending chunk-level change marks into per-row ticks: a structural
  * change is about to add, remove or move rows of the chunk. */
