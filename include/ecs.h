@@ -688,7 +688,11 @@ ECS_API int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t entity, ecs_component_
  * queries and systems can narrow to those entities (WITH terms). Their
  * names are "(Name, *)" and "(*, Name)". Their value (a uint32_t) is the
  * library's: where the entity's pairs are kept, which per-pair walks read
- * to skip a hash lookup per row. A wrong value only costs that lookup.
+ * to skip a hash lookup per row. Markers are read-only to users: adding,
+ * removing or setting one (ecs_add, ecs_remove, ecs_set, the ecs_cmd_*
+ * calls, ecs_spawn_with / ecs_spawn_batch), a WRITE term on one, are
+ * ECS_EINVAL, and ecs_get_mut returns NULL; READ, WITH and WITHOUT terms,
+ * ecs_has and ecs_get work.
  *
  * Pairs to self are refused (ECS_EINVAL). Payloads are plain data, copied
  * with memcpy. Immediate-mode calls are for use outside frames and inside

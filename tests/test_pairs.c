@@ -1476,6 +1476,91 @@ static void walked_expect(ecs_world_t *w, ecs_relation_t r, const ecs_entity_t *
     got->n = 0;
 }
 
+/* A system that tries to write a marker through its command buffer. */
+typedef struct {
+    ecs_entity_t e;
+    ecs_component_t sm;
+    int add, remove, set;
+    bool ran;
+} marker_cmd_t;
+
+static void marker_cmd_system(ecs_iter_t *it)
+{
+    marker_cmd_t *m = it->ctx;
+    uint32_t v = 7;
+    m->add = ecs_cmd_add(it->commands, m->e, m->sm);
+    m->remove = ecs_cmd_remove(it->commands, m->e, m->sm);
+    m->set = ecs_cmd_set(it->commands, m->e, m->sm, &v);
+    m->ran = true;
+}
+
+/* Decision: the markers belong to the library (their presence follows the
+ * pairs, their value is the slot hint): every way of adding, removing or
+ * writing one is refused with ECS_EINVAL (ecs_get_mut: NULL) and leaves
+ * the world as it was; reading, matching and excluding them work. */
+static void pairs_markers_are_read_only(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
+    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts", .size = sizeof(Hunt)});
+    assert_true(pos && r);
+    ecs_component_t sm = ecs_relation_source_marker(w, r), tm = ecs_relation_target_marker(w, r);
+    ecs_entity_t a = ecs_spawn_with(w, 1, &pos, NULL), b = ecs_spawn_with(w, 1, &pos, NULL),
+                 c = ecs_spawn_with(w, 1, &pos, NULL);
+    assert_int_equal(ecs_pair_set(w, r, a, b, &(Hunt){5, 0}), ECS_OK);
+    uint32_t hint_a = *(const uint32_t *)ecs_get(w, a, sm), v = 3;
+    ecs_world_stats_t before = stats_of(w);
+    ecs_component_t m[] = {sm, tm};
+    for (size_t k = 0; k < COUNT_OF(m); k++) {
+        assert_int_equal(ecs_add(w, c, m[k]), ECS_EINVAL);
+        assert_int_equal(ecs_set(w, c, m[k], &v), ECS_EINVAL);
+        assert_int_equal(ecs_remove(w, k ? b : a, m[k]), ECS_EINVAL);
+        assert_int_equal(ecs_set(w, k ? b : a, m[k], &v), ECS_EINVAL);
+        assert_null(ecs_get_mut(w, k ? b : a, m[k]));
+        assert_true(ecs_spawn_with(w, 1, &m[k], NULL) == ECS_NULL);
+        ecs_component_t ids[] = {pos, m[k]};
+        assert_int_equal(ecs_spawn_batch(w, 2, 2, ids, NULL, NULL), ECS_EINVAL);
+        assert_null(ecs_query_create(w, &(ecs_query_desc_t){.terms = {{.component = m[k], .access = ECS_WRITE}}}));
+        assert_int_equal(ecs_system_register(w, &(ecs_system_desc_t){.run = marker_cmd_system,
+                                                                     .terms = {{.component = pos, .access = ECS_READ},
+                                                                               {.component = m[k],
+                                                                                .access = ECS_WRITE,
+                                                                                .optional = true}}}),
+                         0);
+    }
+    /* Nothing changed: the markers where the pairs say, the hint kept. */
+    ecs_world_stats_t after = stats_of(w);
+    assert_int_equal(after.entities, before.entities);
+    assert_int_equal(after.archetypes, before.archetypes);
+    assert_int_equal(after.systems, before.systems);
+    assert_true(ecs_has(w, a, sm) && !ecs_has(w, a, tm));
+    assert_true(ecs_has(w, b, tm) && !ecs_has(w, b, sm));
+    assert_true(!ecs_has(w, c, sm) && !ecs_has(w, c, tm));
+    assert_int_equal(*(const uint32_t *)ecs_get(w, a, sm), hint_a);
+    /* Through a command buffer: refused when recorded. */
+    marker_cmd_t mc = {.e = c, .sm = sm};
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.run = marker_cmd_system,
+                                                           .ctx = &mc,
+                                                           .terms = {{.component = pos, .access = ECS_READ},
+                                                                     {.component = sm, .access = ECS_WITHOUT}}}));
+    frame(w);
+    assert_true(mc.ran);
+    assert_int_equal(mc.add, ECS_EINVAL);
+    assert_int_equal(mc.remove, ECS_EINVAL);
+    assert_int_equal(mc.set, ECS_EINVAL);
+    assert_false(ecs_has(w, c, sm));
+    /* Reading, matching and excluding work. */
+    ecs_query_t *q = ecs_query_create(w, &(ecs_query_desc_t){.terms = {{.component = sm, .access = ECS_READ}}});
+    assert_non_null(q);
+    ecs_query_destroy(q);
+    /* The library still moves them: the last pair gone, both go. */
+    assert_int_equal(ecs_pair_remove(w, r, a, b), ECS_OK);
+    assert_false(ecs_has(w, a, sm));
+    assert_false(ecs_has(w, b, tm));
+    ecs_world_destroy(w);
+}
+
 static void pairs_walks_survive_wrong_slot_hints(void **state)
 {
     (void)state;
@@ -1524,13 +1609,18 @@ static void pairs_walks_survive_wrong_slot_hints(void **state)
                 assert_int_equal(ecs_set(w, e[a], pos, &p), ECS_OK);
             }
         }
-        /* Wrong hints: zero, far out of range, another entity's slot. */
+        /* Wrong hints: zero, far out of range, another entity's slot.
+         * Markers are read-only to users (pairs_markers_are_read_only);
+         * what this simulates is a stray write through ecs_get's
+         * pointer, which a walk must survive all the same. */
         for (int k = 0; k < 30; k++) {
             uint32_t a = rng_below(&rng, N);
             ecs_component_t m = k & 1 ? sm : tm;
             if (!ecs_has(w, e[a], m)) continue;
             uint32_t bad = k % 3 == 0 ? 0 : k % 3 == 1 ? UINT32_MAX : 1 + rng_below(&rng, N);
-            assert_int_equal(ecs_set(w, e[a], m, &bad), ECS_OK);
+            uint32_t *hint = (uint32_t *)(uintptr_t)ecs_get(w, e[a], m);
+            assert_non_null(hint);
+            *hint = bad;
         }
         frame(w);
         walked_expect(w, r, e, N, &by_src, false);
@@ -1546,6 +1636,7 @@ int main(void)
         cmocka_unit_test(pairs_set_get_order_and_payloads),
         cmocka_unit_test(pairs_errors),
         cmocka_unit_test(pairs_markers_follow_first_and_last_pair),
+        cmocka_unit_test(pairs_markers_are_read_only),
         cmocka_unit_test(pairs_exclusive_replaces_atomically),
         cmocka_unit_test(pairs_release_target),
         cmocka_unit_test(pairs_cascade_chains_cycles_and_mixed_relations),

@@ -215,7 +215,7 @@ static int cmd_component(ecs_commands_t *cmd, uint32_t kind, ecs_entity_t e, ecs
 {
     int err = check_buffer(cmd, e);
     if (err) return err;
-    if (!ecs__component_get(cmd->world, c)) return ECS_EINVAL;
+    if (!ecs__component_writable(cmd->world, c)) return ECS_EINVAL;
     return cmd_append(cmd, kind, e, c, 0, 0) ? ECS_OK : ECS_ENOMEM;
 }
 
@@ -233,7 +233,7 @@ int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t e, ecs_component_t c, const vo
 {
     int err = check_buffer(cmd, e);
     if (err) return err;
-    const ecs__component_t *comp = ecs__component_get(cmd->world, c);
+    const ecs__component_t *comp = ecs__component_writable(cmd->world, c);
     if (!comp || !comp->info.size || !value) return ECS_EINVAL;
     /* Entity fields may only hold live ids or this buffer's provisional
      * handles: anything else could never be patched at playback. */

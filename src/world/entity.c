@@ -285,13 +285,13 @@ ecs_entity_t ecs_spawn(ecs_world_t *w)
 }
 
 /* Sorts ids into a type set, remembering where each came from; rejects
- * unknown and duplicate ids. */
+ * unknown and duplicate ids, and markers (which follow pairs). */
 static bool type_from_ids(const ecs_world_t *w, int count, const ecs_component_t *ids, ecs_component_t *types,
                           int32_t *origin)
 {
     for (int k = 0; k < count; k++) {
         ecs_component_t c = ids[k];
-        if (!ecs__component_get(w, c)) return false;
+        if (!ecs__component_writable(w, c)) return false;
         int i = k;
         while (i > 0 && types[i - 1] > c) {
             types[i] = types[i - 1];
@@ -463,14 +463,15 @@ bool ecs_is_alive(const ecs_world_t *w, ecs_entity_t e)
     return w && ecs__record_from_entity(&w->entity_index, e) != NULL;
 }
 
-/* The common checks of the immediate-mode component calls. */
+/* The common checks of the immediate-mode component calls (a marker is
+ * the library's: ECS_EINVAL). */
 ECS__INLINE int immediate_target(ecs_world_t *w, ecs_entity_t e, ecs_component_t c, ecs__record_t **rec)
 {
     if (!w) return ECS_EINVAL;
     if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
     *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!*rec) return ECS_ESTALE;
-    if (!ecs__component_get(w, c)) return ECS_EINVAL;
+    if (!ecs__component_writable(w, c)) return ECS_EINVAL;
     return ECS_OK;
 }
 
@@ -535,7 +536,7 @@ const void *ecs_get(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 
 void *ecs_get_mut(ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 {
-    if (!w || !ecs__world_immediate_ok(w)) return NULL;
+    if (!w || !ecs__world_immediate_ok(w) || !ecs__component_writable(w, c)) return NULL;
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return NULL;
     int32_t col = ecs__archetype_column(rec->chunk->archetype, c);

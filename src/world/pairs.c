@@ -30,6 +30,7 @@ static ecs_component_t marker_register(ecs_world_t *w, const char *fmt, const ch
     /* The marker's value is the entity's slot hint (relation.h). */
     ecs_component_t c = ecs_component_register(w, &(ecs_component_desc_t){.name = buf, .size = sizeof(uint32_t)});
     ecs__free(&w->allocator, buf);
+    if (c) ecs__component_get(w, c)->pair_marker = true;
     return c;
 }
 

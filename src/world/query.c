@@ -23,6 +23,8 @@ int ecs__terms_validate(const ecs_world_t *w, const ecs_term_t *terms, uint32_t 
         const ecs_term_t *t = &terms[n];
         if (!ecs__component_get(w, t->component)) return ECS_EINVAL;
         if ((unsigned)t->access > ECS_WITHOUT) return ECS_EINVAL;
+        /* A marker is read, matched or excluded, never written. */
+        if (t->access == ECS_WRITE && !ecs__component_writable(w, t->component)) return ECS_EINVAL;
         if (t->src != ECS_SELF && t->src != ECS_OTHER) return ECS_EINVAL; /* singletons: later */
         if (t->optional && t->access != ECS_READ && t->access != ECS_WRITE) return ECS_EINVAL;
         /* ECS_OTHER declares reads of other entities: read-only, never optional. */

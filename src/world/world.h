@@ -169,6 +169,9 @@ typedef struct {
     uint32_t entity_field_count;
     uint32_t entity_fields[ECS_MAX_ENTITY_FIELDS]; /* byte offsets */
     ecs_component_t name_next; /* next component whose name hashes alike, 0: none */
+    /* A relation's marker (pairs.c): the library adds, removes and writes
+     * it; users read it only (ecs__component_writable). */
+    bool pair_marker;
     /* The component index: every archetype that holds this component. */
     ecs__component_record_t *archetypes;
     uint32_t archetype_count, archetype_cap;
@@ -853,6 +856,15 @@ struct ecs_world {
 static inline ecs__component_t *ecs__component_get(const ecs_world_t *w, ecs_component_t c)
 {
     return (c && c <= w->component_count) ? w->components[c] : NULL;
+}
+
+/* Component c when a user may add, remove or write it: not a relation's
+ * marker, whose presence follows the pairs and whose value is the slot
+ * hint. NULL otherwise (unknown, or a marker). */
+static inline ecs__component_t *ecs__component_writable(const ecs_world_t *w, ecs_component_t c)
+{
+    ecs__component_t *comp = ecs__component_get(w, c);
+    return comp && !comp->pair_marker ? comp : NULL;
 }
 
 static inline ecs__relation_t *ecs__relation_get(const ecs_world_t *w, ecs_relation_t r)
