@@ -520,32 +520,46 @@ ECS__NOINLINE uint32_t batch_spill(walk_t *wk, ecs_iter_t *it, uint32_t nb, uint
     return nb;
 }
 
-ECS__NOINLINE void walk_sources_plain(walk_t *wk, ecs_iter_t *it, const ecs_entity_t *entities, const uint16_t *sel,
-                                      uint32_t count, const uint32_t *hints)
+/* Both roles' plain walk, inlined with `target` a constant: role SOURCE
+ * walks forward slices (targets and payloads), role TARGET reverse ones
+ * (sources; payloads are looked up when asked). */
+ECS__INLINE void walk_plain(walk_t *wk, ecs_iter_t *it, const ecs_entity_t *entities, const uint16_t *sel,
+                            uint32_t count, const uint32_t *hints, const bool target)
 {
     ecs__pair_view_t *v = &wk->batch->v;
     const ecs__store_t *st = wk->batch->store;
     const ecs__target_slice_t *fwd = st->fwd;
-    const uint32_t slots = st->fwd_count;
-    const size_t psize = st->size;
+    const ecs__source_slice_t *rev = st->rev;
+    const uint32_t slots = target ? st->rev_count : st->fwd_count;
+    const size_t psize = target ? 0 : st->size;
     uint32_t nb = 0;
     for (uint32_t i = 0; i < count; i++) {
         uint16_t row = sel ? sel[i] : (uint16_t)i;
         ecs_entity_t e = entities[row];
         uint32_t h = hints ? hints[row] - 1 : UINT32_MAX;
-        const ecs__target_slice_t *ts = h < slots && fwd[h].owner == e ? &fwd[h] : targets_again(st, e);
-        if (!ts) continue;
-        const ecs_entity_t *tg = ts->targets;
-        const unsigned char *pl = ts->payloads;
-        uint32_t c = ts->count;
+        const ecs_entity_t *ends;
+        const unsigned char *pl = NULL;
+        uint32_t c;
+        if (target) {
+            const ecs__source_slice_t *ss = h < slots && rev[h].owner == e ? &rev[h] : sources_again(st, e);
+            if (!ss) continue;
+            ends = ss->sources;
+            c = ss->count;
+        } else {
+            const ecs__target_slice_t *ts = h < slots && fwd[h].owner == e ? &fwd[h] : targets_again(st, e);
+            if (!ts) continue;
+            ends = ts->targets;
+            pl = ts->payloads;
+            c = ts->count;
+        }
         if (ECS__UNLIKELY(c > PAIR_BATCH - nb)) {
-            nb = batch_spill(wk, it, nb, row, tg, e, true, pl, psize, c);
+            nb = batch_spill(wk, it, nb, row, ends, e, !target, pl, psize, c);
             continue;
         }
         for (uint32_t k = 0; k < c; k++) {
             v->row[nb + k] = row;
-            v->src[nb + k] = e;
-            v->tgt[nb + k] = tg[k];
+            v->src[nb + k] = target ? ends[k] : e;
+            v->tgt[nb + k] = target ? e : ends[k];
             v->payload[nb + k] = pl ? pl + k * psize : NULL;
         }
         nb += c;
@@ -553,35 +567,16 @@ ECS__NOINLINE void walk_sources_plain(walk_t *wk, ecs_iter_t *it, const ecs_enti
     if (nb) batch_flush(wk, it, nb);
 }
 
+ECS__NOINLINE void walk_sources_plain(walk_t *wk, ecs_iter_t *it, const ecs_entity_t *entities, const uint16_t *sel,
+                                      uint32_t count, const uint32_t *hints)
+{
+    walk_plain(wk, it, entities, sel, count, hints, false);
+}
+
 ECS__NOINLINE void walk_targets_plain(walk_t *wk, ecs_iter_t *it, const ecs_entity_t *entities, const uint16_t *sel,
                                       uint32_t count, const uint32_t *hints)
 {
-    ecs__pair_view_t *v = &wk->batch->v;
-    const ecs__store_t *st = wk->batch->store;
-    const ecs__source_slice_t *rev = st->rev;
-    const uint32_t slots = st->rev_count;
-    uint32_t nb = 0;
-    for (uint32_t i = 0; i < count; i++) {
-        uint16_t row = sel ? sel[i] : (uint16_t)i;
-        ecs_entity_t e = entities[row];
-        uint32_t h = hints ? hints[row] - 1 : UINT32_MAX;
-        const ecs__source_slice_t *ss = h < slots && rev[h].owner == e ? &rev[h] : sources_again(st, e);
-        if (!ss) continue;
-        const ecs_entity_t *sr = ss->sources;
-        uint32_t c = ss->count;
-        if (ECS__UNLIKELY(c > PAIR_BATCH - nb)) {
-            nb = batch_spill(wk, it, nb, row, sr, e, false, NULL, 0, c);
-            continue;
-        }
-        for (uint32_t k = 0; k < c; k++) {
-            v->row[nb + k] = row;
-            v->src[nb + k] = sr[k];
-            v->tgt[nb + k] = e;
-            v->payload[nb + k] = NULL;
-        }
-        nb += c;
-    }
-    if (nb) batch_flush(wk, it, nb);
+    walk_plain(wk, it, entities, sel, count, hints, true);
 }
 
 /* Hands an ECS_PAIRS_EACH system the pairs of the selected rows of ch (n
