@@ -1193,17 +1193,11 @@ static bool run_round(uint32_t r, const scale_t *sc, bool verbose)
 
 int main(int argc, char **argv)
 {
-    bool is_long, verbose;
-    if (!round_args(argc, argv, &is_long, &verbose)) return 2;
-    const scale_t *sc = is_long ? &scale_long : &scale_short;
+    const scale_t *sc;
     uint32_t first;
-    if (!round_env(0xc4a79e5ull, sc->rounds, &first)) return 2;
-    env_spin_cap(&g_spin_cap);
-    g_main_thread = pthread_self();
-    printf("stress/changes: %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us\n",
-           is_long ? "long" : "short", g_seed, g_spin_cap);
-    fflush(stdout);
-    if (!watchdog_start(sc->round_seconds)) return 1;
+    bool verbose;
+    int status = round_begin(argc, argv, 0xc4a79e5ull, &scale_short, &scale_long, &sc, &first, &verbose);
+    if (status) return status;
     uint64_t start = now_ns();
     int failed = 0;
     for (uint32_t r = first; r < sc->rounds && !failed; r++) {

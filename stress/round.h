@@ -162,4 +162,22 @@ static bool round_env(uint64_t default_seed, uint32_t rounds, uint32_t *first)
     return true;
 }
 
+/* A round-based program's start: the command line, the seed and first
+ * round, the spin cap, the banner and the watchdog. 0, or the status to
+ * exit with (2: bad arguments or environment, 1: no watchdog). */
+static int round_begin(int argc, char **argv, uint64_t default_seed, const scale_t *short_scale,
+                       const scale_t *long_scale, const scale_t **sc, uint32_t *first, bool *verbose)
+{
+    bool is_long;
+    if (!round_args(argc, argv, &is_long, verbose)) return 2;
+    *sc = is_long ? long_scale : short_scale;
+    if (!round_env(default_seed, (*sc)->rounds, first)) return 2;
+    env_spin_cap(&g_spin_cap);
+    g_main_thread = pthread_self();
+    printf(STRESS_PROGRAM ": %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us\n",
+           is_long ? "long" : "short", g_seed, g_spin_cap);
+    fflush(stdout);
+    return watchdog_start((*sc)->round_seconds) ? 0 : 1;
+}
+
 #endif /* ECS_STRESS_ROUND_H */
