@@ -99,4 +99,29 @@ static inline uint64_t ecs__hash_u64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* Zero-fills a value of a common size without a libc call. */
+static inline void ecs__zero_bytes(void *dst, uint32_t size)
+{
+    switch (size) {
+    case 4: memset(dst, 0, 4); break;
+    case 8: memset(dst, 0, 8); break;
+    case 12: memset(dst, 0, 12); break;
+    case 16: memset(dst, 0, 16); break;
+    default: memset(dst, 0, size); break;
+    }
+}
+
+/* Fixed-size copies compile to plain moves; the common component sizes
+ * take that path instead of a libc call. */
+static inline void ecs__copy_bytes(void *dst, const void *src, uint32_t size)
+{
+    switch (size) {
+    case 4: memcpy(dst, src, 4); break;
+    case 8: memcpy(dst, src, 8); break;
+    case 12: memcpy(dst, src, 12); break;
+    case 16: memcpy(dst, src, 16); break;
+    default: memcpy(dst, src, size); break;
+    }
+}
+
 #endif /* ECS_COMMON_H */

@@ -151,10 +151,10 @@ void ecs__store_set_at(ecs__store_t *st, ecs__pair_slots_t slots, ecs_entity_t s
  * sources that are gone). */
 void ecs__store_prune_dirty(ecs__store_t *st, uint64_t min);
 
-/* Removes the pair src -> tgt; false when there was none. Never
- * allocates. *source_last / *target_last (may be NULL) tell whether src
- * has no pair left and tgt is targeted by nothing any more. */
-bool ecs__store_remove(ecs__store_t *st, ecs_entity_t src, ecs_entity_t tgt, bool *source_last, bool *target_last);
+/* Removes pair i of the source slice in slot slots.fwd, whose target's
+ * slice is in slot slots.rev. Never allocates; the slices keep their
+ * slots when emptied. */
+void ecs__store_remove_at(ecs__store_t *st, ecs__pair_slots_t slots, uint32_t i);
 
 static inline ecs__target_slice_t *ecs__store_targets(const ecs__store_t *st, ecs_entity_t src)
 {

@@ -85,8 +85,8 @@ static inline void payload_write(const ecs__store_t *st, ecs__target_slice_t *s,
 {
     if (!st->size) return;
     unsigned char *dst = s->payloads + (size_t)i * st->size;
-    if (payload) memcpy(dst, payload, st->size);
-    else memset(dst, 0, st->size);
+    if (payload) ecs__copy_bytes(dst, payload, st->size);
+    else ecs__zero_bytes(dst, st->size);
 }
 
 static void target_erase(const ecs__store_t *st, ecs__target_slice_t *s, uint32_t i)
@@ -291,23 +291,18 @@ void ecs__store_forget(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t 
     if (v && !st->rev[*v - 1].count) rev_slot_release(st, a, e, (uint32_t)(*v - 1));
 }
 
-bool ecs__store_remove(ecs__store_t *st, ecs_entity_t src, ecs_entity_t tgt, bool *source_last, bool *target_last)
+void ecs__store_remove_at(ecs__store_t *st, ecs__pair_slots_t slots, uint32_t i)
 {
-    ecs__target_slice_t *fs = ecs__store_targets(st, src);
-    int32_t i = fs ? ecs__slice_find(fs, tgt) : -1;
-    if (i < 0) return false;
-    ecs__source_slice_t *rs = ecs__store_sources(st, tgt);
-    ecs__assert(rs, "the indices agree");
-    target_erase(st, fs, (uint32_t)i);
-    bool erased = source_erase(rs, src);
+    ecs__target_slice_t *fs = &st->fwd[slots.fwd - 1];
+    ecs__source_slice_t *rs = &st->rev[slots.rev - 1];
+    ecs__assert(i < fs->count && rs->owner == fs->targets[i], "slots of this pair");
+    bool erased = source_erase(rs, fs->owner);
     ecs__assert(erased, "the indices agree");
     (void)erased;
+    target_erase(st, fs, i);
     st->pairs--;
     /* Emptied slices keep their slot and capacity: a pair made again
      * (the common churn) allocates nothing. They go with the entity. */
-    if (source_last) *source_last = fs->count == 0;
-    if (target_last) *target_last = rs->count == 0;
-    return true;
 }
 
 const void *ecs__store_get(const ecs__store_t *st, ecs_entity_t src, ecs_entity_t tgt, bool *found)

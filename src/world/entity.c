@@ -133,39 +133,6 @@ void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
     w->structure_version++;
 }
 
-/* Moves e along a cached edge. init (NULL: none) supplies the value of the
- * component an add edge adds (ecs_set of an absent component); it may
- * point into e's own row, which is read before the row goes. */
-ECS__INLINE void move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
-                           const ecs__edge_t *edge, const ecs__init_t *init, bool move)
-{
-    ecs__chunk_t *src = rec->chunk;
-    if (ECS__UNLIKELY(!edge->plain || src->trackers || dst_chunk->trackers)) {
-        ecs__entity_move(w, e, rec, dst_chunk, init, init ? 1 : 0, move);
-        return;
-    }
-    uint32_t srow = rec->row;
-    uint32_t drow = ecs__chunk_push(dst_chunk, e);
-    const ecs__edge_op_t *op = edge->ops;
-    for (uint32_t k = 0; k < edge->move_count; k++, op++) {
-        ecs__copy_bytes((unsigned char *)dst_chunk->cols[op->dst] + (size_t)drow * op->size,
-                        (unsigned char *)src->cols[op->src] + (size_t)srow * op->size, op->size);
-    }
-    for (uint32_t k = 0; k < edge->init_count; k++, op++) {
-        unsigned char *dst = (unsigned char *)dst_chunk->cols[op->dst] + (size_t)drow * op->size;
-        /* Plain values: a copy and a move are the same bytes. */
-        if (init && init->value) ecs__copy_bytes(dst, init->value, op->size);
-        else ecs__zero_bytes(dst, op->size);
-    }
-    /* Dropped plain values need no destruction. */
-    if (ECS__UNLIKELY(src->archetype->watch_removals))
-        ecs__removals_log(w, src->archetype, dst_chunk->archetype, e);
-    ecs__chunk_remove_row(w, src, srow);
-    rec->chunk = dst_chunk;
-    rec->row = drow;
-    w->structure_version++;
-}
-
 ecs_entity_t ecs__entity_create_in(ecs_world_t *w, ecs__chunk_t *ch, const ecs__init_t *inits, uint32_t init_count,
                                    bool move)
 {
@@ -217,7 +184,7 @@ ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_
         ecs__archetype_discard_unused(w, b);
         return ECS_ENOMEM;
     }
-    if (ECS__LIKELY(edge != NULL)) move_edge(w, e, rec, ch, edge, NULL, false);
+    if (ECS__LIKELY(edge != NULL)) ecs__entity_move_edge(w, e, rec, ch, edge, NULL, false);
     else ecs__entity_move(w, e, rec, ch, NULL, 0, false);
     return ECS_OK;
 }
@@ -269,7 +236,7 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
         return ECS_ENOMEM;
     }
     ecs__init_t init = {c, value};
-    if (ECS__LIKELY(edge != NULL)) move_edge(w, e, rec, dst, edge, &init, move);
+    if (ECS__LIKELY(edge != NULL)) ecs__entity_move_edge(w, e, rec, dst, edge, &init, move);
     else ecs__entity_move(w, e, rec, dst, &init, 1, move);
     return ECS_OK;
 }

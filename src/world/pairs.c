@@ -276,13 +276,14 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
         }
     }
     if (!changes) return ECS_OK;
-    ecs__archetype_t *b = changes == 1 ? ecs__archetype_step(w, a, step, add, NULL) : marker_archetype(w, e, a, NULL);
+    ecs__edge_t *edge = NULL;
+    ecs__archetype_t *b = changes == 1 ? ecs__archetype_step(w, a, step, add, &edge) : marker_archetype(w, e, a, NULL);
     ecs__chunk_t *ch = b && ecs__removals_reserve(w, a, b) ? ecs__archetype_chunk_with_room(w, b) : NULL;
     if (!ch) {
         ecs__archetype_discard_unused(w, b);
         return ECS_ENOMEM;
     }
-    ecs__entity_move(w, e, rec, ch, NULL, 0, false);
+    ecs__entity_move_step(w, e, rec, ch, edge, NULL);
     hints_write(w, e, rec);
     return ECS_OK;
 }
@@ -294,7 +295,8 @@ typedef struct {
     ecs_entity_t e;
     ecs__record_t *rec;     /* e's record (records stay put; rows move) */
     ecs__archetype_t *dst;
-    ecs_component_t marker; /* a marker the move adds, whose value is hint */
+    const ecs__edge_t *edge; /* the cached edge to dst (NULL: none) */
+    ecs_component_t marker;  /* a marker the move adds, whose value is hint */
     uint32_t hint;
 } move_t;
 
@@ -337,19 +339,24 @@ static void plan_fini(ecs_world_t *w, plan_t *p)
     if (p->moves != p->stack) ecs__free(&w->allocator, p->moves);
 }
 
-static bool plan_add(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__record_t *rec, ecs__archetype_t *dst,
-                     ecs_component_t marker, uint32_t hint)
+/* Doubles the plan's room: only a despawn with many neighbours needs it. */
+ECS__NOINLINE bool plan_grow(ecs_world_t *w, plan_t *p)
 {
-    if (p->count == p->cap) {
-        uint32_t cap = p->cap * 2;
-        move_t *m = ecs__alloc(&w->allocator, cap * sizeof(*m), _Alignof(move_t));
-        if (!m) return false;
-        memcpy(m, p->moves, p->count * sizeof(*m));
-        if (p->moves != p->stack) ecs__free(&w->allocator, p->moves);
-        p->moves = m;
-        p->cap = cap;
-    }
-    p->moves[p->count++] = (move_t){e, rec, dst, marker, hint};
+    uint32_t cap = p->cap * 2;
+    move_t *m = ecs__alloc(&w->allocator, cap * sizeof(*m), _Alignof(move_t));
+    if (!m) return false;
+    memcpy(m, p->moves, p->count * sizeof(*m));
+    if (p->moves != p->stack) ecs__free(&w->allocator, p->moves);
+    p->moves = m;
+    p->cap = cap;
+    return true;
+}
+
+static inline bool plan_add(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__record_t *rec, ecs__archetype_t *dst,
+                            const ecs__edge_t *edge, ecs_component_t marker, uint32_t hint)
+{
+    if (ECS__UNLIKELY(p->count == p->cap) && !plan_grow(w, p)) return false;
+    p->moves[p->count++] = (move_t){e, rec, dst, edge, marker, hint};
     return true;
 }
 
@@ -365,27 +372,30 @@ static bool plan_entity(ecs_world_t *w, plan_t *p, ecs_entity_t e, const ecs__ma
     ecs__archetype_t *b = marker_archetype(w, e, a, doomed);
     if (!b) return false;
     if (b == a) return true;
-    return ecs__removals_reserve(w, a, b) && plan_add(w, p, e, rec, b, 0, 0);
+    return ecs__removals_reserve(w, a, b) && plan_add(w, p, e, rec, b, NULL, 0, 0);
 }
 
 /* Plans e's move to its archetype with (add, the marker's value hint) or
- * without marker m, with the removal-log room the move needs. A dead e (a
- * stale target kept under IGNORE) has no markers to change. */
-static bool plan_step(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs_component_t m, bool add, uint32_t hint)
+ * without marker m, with the removal-log room the move needs. rec is e's
+ * record, NULL when e is dead (a stale target kept under IGNORE): it has
+ * no markers to change. */
+static inline bool plan_step(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__record_t *rec, ecs_component_t m, bool add,
+                             uint32_t hint)
 {
-    ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return true;
     ecs__archetype_t *a = rec->chunk->archetype;
-    ecs__archetype_t *b = ecs__archetype_step(w, a, m, add, NULL);
-    return b && ecs__removals_reserve(w, a, b) && plan_add(w, p, e, rec, b, add ? m : 0, hint);
+    ecs__edge_t *edge;
+    ecs__archetype_t *b = ecs__archetype_step(w, a, m, add, &edge);
+    return b && ecs__removals_reserve(w, a, b) && plan_add(w, p, e, rec, b, edge, add ? m : 0, hint);
 }
 
 /* Secures rows for every planned move (several may share a destination). */
-static bool plan_reserve(ecs_world_t *w, plan_t *p)
+static inline bool plan_reserve(ecs_world_t *w, plan_t *p)
 {
+    if (!p->count) return true; /* a write that moves nobody: mostly */
     for (uint32_t i = 0; i < p->count; i++) {
         uint32_t same = 1;
-        for (uint32_t k = 0; k < p->count; k++) same += k != i && p->moves[k].dst == p->moves[i].dst;
+        for (uint32_t k = 0; p->count > 1 && k < p->count; k++) same += k != i && p->moves[k].dst == p->moves[i].dst;
         if (!ecs__archetype_reserve_rows(w, p->moves[i].dst, same)) return false;
     }
     return true;
@@ -409,6 +419,7 @@ static void plan_abort(ecs_world_t *w, plan_t *p)
  * were secured: nothing fails). */
 static void plan_apply(ecs_world_t *w, plan_t *p)
 {
+    if (!p->count) return;
     for (uint32_t i = 0; i < p->count; i++) {
         /* Nothing despawns between the plan and its moves: the record is
          * still e's (the check below catches one planned twice). */
@@ -418,9 +429,9 @@ static void plan_apply(ecs_world_t *w, plan_t *p)
                     "the plan agrees with the stores");
         ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, p->moves[i].dst);
         ecs__assert(ch, "planned moves were secured");
-        ecs__entity_move(w, p->moves[i].e, rec, ch, NULL, 0, false);
-        int32_t col = p->moves[i].marker ? ecs__archetype_column(p->moves[i].dst, p->moves[i].marker) : -1;
-        if (col >= 0) ((uint32_t *)rec->chunk->cols[col])[rec->row] = p->moves[i].hint;
+        /* The added marker's value comes in with the move. */
+        ecs__init_t init = {p->moves[i].marker, &p->moves[i].hint};
+        ecs__entity_move_step(w, p->moves[i].e, rec, ch, p->moves[i].edge, p->moves[i].marker ? &init : NULL);
     }
 }
 
@@ -466,7 +477,15 @@ int ecs__pairs_flush_markers(ecs_world_t *w)
 
 static bool flushing(const ecs_world_t *w) { return w->phase == ECS__PHASE_FLUSH; }
 
-int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt, const void *payload)
+/* The record of e: rec when the caller looked it up, else from the index
+ * (NULL: e is dead). */
+static inline ecs__record_t *record_of(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
+{
+    return rec ? rec : ecs__record_from_entity(&w->entity_index, e);
+}
+
+int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt, const void *payload,
+                   ecs__record_t *src_rec, ecs__record_t *tgt_rec)
 {
     ecs__store_t *st = &r->store;
     ecs__pair_slots_t slots;
@@ -491,10 +510,13 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
         if (!pending_reserve(w, 3)) return ECS_ENOMEM;
     } else {
         bool ok = true;
-        if (r->source_marker && ts->count == 0) ok = plan_step(w, &p, src, r->source_marker, true, slots.fwd);
-        if (ok && r->target_marker && ss->count == 0) ok = plan_step(w, &p, tgt, r->target_marker, true, slots.rev);
+        if (r->source_marker && ts->count == 0)
+            ok = plan_step(w, &p, src, record_of(w, src, src_rec), r->source_marker, true, slots.fwd);
+        if (ok && r->target_marker && ss->count == 0)
+            ok = plan_step(w, &p, tgt, record_of(w, tgt, tgt_rec), r->target_marker, true, slots.rev);
         const ecs__source_slice_t *os = old ? ecs__store_sources(st, old) : NULL;
-        if (ok && r->target_marker && os && os->count == 1) ok = plan_step(w, &p, old, r->target_marker, false, 0);
+        if (ok && r->target_marker && os && os->count == 1)
+            ok = plan_step(w, &p, old, record_of(w, old, NULL), r->target_marker, false, 0);
         if (!ok || !plan_reserve(w, &p)) {
             plan_abort(w, &p);
             return ECS_ENOMEM;
@@ -512,12 +534,20 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
     return ECS_OK;
 }
 
-int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt)
+int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt, ecs__record_t *src_rec,
+                      ecs__record_t *tgt_rec)
 {
     ecs__store_t *st = &r->store;
-    bool exists = false;
-    ecs__store_get(st, src, tgt, &exists);
-    if (!exists) return ECS_OK;
+    /* One probe per index: the slices found serve the whole call. */
+    ecs__pair_slots_t slots;
+    slots.fwd = ecs__store_targets_slot(st, src);
+    if (!slots.fwd) return ECS_OK;
+    const ecs__target_slice_t *ts = &st->fwd[slots.fwd - 1];
+    int32_t at = ecs__slice_find(ts, tgt);
+    if (at < 0) return ECS_OK;
+    slots.rev = ecs__store_sources_slot(st, tgt);
+    ecs__assert(slots.rev, "the indices agree");
+    const ecs__source_slice_t *ss = &st->rev[slots.rev - 1];
     if (!log_reserve(w, r, 1)) return ECS_ENOMEM;
     /* src and tgt lose a marker when this is their last pair: planned and
      * secured (immediate), or room to sync them at the flush's end. */
@@ -527,18 +557,18 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
     if (flush) {
         if (!pending_reserve(w, 2)) return ECS_ENOMEM;
     } else {
-        const ecs__target_slice_t *ts = ecs__store_targets(st, src);
-        const ecs__source_slice_t *ss = ecs__store_sources(st, tgt);
         bool ok = true;
-        if (r->source_marker && ts->count == 1) ok = plan_step(w, &p, src, r->source_marker, false, 0);
-        if (ok && r->target_marker && ss->count == 1) ok = plan_step(w, &p, tgt, r->target_marker, false, 0);
+        if (r->source_marker && ts->count == 1)
+            ok = plan_step(w, &p, src, record_of(w, src, src_rec), r->source_marker, false, 0);
+        if (ok && r->target_marker && ss->count == 1) /* a dead target (kept under IGNORE) has no record */
+            ok = plan_step(w, &p, tgt, record_of(w, tgt, tgt_rec), r->target_marker, false, 0);
         if (!ok || !plan_reserve(w, &p)) {
             plan_abort(w, &p);
             return ECS_ENOMEM;
         }
     }
-    bool source_last, target_last;
-    ecs__store_remove(st, src, tgt, &source_last, &target_last);
+    ecs__store_remove_at(st, slots, (uint32_t)at);
+    bool source_last = ts->count == 0, target_last = ss->count == 0;
     log_pair(r, src, tgt);
     if (flush && source_last && r->source_marker) mark_pending(w, src);
     if (target_last && !ecs_is_alive(w, tgt)) ecs__store_forget(st, &w->allocator, tgt); /* a dead target's last pair */
@@ -693,15 +723,18 @@ out:
 /* Public API                                                              */
 /* ---------------------------------------------------------------------- */
 
-/* The checks of the immediate-mode pair writes. */
-static int pair_target(ecs_world_t *w, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt, bool tgt_live,
-                       ecs__relation_t **r)
+/* The checks of the immediate-mode pair writes; the records they look up
+ * (tgt's NULL when it is dead, allowed with !tgt_live) go on to the write. */
+ECS__INLINE int pair_target(ecs_world_t *w, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt, bool tgt_live,
+                       ecs__relation_t **r, ecs__record_t **recs)
 {
     if (!w) return ECS_EINVAL;
     if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
     if (!(*r = ecs__relation_get(w, rel))) return ECS_EINVAL;
-    if (!ecs__record_from_entity(&w->entity_index, src)) return ECS_ESTALE;
-    if (!tgt || (tgt_live && !ecs__record_from_entity(&w->entity_index, tgt))) return ECS_ESTALE;
+    if (!(recs[0] = ecs__record_from_entity(&w->entity_index, src))) return ECS_ESTALE;
+    if (!tgt) return ECS_ESTALE;
+    recs[1] = ecs__record_from_entity(&w->entity_index, tgt);
+    if (tgt_live && !recs[1]) return ECS_ESTALE;
     if (src == tgt) return ECS_EINVAL;
     return ECS_OK;
 }
@@ -709,15 +742,17 @@ static int pair_target(ecs_world_t *w, ecs_relation_t rel, ecs_entity_t src, ecs
 int ecs_pair_set(ecs_world_t *w, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt, const void *payload)
 {
     ecs__relation_t *r;
-    int err = pair_target(w, rel, src, tgt, true, &r);
-    return err ? err : ecs__pairs_set(w, r, src, tgt, payload);
+    ecs__record_t *recs[2];
+    int err = pair_target(w, rel, src, tgt, true, &r, recs);
+    return err ? err : ecs__pairs_set(w, r, src, tgt, payload, recs[0], recs[1]);
 }
 
 int ecs_pair_remove(ecs_world_t *w, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt)
 {
     ecs__relation_t *r;
-    int err = pair_target(w, rel, src, tgt, false, &r);
-    return err ? err : ecs__pairs_remove(w, r, src, tgt);
+    ecs__record_t *recs[2];
+    int err = pair_target(w, rel, src, tgt, false, &r, recs);
+    return err ? err : ecs__pairs_remove(w, r, src, tgt, recs[0], recs[1]);
 }
 
 const void *ecs_pair_get(const ecs_world_t *w, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt)

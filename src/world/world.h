@@ -327,32 +327,7 @@ static inline ecs__edge_t *ecs__edge_get(const ecs__map_t *edges, ecs_component_
     return v ? (ecs__edge_t *)(uintptr_t)*v : NULL;
 }
 
-/* Zero-fills a value of a common size without a libc call. */
-static inline void ecs__zero_bytes(void *dst, uint32_t size)
-{
-    switch (size) {
-    case 4: memset(dst, 0, 4); break;
-    case 8: memset(dst, 0, 8); break;
-    case 12: memset(dst, 0, 12); break;
-    case 16: memset(dst, 0, 16); break;
-    default: memset(dst, 0, size); break;
-    }
-}
-
 static inline void *ecs__chunk_column(const ecs__chunk_t *ch, uint32_t column) { return ch->cols[column]; }
-
-/* Fixed-size copies compile to plain moves; the common component sizes
- * take that path instead of a libc call. */
-static inline void ecs__copy_bytes(void *dst, const void *src, uint32_t size)
-{
-    switch (size) {
-    case 4: memcpy(dst, src, 4); break;
-    case 8: memcpy(dst, src, 8); break;
-    case 12: memcpy(dst, src, 12); break;
-    case 16: memcpy(dst, src, 16); break;
-    default: memcpy(dst, src, size); break;
-    }
-}
 
 /* Type index of component c in the archetype, or -1. */
 static inline int32_t ecs__archetype_type_index(const ecs__archetype_t *a, ecs_component_t c)
@@ -699,9 +674,13 @@ static inline ecs__relation_t *ecs__relation_get(const ecs_world_t *w, ecs_relat
  * nothing changed) or at the end of the flush. e is live. */
 int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e);
 /* Pair writes shared by immediate mode and playback. src is live, tgt
- * live for a set; ECS_ENOMEM changes nothing. */
-int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt, const void *payload);
-int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt);
+ * live for a set; ECS_ENOMEM changes nothing. src_rec and tgt_rec are
+ * their records when the caller has them at hand, else NULL (looked up
+ * where needed). */
+int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt, const void *payload,
+                   ecs__record_t *src_rec, ecs__record_t *tgt_rec);
+int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt, ecs__record_t *src_rec,
+                      ecs__record_t *tgt_rec);
 /* A system starts reading r's removed pairs: returns the log's end, where
  * its cursor starts. */
 uint64_t ecs__pairs_removals_watch(ecs__relation_t *r);
@@ -936,6 +915,50 @@ ECS__INLINE void ecs__chunk_remove_row(ecs_world_t *w, ecs__chunk_t *ch, uint32_
     ch->count = last;
     a->entity_count--;
     if (ECS__UNLIKELY(last == 0)) ecs__chunk_emptied(w, ch);
+}
+
+/* Moves e along a cached edge (inline: the pair writes and the entity
+ * calls make most moves). init (NULL: none) supplies the value of the
+ * component an add edge adds (ecs_set of an absent component); it may
+ * point into e's own row, which is read before the row goes. */
+ECS__INLINE void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
+                                       const ecs__edge_t *edge, const ecs__init_t *init, bool move)
+{
+    ecs__chunk_t *src = rec->chunk;
+    if (ECS__UNLIKELY(!edge->plain || src->trackers || dst_chunk->trackers)) {
+        ecs__entity_move(w, e, rec, dst_chunk, init, init ? 1 : 0, move);
+        return;
+    }
+    uint32_t srow = rec->row;
+    uint32_t drow = ecs__chunk_push(dst_chunk, e);
+    const ecs__edge_op_t *op = edge->ops;
+    for (uint32_t k = 0; k < edge->move_count; k++, op++) {
+        ecs__copy_bytes((unsigned char *)dst_chunk->cols[op->dst] + (size_t)drow * op->size,
+                        (unsigned char *)src->cols[op->src] + (size_t)srow * op->size, op->size);
+    }
+    for (uint32_t k = 0; k < edge->init_count; k++, op++) {
+        unsigned char *dst = (unsigned char *)dst_chunk->cols[op->dst] + (size_t)drow * op->size;
+        /* Plain values: a copy and a move are the same bytes. */
+        if (init && init->value) ecs__copy_bytes(dst, init->value, op->size);
+        else ecs__zero_bytes(dst, op->size);
+    }
+    /* Dropped plain values need no destruction. */
+    if (ECS__UNLIKELY(src->archetype->watch_removals))
+        ecs__removals_log(w, src->archetype, dst_chunk->archetype, e);
+    ecs__chunk_remove_row(w, src, srow);
+    rec->chunk = dst_chunk;
+    rec->row = drow;
+    w->structure_version++;
+}
+
+/* ecs__entity_move to a neighbouring archetype along its cached edge
+ * (NULL: none, the general move), copying init's value (NULL: none) into
+ * the component the step adds. */
+ECS__INLINE void ecs__entity_move_step(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
+                                       const ecs__edge_t *edge, const ecs__init_t *init)
+{
+    if (ECS__LIKELY(edge != NULL)) ecs__entity_move_edge(w, e, rec, dst_chunk, edge, init, false);
+    else ecs__entity_move(w, e, rec, dst_chunk, init, init ? 1 : 0, false);
 }
 
 #endif /* ECS_WORLD_H */
