@@ -144,7 +144,7 @@ static ecs_world_t *setup_tiny(int workers, int chain)
     ecs_world_t *w = world_with(workers);
     ecs_component_t ids[SYSTEMS];
     for (int i = 0; i < SYSTEMS; i++) {
-        char name[16];
+        char name[24]; /* room for any int: no truncation warning */
         snprintf(name, sizeof(name), "Value%d", i);
         ids[i] = ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = sizeof(Value)});
     }

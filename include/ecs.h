@@ -692,7 +692,10 @@ ECS_API int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t entity, ecs_component_
  * removing or setting one (ecs_add, ecs_remove, ecs_set, the ecs_cmd_*
  * calls, ecs_spawn_with / ecs_spawn_batch), a WRITE term on one, are
  * ECS_EINVAL, and ecs_get_mut returns NULL; READ, WITH and WITHOUT terms,
- * ecs_has and ecs_get work.
+ * ecs_has and ecs_get work. An ECS_ADDED change filter on a marker sees
+ * the entities that became a source (a target) since the system's last
+ * run; ECS_CHANGED on a marker is ECS_EINVAL (no write ever marks one: a
+ * change of pairs is the relation's own change filter).
  *
  * Pairs to self are refused (ECS_EINVAL). Payloads are plain data, copied
  * with memcpy. Immediate-mode calls are for use outside frames and inside

@@ -1561,6 +1561,90 @@ static void pairs_markers_are_read_only(void **state)
     ecs_world_destroy(w);
 }
 
+/* Entities a change-filtered system saw in its last run. */
+typedef struct {
+    ecs_entity_t seen[8];
+    int n;
+} seen_t;
+
+static void seen_collect(ecs_iter_t *it)
+{
+    seen_t *s = it->ctx;
+    for (int i = 0; i < it->count && s->n < 8; i++) s->seen[s->n++] = it->entities[ecs_iter_row(it, i)];
+}
+
+/* One frame; what each system saw in it. */
+static void frame_seen(ecs_world_t *w, seen_t *src, seen_t *tgt)
+{
+    src->n = tgt->n = 0;
+    frame(w);
+}
+
+/* Decision: ECS_ADDED on a marker tells which entities became a source
+ * (a target) since the system's previous run; ECS_CHANGED on a marker is
+ * refused, since no write marks one (its value is the library's slot
+ * hint): a change of pairs is the relation's own filter. */
+static void pairs_marker_change_filters(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
+    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts", .size = sizeof(Hunt)});
+    assert_true(pos && r);
+    ecs_component_t sm = ecs_relation_source_marker(w, r), tm = ecs_relation_target_marker(w, r);
+    ecs_world_stats_t before = stats_of(w);
+    ecs_component_t m[] = {sm, tm};
+    for (size_t k = 0; k < COUNT_OF(m); k++) {
+        ecs_query_desc_t qd = {.terms = {{.component = m[k], .access = ECS_READ}}};
+        qd.changes[0] = (ecs_change_filter_t){.kind = ECS_CHANGED, .component = m[k]};
+        assert_null(ecs_query_create(w, &qd));
+        ecs_system_desc_t sd = {.run = seen_collect, .terms = {{.component = m[k], .access = ECS_READ}}};
+        sd.changes[0] = (ecs_change_filter_t){.kind = ECS_CHANGED, .component = m[k]};
+        assert_int_equal(ecs_system_register(w, &sd), 0);
+    }
+    assert_int_equal(stats_of(w).systems, before.systems);
+
+    static seen_t src, tgt;
+    ecs_system_desc_t sd = {.run = seen_collect, .ctx = &src, .terms = {{.component = sm, .access = ECS_READ}}};
+    sd.changes[0] = (ecs_change_filter_t){.kind = ECS_ADDED, .component = sm};
+    assert_true(ecs_system_register(w, &sd));
+    sd = (ecs_system_desc_t){.run = seen_collect, .ctx = &tgt, .terms = {{.component = tm, .access = ECS_READ}}};
+    sd.changes[0] = (ecs_change_filter_t){.kind = ECS_ADDED, .component = tm};
+    assert_true(ecs_system_register(w, &sd));
+    ecs_entity_t a = ecs_spawn_with(w, 1, &pos, NULL), b = ecs_spawn_with(w, 1, &pos, NULL),
+                 c = ecs_spawn_with(w, 1, &pos, NULL);
+    frame_seen(w, &src, &tgt);
+    assert_int_equal(src.n + tgt.n, 0);
+    /* First pairs: a becomes a source, b a target, each seen once. */
+    assert_int_equal(ecs_pair_set(w, r, a, b, &(Hunt){1, 0}), ECS_OK);
+    frame_seen(w, &src, &tgt);
+    assert_int_equal(src.n, 1);
+    assert_true(src.seen[0] == a);
+    assert_int_equal(tgt.n, 1);
+    assert_true(tgt.seen[0] == b);
+    frame_seen(w, &src, &tgt);
+    assert_int_equal(src.n + tgt.n, 0);
+    /* More pairs of a source already marked: nothing new for it. */
+    assert_int_equal(ecs_pair_set(w, r, a, c, &(Hunt){2, 0}), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, r, a, b, &(Hunt){3, 0}), ECS_OK);
+    frame_seen(w, &src, &tgt);
+    assert_int_equal(src.n, 0);
+    assert_int_equal(tgt.n, 1);
+    assert_true(tgt.seen[0] == c);
+    /* A source that lost its pairs and made one again is Added again. */
+    assert_int_equal(ecs_pair_remove(w, r, a, b), ECS_OK);
+    assert_int_equal(ecs_pair_remove(w, r, a, c), ECS_OK);
+    assert_false(ecs_has(w, a, sm));
+    assert_int_equal(ecs_pair_set(w, r, a, c, NULL), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, r, c, b, NULL), ECS_OK);
+    frame_seen(w, &src, &tgt);
+    assert_int_equal(src.n, 2);
+    assert_true((src.seen[0] == a && src.seen[1] == c) || (src.seen[0] == c && src.seen[1] == a));
+    assert_int_equal(tgt.n, 2);
+    assert_true((tgt.seen[0] == b && tgt.seen[1] == c) || (tgt.seen[0] == c && tgt.seen[1] == b));
+    ecs_world_destroy(w);
+}
+
 static void pairs_walks_survive_wrong_slot_hints(void **state)
 {
     (void)state;
@@ -1637,6 +1721,7 @@ int main(void)
         cmocka_unit_test(pairs_errors),
         cmocka_unit_test(pairs_markers_follow_first_and_last_pair),
         cmocka_unit_test(pairs_markers_are_read_only),
+        cmocka_unit_test(pairs_marker_change_filters),
         cmocka_unit_test(pairs_exclusive_replaces_atomically),
         cmocka_unit_test(pairs_release_target),
         cmocka_unit_test(pairs_cascade_chains_cycles_and_mixed_relations),

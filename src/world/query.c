@@ -45,6 +45,9 @@ int ecs__changes_validate(const ecs_world_t *w, const ecs_change_filter_t *chang
         const ecs__component_t *c = ecs__component_get(w, f->component);
         /* A tag has no column, so nothing to keep ticks beside. */
         if (!c || !c->info.size) return ECS_EINVAL;
+        /* No write marks a marker (its value is the library's slot hint):
+         * a change of pairs is the relation's filter. Added works. */
+        if (f->kind == ECS_CHANGED && c->pair_marker) return ECS_EINVAL;
     }
     *count = n;
     return ECS_OK;
