@@ -90,7 +90,6 @@ void ecs__relations_fini(ecs_world_t *w)
     ecs__free(&w->allocator, w->relations);
     ecs__free(&w->allocator, w->pending);
     ecs__free(&w->allocator, w->doomed);
-    ecs__map_fini(&w->marker_pending, &w->allocator);
     ecs__map_fini(&w->doomed_set, &w->allocator);
     w->relations = NULL;
     w->relation_count = w->relation_cap = 0;
@@ -259,20 +258,23 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
     if (!rec) return ECS_OK; /* despawned meanwhile */
     ecs__archetype_t *a = rec->chunk->archetype;
     /* Mostly one marker changes: the archetype graph's cached edge knows
-     * where that goes. Several: the type list is rebuilt. */
+     * where that goes, and the marker it adds brings its hint along.
+     * Several: the type list is rebuilt and every hint written after. */
     ecs_component_t step = 0;
     bool add = false;
-    uint32_t changes = 0;
+    uint32_t changes = 0, hint = 0;
     for (uint32_t i = 0; i < w->relation_count && changes < 2; i++) {
         const ecs__relation_t *r = &w->relations[i];
         for (int side = 0; side < 2; side++) {
             ecs_component_t m = side ? r->target_marker : r->source_marker;
             if (!m) continue;
-            bool want = (side ? targets_after(r, e, NULL) : sources_after(r, e, NULL)) > 0;
+            uint32_t slot = side ? ecs__store_sources_slot(&r->store, e) : ecs__store_targets_slot(&r->store, e);
+            bool want = slot && (side ? r->store.rev[slot - 1].count : r->store.fwd[slot - 1].count) > 0;
             if (want == (ecs__archetype_type_index(a, m) >= 0)) continue;
             changes++;
             step = m;
             add = want;
+            hint = slot;
         }
     }
     if (!changes) return ECS_OK;
@@ -283,8 +285,13 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
         ecs__archetype_discard_unused(w, b);
         return ECS_ENOMEM;
     }
-    ecs__entity_move_step(w, e, rec, ch, edge, NULL);
-    hints_write(w, e, rec);
+    if (changes == 1) {
+        ecs__init_t init = {step, &hint};
+        ecs__entity_move_step(w, e, rec, ch, edge, add ? &init : NULL);
+    } else {
+        ecs__entity_move(w, e, rec, ch, NULL, 0, false);
+        hints_write(w, e, rec);
+    }
     return ECS_OK;
 }
 
@@ -435,22 +442,23 @@ static void plan_apply(ecs_world_t *w, plan_t *p)
     }
 }
 
-/* Flush mode: e's markers are synced at the end of the flush. */
-static void mark_pending(ecs_world_t *w, ecs_entity_t e)
+/* Flush mode: e's markers are synced at the end of the flush. The list
+ * may name an entity more than once (only a repeat right after itself is
+ * dropped, the common remove-then-set): its first sync moves it to where
+ * the stores say at the flush's end, a later one finds nothing to do, so
+ * it still moves once. Cheaper than a set of the entities listed. */
+static inline void mark_pending(ecs_world_t *w, ecs_entity_t e)
 {
-    /* Room for both is made before any store changes (pending_reserve). */
-    bool inserted = false;
-    uint64_t *v = ecs__map_ensure(&w->marker_pending, &w->allocator, e, &inserted);
-    ecs__assert(v, "pending room reserved");
-    if (!inserted) return;
-    *v = 1;
+    if (w->pending_count && w->pending[w->pending_count - 1] == e) return;
+    ecs__assert(w->pending_count < w->pending_cap, "pending room reserved");
     w->pending[w->pending_count++] = e;
 }
 
-static bool pending_reserve(ecs_world_t *w, uint32_t n)
+/* Room for n more pending entities, made before any store changes. */
+static inline bool pending_reserve(ecs_world_t *w, uint32_t n)
 {
-    return ecs__map_reserve(&w->marker_pending, &w->allocator, n) &&
-           ecs__array_reserve(&w->allocator, (void **)&w->pending, &w->pending_cap, w->pending_count + n,
+    if (ECS__LIKELY(w->pending_cap - w->pending_count >= n)) return true;
+    return ecs__array_reserve(&w->allocator, (void **)&w->pending, &w->pending_cap, w->pending_count + n,
                               sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
 }
 
@@ -460,9 +468,7 @@ int ecs__pairs_flush_markers(ecs_world_t *w)
     uint32_t keep = 0;
     for (uint32_t i = 0; i < w->pending_count; i++) {
         ecs_entity_t e = w->pending[i];
-        if (marker_sync(w, e) == ECS_OK) {
-            ecs__map_remove(&w->marker_pending, e);
-        } else {
+        if (marker_sync(w, e) != ECS_OK) {
             w->pending[keep++] = e; /* tried again at the next flush */
             result = ECS_ENOMEM;
         }

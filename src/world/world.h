@@ -814,7 +814,6 @@ struct ecs_world {
      * order), and a despawn's closure. All keep their capacity. */
     ecs__relation_t *relations;
     uint32_t relation_count, relation_cap;
-    ecs__map_t marker_pending;
     ecs_entity_t *pending, *doomed;
     uint32_t pending_count, pending_cap, doomed_count, doomed_cap;
     ecs__map_t doomed_set;
