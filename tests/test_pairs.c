@@ -1494,6 +1494,19 @@ static void marker_cmd_system(ecs_iter_t *it)
     m->ran = true;
 }
 
+/* A world with HPos and the relation Hunts (payload Hunt), both markers
+ * on, and its markers: the markers' tests share it. */
+static ecs_world_t *hunts_world(ecs_component_t *pos, ecs_relation_t *r, ecs_component_t *sm, ecs_component_t *tm)
+{
+    ecs_world_t *w = world_new();
+    *pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
+    *r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts", .size = sizeof(Hunt)});
+    assert_true(*pos && *r);
+    *sm = ecs_relation_source_marker(w, *r);
+    *tm = ecs_relation_target_marker(w, *r);
+    return w;
+}
+
 /* Decision: the markers belong to the library (their presence follows the
  * pairs, their value is the slot hint): every way of adding, removing or
  * writing one is refused with ECS_EINVAL (ecs_get_mut: NULL) and leaves
@@ -1501,11 +1514,9 @@ static void marker_cmd_system(ecs_iter_t *it)
 static void pairs_markers_are_read_only(void **state)
 {
     (void)state;
-    ecs_world_t *w = world_new();
-    ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
-    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts", .size = sizeof(Hunt)});
-    assert_true(pos && r);
-    ecs_component_t sm = ecs_relation_source_marker(w, r), tm = ecs_relation_target_marker(w, r);
+    ecs_component_t pos, sm, tm;
+    ecs_relation_t r;
+    ecs_world_t *w = hunts_world(&pos, &r, &sm, &tm);
     ecs_entity_t a = ecs_spawn_with(w, 1, &pos, NULL), b = ecs_spawn_with(w, 1, &pos, NULL),
                  c = ecs_spawn_with(w, 1, &pos, NULL);
     assert_int_equal(ecs_pair_set(w, r, a, b, &(Hunt){5, 0}), ECS_OK);
@@ -1587,11 +1598,9 @@ static void frame_seen(ecs_world_t *w, seen_t *src, seen_t *tgt)
 static void pairs_marker_change_filters(void **state)
 {
     (void)state;
-    ecs_world_t *w = world_new();
-    ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
-    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts", .size = sizeof(Hunt)});
-    assert_true(pos && r);
-    ecs_component_t sm = ecs_relation_source_marker(w, r), tm = ecs_relation_target_marker(w, r);
+    ecs_component_t pos, sm, tm;
+    ecs_relation_t r;
+    ecs_world_t *w = hunts_world(&pos, &r, &sm, &tm);
     ecs_world_stats_t before = stats_of(w);
     ecs_component_t m[] = {sm, tm};
     for (size_t k = 0; k < COUNT_OF(m); k++) {
@@ -1649,11 +1658,9 @@ static void pairs_walks_survive_wrong_slot_hints(void **state)
 {
     (void)state;
     enum { N = 300 };
-    ecs_world_t *w = world_new();
-    ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
-    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts", .size = sizeof(Hunt)});
-    assert_true(pos && r);
-    ecs_component_t sm = ecs_relation_source_marker(w, r), tm = ecs_relation_target_marker(w, r);
+    ecs_component_t pos, sm, tm;
+    ecs_relation_t r;
+    ecs_world_t *w = hunts_world(&pos, &r, &sm, &tm);
     static walked_t by_src, by_tgt;
     memset(&by_src, 0, sizeof(by_src));
     memset(&by_tgt, 0, sizeof(by_tgt));
