@@ -424,7 +424,7 @@ static void plan_abort(ecs_world_t *w, plan_t *p)
 /* Moves every planned entity to its planned archetype, which is where
  * marker_sync would put it now that the stores changed (rows and log room
  * were secured: nothing fails). */
-static void plan_apply(ecs_world_t *w, plan_t *p)
+ECS__INLINE void plan_apply(ecs_world_t *w, plan_t *p)
 {
     if (!p->count) return;
     for (uint32_t i = 0; i < p->count; i++) {
