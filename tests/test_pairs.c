@@ -552,6 +552,73 @@ static void pairs_out_of_memory_changes_nothing(void **state)
     assert_int_equal(atomic_load(&f.allocs), atomic_load(&f.frees));
 }
 
+/* A system that records pair commands once: each entity 2i hunts 2i+1. */
+typedef struct {
+    ecs_relation_t r;
+    const ecs_entity_t *e;
+    int n;
+    bool done;
+} oom_cmds_t;
+
+static void oom_cmds_record(ecs_iter_t *it)
+{
+    oom_cmds_t *c = it->ctx;
+    if (c->done) return;
+    c->done = true;
+    for (int i = 0; i + 1 < c->n; i += 2) ecs_cmd_pair_set(it->commands, c->r, c->e[i], c->e[i + 1], NULL);
+}
+
+/* Every entity carries a marker exactly while it has pairs of that side. */
+static void expect_markers_follow_pairs(ecs_world_t *w, ecs_relation_t r, const ecs_entity_t *e, int n)
+{
+    for (int i = 0; i < n; i++) {
+        assert_true(ecs_has(w, e[i], ecs_relation_source_marker(w, r)) == (ecs_pair_targets(w, r, e[i], NULL, NULL) > 0));
+        assert_true(ecs_has(w, e[i], ecs_relation_target_marker(w, r)) == (ecs_pair_sources(w, r, e[i], NULL) > 0));
+    }
+}
+
+/* The flush's half of the out-of-memory decision (docs/relations.md): a
+ * marker move at the end of a flush that runs out of memory leaves the
+ * entity pending, the frame reports ECS_ENOMEM, and the next flush moves
+ * it. Every allocation of the first frame fails in turn, in a fresh world
+ * (so the marker archetypes do not exist yet), then a second frame runs
+ * with memory: markers agree with the stores, and nothing leaks. */
+static void pairs_flush_out_of_memory_syncs_later(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    int retried = 0;
+    for (int64_t k = 0;; k++) {
+        fail_t f = {.countdown = -1};
+        ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = {fail_alloc, fail_free, &f}});
+        assert_non_null(w);
+        ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R"});
+        ecs_entity_t *e = spawn_n(w, N);
+        oom_cmds_t c = {.r = r, .e = e, .n = N};
+        assert_true(r && ecs_system_register(w, &(ecs_system_desc_t){.run = oom_cmds_record, .ctx = &c}));
+        atomic_store(&f.countdown, k);
+        int rc = ecs_world_progress(w, 0.0f);
+        bool failed = atomic_load(&f.countdown) < 0;
+        atomic_store(&f.countdown, -1);
+        assert_true(rc == ECS_OK || (rc == ECS_ENOMEM && failed));
+        bool lagging = false; /* a pair made whose marker has not moved yet */
+        for (int i = 0; i < N; i++) {
+            bool has = ecs_has(w, e[i], ecs_relation_source_marker(w, r));
+            lagging |= has != (ecs_pair_targets(w, r, e[i], NULL, NULL) > 0);
+        }
+        retried += lagging;
+        assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
+        assert_true(c.done);
+        expect_markers_follow_pairs(w, r, e, N);
+        free(e);
+        ecs_world_destroy(w);
+        assert_int_equal(atomic_load(&f.allocs), atomic_load(&f.frees));
+        if (!failed) break;
+    }
+    /* Some failure point was a marker move that the next flush made. */
+    assert_true(retried > 0);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Removed pairs                                                           */
 /* ---------------------------------------------------------------------- */
@@ -1736,6 +1803,7 @@ int main(void)
         cmocka_unit_test(pairs_command_and_target_despawn_in_one_flush),
         cmocka_unit_test(pairs_marker_changes_coalesce_per_flush),
         cmocka_unit_test(pairs_out_of_memory_changes_nothing),
+        cmocka_unit_test(pairs_flush_out_of_memory_syncs_later),
         cmocka_unit_test(pairs_removed_pairs_each_once_per_reader),
         cmocka_unit_test(pairs_exclusive_walk_survives_its_own_writes),
         cmocka_unit_test(pairs_change_filters),
