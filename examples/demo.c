@@ -11,10 +11,21 @@
  *               wrap      particles WITHOUT it wrap around the box
  *               age       Lifetime -= dt; ecs_cmd_despawn when it runs out
  *               mood_*    now and then ecs_cmd_add / ecs_cmd_remove Bouncy
+ *               pull      pair dispatch (ECS_PAIRS_EACH on ChildOf): each
+ *                         spark, once per frame, reads its emitter's
+ *                         Position on the pair's far end and is pulled
+ *                         toward it
  *   PostUpdate  burst     EXCLUSIVE, gated by run_if to one frame in
  *                         BURST_EVERY: pending commands are applied, then it
- *                         runs alone with immediate mode and
- *                         ecs_spawn_batch-es a burst of sparks
+ *                         runs alone with immediate mode: it spawns an
+ *                         emitter, ecs_spawn_batch-es a burst of sparks and
+ *                         makes each spark ChildOf the emitter
+ *                         (ecs_pair_set). ChildOf is exclusive with
+ *                         ECS_CASCADE_SOURCE: when the emitter dies of age,
+ *                         the sparks still alive die with it
+ *               orphans   a removed-pair reader on ChildOf: each spark's
+ *                         pair, removed when the spark or its emitter dies,
+ *                         exactly once
  *               stats_*   centre of mass and population per archetype
  *               obituary  a removal reader (removed = Lifetime): through
  *                         ecs_iter_removed it sees each particle that died
@@ -54,6 +65,7 @@ typedef struct { uint8_t r, g, b, a; } Color;
 #define DT (1.0f / 60.0f)    /* fixed time step, seconds */
 #define BURST_EVERY 60       /* frames between bursts */
 #define BURST_SIZE 1024      /* sparks per burst */
+#define EMITTER_LIFE 1.0f    /* seconds; sparks live 0.5-1.5 s unless their emitter dies first */
 
 /* Stops the program with a message when a call fails (also from systems). */
 #define FAIL(...) (fprintf(stderr, "demo: " __VA_ARGS__), fputc('\n', stderr), exit(1))
@@ -85,6 +97,7 @@ static float rng_float(uint64_t *state, float lo, float hi) /* uniform in [lo, h
  * plain field is written during a frame by one single-job system only. */
 typedef struct {
     ecs_component_t position, velocity, lifetime, color, bouncy;
+    ecs_relation_t child_of; /* spark -> its burst's emitter */
     int target;              /* desired population */
     uint64_t frame;          /* the frame being run */
     uint32_t population;     /* last frame's census (from the stats systems) */
@@ -96,6 +109,9 @@ typedef struct {
     atomic_ullong newborns;  /* births newborn saw */
     atomic_ullong faded;     /* rows fade marked */
     atomic_ullong repainted; /* rows repaint was handed */
+    unsigned long long pairs_made;    /* ChildOf pairs, by burst */
+    unsigned long long pairs_removed; /* ChildOf pairs orphans saw removed */
+    atomic_ullong pulled;    /* pairs pull was handed, all frames */
 } Sim;
 
 /* ---- PreUpdate ---------------------------------------------------------- */
@@ -180,6 +196,25 @@ static void age(ecs_iter_t *it) /* Lifetime WRITE */
     if (expired) atomic_fetch_add_explicit(&s->despawned, expired, memory_order_relaxed);
 }
 
+/* ECS_PAIRS_EACH on ChildOf: called with batches of (spark, emitter)
+ * pairs. ecs_pair_row gives the spark's row in this chunk (for its own
+ * terms: Velocity WRITE, Position READ); ecs_field_target the emitter's
+ * Position (target term 0, read on the far end). */
+static void pull(ecs_iter_t *it)
+{
+    Sim *s = it->ctx;
+    Velocity *v = ECS_FIELD(it, Velocity, 0);
+    const Position *p = ECS_FIELD(it, Position, 1);
+    for (int i = 0; i < it->count; i++) {
+        int r = ecs_pair_row(it, i);
+        const Position *home = ecs_field_target(it, 0, i);
+        CHECK(home != NULL); /* an emitter has a Position */
+        v[r].x += (home->x - p[r].x) * 2.0f * it->delta_time;
+        v[r].y += (home->y - p[r].y) * 2.0f * it->delta_time;
+    }
+    atomic_fetch_add_explicit(&s->pulled, (unsigned long long)it->count, memory_order_relaxed);
+}
+
 /* About one particle in 256 per frame flips its Bouncy tag. One callback,
  * registered twice: WITHOUT Bouncy it adds the tag, WITH Bouncy it removes
  * it. A flip recorded for a particle that age despawns in the same frame is
@@ -229,9 +264,31 @@ static void burst(ecs_iter_t *it)
         l[i] = (Lifetime){rng_float(r, 0.5f, 1.5f)};
     }
     const ecs_component_t ids[] = {s->position, s->velocity, s->lifetime};
+    /* The emitter drifts slowly and dies after EMITTER_LIFE. */
+    Position ep = {cx, cy};
+    Velocity ev = {rng_float(r, -20, 20), rng_float(r, -20, 20)};
+    Lifetime el = {EMITTER_LIFE};
+    const void *const one[] = {&ep, &ev, &el};
+    static ecs_entity_t sparks[BURST_SIZE];
+    ecs_entity_t emitter;
+    CHECK_OK(ecs_spawn_batch(it->world, 1, 3, ids, one, &emitter)); /* immediate */
     const void *const values[] = {p, v, l};
-    CHECK_OK(ecs_spawn_batch(it->world, BURST_SIZE, 3, ids, values, NULL)); /* immediate */
-    s->spawned += BURST_SIZE;
+    CHECK_OK(ecs_spawn_batch(it->world, BURST_SIZE, 3, ids, values, sparks));
+    for (int i = 0; i < BURST_SIZE; i++) CHECK_OK(ecs_pair_set(it->world, s->child_of, sparks[i], emitter, NULL));
+    s->spawned += BURST_SIZE + 1;
+    s->pairs_made += BURST_SIZE;
+}
+
+/* A removed-pair reader on ChildOf: a spark's pair goes when the spark
+ * dies (its pairs go with it) or when its emitter does (the cascade takes
+ * the spark too), and this sees each exactly once. */
+static void orphans(ecs_iter_t *it)
+{
+    Sim *s = it->ctx;
+    const ecs_entity_t *sparks, *emitters;
+    int n = ecs_iter_removed_pairs(it, &sparks, &emitters);
+    for (int i = 0; i < n; i++) CHECK(!ecs_is_alive(it->world, sparks[i]));
+    s->pairs_removed += (unsigned long long)n;
 }
 
 /* A removal reader: every particle that lost its Lifetime (they only lose
@@ -298,6 +355,21 @@ static void stats(ecs_iter_t *it) /* Position READ, optional Color, WITH or WITH
     c->count[has_color] += (uint32_t)it->count;
 }
 
+/* ecs_query_each callback over the entities carrying ChildOf's source
+ * marker: counts their pairs, each source's slice read through
+ * ecs_pair_targets. */
+typedef struct { ecs_relation_t rel; unsigned long long pairs; } PairCount;
+
+static void count_pairs(ecs_iter_t *it)
+{
+    PairCount *c = it->ctx;
+    for (int i = 0; i < it->count; i++) {
+        int k = ecs_pair_targets(it->world, c->rel, it->entities[i], NULL, NULL);
+        CHECK(k == 1); /* a marker only while it has a pair; exclusive: one */
+        c->pairs += (unsigned long long)k;
+    }
+}
+
 /* ---- main --------------------------------------------------------------- */
 
 static int cmp_double(const void *a, const void *b)
@@ -336,6 +408,11 @@ int main(int argc, char **argv)
     const ecs_component_t C = sim.color = ECS_COMPONENT(world, Color);
     const ecs_component_t B = sim.bouncy = ecs_component_register(world, &(ecs_component_desc_t){.name = "Bouncy"});
     CHECK(P && V && L && C && B);
+    /* Exclusive (one emitter per spark); the emitter's death takes its
+     * sparks along. No payload. */
+    const ecs_relation_t CHILD_OF = sim.child_of = ecs_relation_register(
+        world, &(ecs_relation_desc_t){.name = "ChildOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
+    CHECK(CHILD_OF);
 
     static Mood mood_on = {&sim, true}, mood_off = {&sim, false};
     static Census census[2]; /* [has Bouncy] */
@@ -350,6 +427,8 @@ int main(int argc, char **argv)
         {.name = "age", .terms = {TERM(L, ECS_WRITE)}, .run = age, .ctx = &sim},
         {.name = "mood_on", .terms = {TERM(L, ECS_WITH), TERM(B, ECS_WITHOUT)}, .run = mood, .ctx = &mood_on},
         {.name = "mood_off", .terms = {TERM(L, ECS_WITH), TERM(B, ECS_WITH)}, .run = mood, .ctx = &mood_off},
+        {.name = "pull", .terms = {TERM(V, ECS_WRITE), TERM(P, ECS_READ)}, .run = pull, .ctx = &sim,
+         .pairs = {.relation = CHILD_OF, .mode = ECS_PAIRS_EACH, .target_terms = {TERM(P, ECS_READ)}}},
         {.name = "burst", .stage = "PostUpdate", .flags = ECS_SYSTEM_EXCLUSIVE, .run = burst, .ctx = &sim,
          .run_if = burst_due},
         {.name = "stats_plain", .stage = "PostUpdate", .flags = ECS_SYSTEM_SINGLE_THREADED, .run = stats,
@@ -357,6 +436,7 @@ int main(int argc, char **argv)
         {.name = "stats_bouncy", .stage = "PostUpdate", .flags = ECS_SYSTEM_SINGLE_THREADED, .run = stats,
          .terms = {TERM(P, ECS_READ), any_color, TERM(B, ECS_WITH)}, .ctx = &census[1]},
         {.name = "obituary", .stage = "PostUpdate", .removed = L, .run = obituary, .ctx = &sim},
+        {.name = "orphans", .stage = "PostUpdate", .removed_pairs = CHILD_OF, .run = orphans, .ctx = &sim},
         {.name = "newborn", .stage = "PostUpdate", .changes = {{.kind = ECS_ADDED, .component = L}},
          .run = newborn, .ctx = &sim},
         {.name = "fade", .stage = "PostUpdate", .terms = {TERM(C, ECS_WRITE)}, .flags = ECS_SYSTEM_MANUAL_CHANGE_MARKS,
@@ -400,8 +480,18 @@ int main(int argc, char **argv)
     /* Cross-check our own bookkeeping against the library's. */
     CHECK(st.frame == (uint64_t)frames);
     CHECK(st.entities == sim.population);
-    CHECK(sim.spawned - despawned == st.entities);
-    CHECK(sim.obituaries == despawned); /* each death seen once */
+    /* Each death seen once, age's and the cascade's alike. An age despawn
+     * of a spark its emitter's cascade took first is skipped, so the
+     * deaths are at least age's despawns; the rest are the cascade's. */
+    CHECK(sim.spawned - sim.obituaries == st.entities);
+    CHECK(sim.obituaries >= despawned);
+    /* Relations: every ChildOf pair made is live or was seen removed once;
+     * the sparks with a pair are exactly those carrying the source marker. */
+    PairCount live = {CHILD_OF, 0};
+    CHECK_OK(ecs_query_each(
+        world, &(ecs_query_desc_t){.terms = {TERM(ecs_relation_source_marker(world, CHILD_OF), ECS_WITH)}},
+        count_pairs, &live));
+    CHECK(sim.pairs_made == live.pairs + sim.pairs_removed);
     /* Change detection: each birth Added once; each fade mark seen once
      * (repaint runs after fade in the same stage, nothing else marks). */
     unsigned long long newborns = atomic_load(&sim.newborns), faded = atomic_load(&sim.faded);
@@ -419,13 +509,17 @@ int main(int argc, char **argv)
     printf("\nframe time (us): frames %d  min %.1f  median %.1f  p95 %.1f  p99 %.1f  max %.1f  mean %.1f\n", frames,
            frame_us[0], quantile(frame_us, frames, 0.50), quantile(frame_us, frames, 0.95),
            quantile(frame_us, frames, 0.99), frame_us[frames - 1], total_us / frames);
-    printf("by archetype: {Position, Velocity, Lifetime, Color} %u  +Bouncy %u  |  sparks {Position, Velocity,"
-           " Lifetime} %u  +Bouncy %u\n",
+    printf("by archetype: {Position, Velocity, Lifetime, Color} %u  +Bouncy %u  |  sparks and emitters {Position,"
+           " Velocity, Lifetime} + a ChildOf marker %u  +Bouncy %u\n",
            census[0].count[1], census[1].count[1], census[0].count[0], census[1].count[0]);
     printf("world: entities %u  archetypes %u  chunks %u  systems %u  commands_skipped %llu\n", st.entities,
            st.archetypes, st.chunks, st.systems, (unsigned long long)st.commands_skipped);
-    printf("totals: spawned %llu  despawned %llu  Bouncy flips %llu  obituaries (removal reader) %llu\n",
+    printf("totals: spawned %llu  despawned by age %llu  Bouncy flips %llu  obituaries (removal reader) %llu\n",
            (unsigned long long)sim.spawned, despawned, (unsigned long long)atomic_load(&sim.toggles), sim.obituaries);
+    printf("relations: ChildOf pairs made %llu  live %llu  removed (seen once by orphans) %llu  sparks culled with "
+           "their emitter (cascade) %llu  pairs pulled %llu\n",
+           sim.pairs_made, live.pairs, sim.pairs_removed, sim.obituaries - despawned,
+           (unsigned long long)atomic_load(&sim.pulled));
     const ecs_system_stats_t *rs = &st.system_stats[repaint_id - 1], *fs = &st.system_stats[fade_id - 1];
     printf("change detection: births seen by newborn (ADDED) %llu  rows faded %llu  rows seen by repaint "
            "(CHANGED) %llu\n",

@@ -619,6 +619,105 @@ static void pairs_flush_out_of_memory_syncs_later(void **state)
     assert_true(retried > 0);
 }
 
+/* Entities a removal reader saw (it->ctx), in order. */
+typedef struct {
+    ecs_entity_t seen[256];
+    int n;
+} obits_t;
+
+static void obits_read(ecs_iter_t *it)
+{
+    obits_t *o = it->ctx;
+    const ecs_entity_t *dead;
+    int n = ecs_iter_removed(it, &dead);
+    for (int i = 0; i < n; i++) {
+        assert_true(o->n < 256);
+        o->seen[o->n++] = dead[i];
+    }
+}
+
+static void despawn_root(ecs_iter_t *it)
+{
+    ecs_entity_t *root = it->ctx;
+    if (*root) assert_int_equal(ecs_cmd_despawn(it->commands, *root), ECS_OK);
+    *root = ECS_NULL;
+}
+
+/* A despawn that takes many entities along (a cascade) logs every one of
+ * them in the removal logs of the components they lose, in one step: room
+ * for all of them is made first, so the logs are never written past their
+ * end and a removal reader sees each death once. Regression: room was
+ * made for one entry per entity against the same log count, so a cascade
+ * of n wrote up to n - 1 entries past the log's end. Immediate mode and
+ * a flush; then the marker moves of a despawn's survivors. */
+static void pairs_cascade_logs_every_removal(void **state)
+{
+    (void)state;
+    enum { KIDS = 100 };
+    for (int flush = 0; flush < 2; flush++) {
+        ecs_world_t *w = world_new();
+        ecs_component_t hp = ecs_component_register(w, &(ecs_component_desc_t){.name = "Hp", .size = sizeof(int)});
+        ecs_relation_t child = ecs_relation_register(
+            w, &(ecs_relation_desc_t){.name = "ChildOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
+        assert_true(hp && child);
+        static obits_t obits;
+        memset(&obits, 0, sizeof(obits));
+        static ecs_entity_t root;
+        root = ECS_NULL;
+        assert_true(ecs_system_register(w, &(ecs_system_desc_t){.run = despawn_root, .ctx = &root}));
+        assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = hp, .run = obits_read, .ctx = &obits}));
+        /* The log gets some room: one despawn, read, then one more. */
+        ecs_entity_t first = ecs_spawn_with(w, 1, &hp, NULL);
+        assert_int_equal(ecs_despawn(w, first), ECS_OK);
+        frame(w);
+        assert_int_equal(obits.n, 1);
+        ecs_entity_t r = ecs_spawn_with(w, 1, &hp, NULL), kids[KIDS];
+        for (int i = 0; i < KIDS; i++) {
+            kids[i] = ecs_spawn_with(w, 1, &hp, NULL);
+            assert_int_equal(ecs_pair_set(w, child, kids[i], i ? kids[i - 1] : r, NULL), ECS_OK);
+        }
+        if (flush) {
+            root = r;
+            frame(w); /* the command despawns the root, the cascade the rest, */
+            frame(w); /* after the reader's run in that frame */
+        } else {
+            assert_int_equal(ecs_despawn(w, r), ECS_OK);
+            frame(w);
+        }
+        assert_false(ecs_is_alive(w, r));
+        assert_int_equal(obits.n, 1 + 1 + KIDS);
+        assert_true(obits.seen[1] == r);
+        for (int i = 0; i < KIDS; i++) {
+            assert_false(ecs_is_alive(w, kids[i]));
+            assert_true(obits.seen[2 + i] == kids[i]); /* breadth-first: the chain in order */
+        }
+        ecs_world_destroy(w);
+    }
+    /* The survivors' side: a target's despawn releases its pairs, and
+     * every source left without one loses its marker in the same step,
+     * each logged for a reader of the marker's removals. */
+    ecs_world_t *w = world_new();
+    ecs_relation_t likes = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Likes"});
+    assert_true(likes);
+    ecs_component_t sm = ecs_relation_source_marker(w, likes);
+    static obits_t lost;
+    memset(&lost, 0, sizeof(lost));
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = sm, .run = obits_read, .ctx = &lost}));
+    ecs_entity_t t = ecs_spawn(w), fans[KIDS];
+    for (int i = 0; i < KIDS; i++) {
+        fans[i] = ecs_spawn(w);
+        assert_int_equal(ecs_pair_set(w, likes, fans[i], t, NULL), ECS_OK);
+    }
+    assert_int_equal(ecs_despawn(w, t), ECS_OK);
+    frame(w);
+    assert_int_equal(lost.n, KIDS);
+    for (int i = 0; i < KIDS; i++) {
+        assert_true(ecs_is_alive(w, fans[i]) && !ecs_has(w, fans[i], sm));
+        assert_true(lost.seen[i] == fans[i]);
+    }
+    ecs_world_destroy(w);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Removed pairs                                                           */
 /* ---------------------------------------------------------------------- */
@@ -1799,6 +1898,7 @@ int main(void)
         cmocka_unit_test(pairs_exclusive_replaces_atomically),
         cmocka_unit_test(pairs_release_target),
         cmocka_unit_test(pairs_cascade_chains_cycles_and_mixed_relations),
+        cmocka_unit_test(pairs_cascade_logs_every_removal),
         cmocka_unit_test(pairs_ignore_keeps_stale_pairs),
         cmocka_unit_test(pairs_command_and_target_despawn_in_one_flush),
         cmocka_unit_test(pairs_marker_changes_coalesce_per_flush),

@@ -379,7 +379,7 @@ static bool plan_entity(ecs_world_t *w, plan_t *p, ecs_entity_t e, const ecs__ma
     ecs__archetype_t *b = marker_archetype(w, e, a, doomed);
     if (!b) return false;
     if (b == a) return true;
-    return ecs__removals_reserve(w, a, b) && plan_add(w, p, e, rec, b, NULL, 0, 0);
+    return plan_add(w, p, e, rec, b, NULL, 0, 0);
 }
 
 /* Plans e's move to its archetype with (add, the marker's value hint) or
@@ -393,13 +393,21 @@ static inline bool plan_step(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__rec
     ecs__archetype_t *a = rec->chunk->archetype;
     ecs__edge_t *edge;
     ecs__archetype_t *b = ecs__archetype_step(w, a, m, add, &edge);
-    return b && ecs__removals_reserve(w, a, b) && plan_add(w, p, e, rec, b, edge, add ? m : 0, hint);
+    return b && plan_add(w, p, e, rec, b, edge, add ? m : 0, hint);
 }
 
-/* Secures rows for every planned move (several may share a destination). */
-static inline bool plan_reserve(ecs_world_t *w, plan_t *p)
+/* Secures removal-log room and rows for every planned move (several may
+ * share a destination). Log room is made for all of them at once (room
+ * made one move at a time would count from the same log length), plus
+ * `extra` entries the caller logs in the same step (a despawn's doomed
+ * entities), before any row. */
+static inline bool plan_reserve(ecs_world_t *w, plan_t *p, uint32_t extra)
 {
     if (!p->count) return true; /* a write that moves nobody: mostly */
+    for (uint32_t i = 0; i < p->count; i++) {
+        if (!ecs__removals_reserve_n(w, p->moves[i].rec->chunk->archetype, p->moves[i].dst, p->count + extra))
+            return false;
+    }
     for (uint32_t i = 0; i < p->count; i++) {
         uint32_t same = 1;
         for (uint32_t k = 0; p->count > 1 && k < p->count; k++) same += k != i && p->moves[k].dst == p->moves[i].dst;
@@ -523,7 +531,7 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
         const ecs__source_slice_t *os = old ? ecs__store_sources(st, old) : NULL;
         if (ok && r->target_marker && os && os->count == 1)
             ok = plan_step(w, &p, old, record_of(w, old, NULL), r->target_marker, false, 0);
-        if (!ok || !plan_reserve(w, &p)) {
+        if (!ok || !plan_reserve(w, &p, 0)) {
             plan_abort(w, &p);
             return ECS_ENOMEM;
         }
@@ -568,7 +576,7 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
             ok = plan_step(w, &p, src, record_of(w, src, src_rec), r->source_marker, false, 0);
         if (ok && r->target_marker && ss->count == 1) /* a dead target (kept under IGNORE) has no record */
             ok = plan_step(w, &p, tgt, record_of(w, tgt, tgt_rec), r->target_marker, false, 0);
-        if (!ok || !plan_reserve(w, &p)) {
+        if (!ok || !plan_reserve(w, &p, 0)) {
             plan_abort(w, &p);
             return ECS_ENOMEM;
         }
@@ -639,12 +647,6 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
     plan_init(&p);
     if (!doom(w, e)) goto out;
 
-    /* Removal-log room for every doomed entity, then the survivors whose
-     * markers change: planned (immediate) or pending room (flush). */
-    for (uint32_t i = 0; i < w->doomed_count; i++) {
-        const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, w->doomed[i]);
-        if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL)) goto out;
-    }
     /* Pair-log room: every pair a doomed entity takes part in may go (a
      * pair between two doomed ones is counted twice: room to spare). */
     for (uint32_t k = 0; k < w->relation_count; k++) {
@@ -680,7 +682,14 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
             }
         }
     }
-    if (flush ? !pending_reserve(w, survivors) : !plan_reserve(w, &p)) goto out;
+    /* Removal-log room for every doomed entity and every planned move at
+     * once: each may log in the same watched log. */
+    uint32_t logged = w->doomed_count + p.count; /* no plan when flushing */
+    for (uint32_t i = 0; i < w->doomed_count; i++) {
+        const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, w->doomed[i]);
+        if (!ecs__removals_reserve_n(w, rec->chunk->archetype, NULL, logged)) goto out;
+    }
+    if (flush ? !pending_reserve(w, survivors) : !plan_reserve(w, &p, w->doomed_count)) goto out;
 
     /* Commit: nothing below can fail. Each doomed entity's pairs go, in
      * the closure's order, then the entity. */

@@ -47,12 +47,13 @@ static ecs__component_t *lost_next(ecs_world_t *w, const ecs__archetype_t *src, 
     return NULL;
 }
 
-bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst)
+bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst, uint32_t n)
 {
     lost_walk_t k = lost_begin(src);
     for (ecs__component_t *c; (c = lost_next(w, src, dst, &k)) != NULL;) {
-        if (c->removed_count < c->removed_cap) continue;
-        if (!ecs__array_reserve(&w->allocator, (void **)&c->removed, &c->removed_cap, c->removed_count + 1,
+        if ((uint64_t)c->removed_count + n <= c->removed_cap) continue;
+        if ((uint64_t)c->removed_count + n > UINT32_MAX / 2) return false;
+        if (!ecs__array_reserve(&w->allocator, (void **)&c->removed, &c->removed_cap, c->removed_count + n,
                                 sizeof(ecs_entity_t), _Alignof(ecs_entity_t)))
             return false;
     }

@@ -474,16 +474,24 @@ void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec);
 /* Removal logs (removals.c)                                               */
 /* ---------------------------------------------------------------------- */
 
-/* Makes room for one more entity in the removal log of every watched
+/* Makes room for n more entities in the removal log of every watched
  * component of archetype src that dst lacks (dst NULL: a despawn), so
- * that logging while the entity moves never allocates (a structural
- * change must not fail halfway). Call it before anything else is
- * allocated for the move. false: out of memory, nothing changed. Free
- * when src is not watched. */
-bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst);
+ * that logging while entities move never allocates (a structural change
+ * must not fail halfway). Room is counted from the log's length now: a
+ * step that moves several entities before logging any reserves for all
+ * of them at once (n = how many may log), not one at a time. Call it
+ * before anything else is allocated for the move. false: out of memory,
+ * nothing changed. Free when src is not watched. */
+bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst, uint32_t n);
+static inline bool ecs__removals_reserve_n(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst,
+                                           uint32_t n)
+{
+    return !src->watch_removals || ecs__removals_reserve_slow(w, src, dst, n);
+}
+/* Room for one entity's move (the common case: reserve, then move it). */
 static inline bool ecs__removals_reserve(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst)
 {
-    return !src->watch_removals || ecs__removals_reserve_slow(w, src, dst);
+    return ecs__removals_reserve_n(w, src, dst, 1);
 }
 /* Entity e leaves archetype src for dst (NULL: despawned): it lost each
  * watched component of src that dst lacks. Room was reserved. */
