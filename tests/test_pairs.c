@@ -619,15 +619,16 @@ static void pairs_flush_out_of_memory_syncs_later(void **state)
     assert_true(retried > 0);
 }
 
-/* Entities a removal reader saw (it->ctx), in order. */
+/* Entities a system saw (it->ctx), in order: a removal reader's
+ * removals (obits_read) or a filtered system's rows (seen_collect). */
 typedef struct {
     ecs_entity_t seen[256];
     int n;
-} obits_t;
+} seen_t;
 
 static void obits_read(ecs_iter_t *it)
 {
-    obits_t *o = it->ctx;
+    seen_t *o = it->ctx;
     const ecs_entity_t *dead;
     int n = ecs_iter_removed(it, &dead);
     for (int i = 0; i < n; i++) {
@@ -660,7 +661,7 @@ static void pairs_cascade_logs_every_removal(void **state)
         ecs_relation_t child = ecs_relation_register(
             w, &(ecs_relation_desc_t){.name = "ChildOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
         assert_true(hp && child);
-        static obits_t obits;
+        static seen_t obits;
         memset(&obits, 0, sizeof(obits));
         static ecs_entity_t root;
         root = ECS_NULL;
@@ -700,7 +701,7 @@ static void pairs_cascade_logs_every_removal(void **state)
     ecs_relation_t likes = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Likes"});
     assert_true(likes);
     ecs_component_t sm = ecs_relation_source_marker(w, likes);
-    static obits_t lost;
+    static seen_t lost;
     memset(&lost, 0, sizeof(lost));
     assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = sm, .run = obits_read, .ctx = &lost}));
     ecs_entity_t t = ecs_spawn(w), fans[KIDS];
@@ -1738,16 +1739,10 @@ static void pairs_markers_are_read_only(void **state)
     ecs_world_destroy(w);
 }
 
-/* Entities a change-filtered system saw in its last run. */
-typedef struct {
-    ecs_entity_t seen[8];
-    int n;
-} seen_t;
-
 static void seen_collect(ecs_iter_t *it)
 {
     seen_t *s = it->ctx;
-    for (int i = 0; i < it->count && s->n < 8; i++) s->seen[s->n++] = it->entities[ecs_iter_row(it, i)];
+    for (int i = 0; i < it->count && s->n < 256; i++) s->seen[s->n++] = it->entities[ecs_iter_row(it, i)];
 }
 
 /* One frame; what each system saw in it. */
