@@ -1253,6 +1253,13 @@ typedef struct {
     ecs_entity_t *want_src, *want_tgt, *got_src, *got_tgt;
     uint32_t nwant, ngot, cap_want, cap_got;
     uint64_t removals_checked;
+    /* Every entity has Hp; deaths (cascades included) as the model made
+     * them, and as a removal reader of Hp was handed them: room for a
+     * whole cascade's entries must be made before it logs any. */
+    ecs_component_t hp;
+    ecs_entity_t *want_dead, *got_dead;
+    uint32_t nwant_dead, ngot_dead, cap_want_dead, cap_got_dead;
+    uint64_t deaths_checked;
 } model_t;
 
 static void push2(ecs_entity_t **a, ecs_entity_t **b, uint32_t *n, uint32_t *cap, ecs_entity_t x, ecs_entity_t y)
@@ -1265,6 +1272,15 @@ static void push2(ecs_entity_t **a, ecs_entity_t **b, uint32_t *n, uint32_t *cap
     (*a)[*n] = x;
     (*b)[*n] = y;
     (*n)++;
+}
+
+static void push1(ecs_entity_t **a, uint32_t *n, uint32_t *cap, ecs_entity_t x)
+{
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 256;
+        *a = realloc(*a, *cap * sizeof(**a));
+    }
+    (*a)[(*n)++] = x;
 }
 
 static int32_t list_find(const mlist_t *l, uint32_t id)
@@ -1299,7 +1315,7 @@ static uint32_t model_spawn(model_t *m)
     }
     uint32_t id = m->count++;
     memset(&m->ents[id], 0, sizeof(m->ents[id]));
-    m->ents[id].handle = ecs_spawn(m->w);
+    m->ents[id].handle = ecs_spawn_with(m->w, 1, &m->hp, NULL);
     assert_true(m->ents[id].handle != ECS_NULL);
     m->ents[id].alive = true;
     m->alive[m->nalive++] = id;
@@ -1353,8 +1369,26 @@ static void removed_reader(ecs_iter_t *it)
     for (int i = 0; i < n; i++) push2(&m->got_src, &m->got_tgt, &m->ngot, &m->cap_got, s[i], t[i]);
 }
 
+/* The removal reader of Hp (PostUpdate: after every flush). */
+static void dead_reader(ecs_iter_t *it)
+{
+    model_t *m = it->ctx;
+    const ecs_entity_t *d;
+    int n = ecs_iter_removed(it, &d);
+    for (int i = 0; i < n; i++) push1(&m->got_dead, &m->ngot_dead, &m->cap_got_dead, d[i]);
+}
+
 static void removals_check(model_t *m)
 {
+    if (m->ngot_dead != m->nwant_dead)
+        fail_msg("op %llu: the Hp reader got %u deaths, the model made %u", (unsigned long long)m->ops, m->ngot_dead,
+                 m->nwant_dead);
+    for (uint32_t i = 0; i < m->nwant_dead; i++) {
+        if (m->got_dead[i] != m->want_dead[i])
+            fail_msg("op %llu: death %u differs from the model's", (unsigned long long)m->ops, i);
+    }
+    m->deaths_checked += m->nwant_dead;
+    m->ngot_dead = m->nwant_dead = 0;
     if (m->ngot != m->nwant)
         fail_msg("op %llu: the reader got %u removed pairs, the model made %u", (unsigned long long)m->ops, m->ngot,
                  m->nwant);
@@ -1389,6 +1423,7 @@ static void model_despawn(model_t *m, uint32_t e)
     m->cascaded += nq - 1;
     for (uint32_t q = 0; q < nq; q++) {
         uint32_t x = queue[q];
+        push1(&m->want_dead, &m->nwant_dead, &m->cap_want_dead, m->ents[x].handle);
         for (int r = 0; r < RELS; r++) {
             /* Its own pairs, from the last back (as the store drops them). */
             mlist_t *f = &m->ents[x].fwd[r];
@@ -1490,6 +1525,10 @@ static void pairs_random_against_model(void **state)
         {.name = "R1", .size = sizeof(int32_t), .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE},
         {.name = "R2", .size = sizeof(int32_t), .on_target_despawn = ECS_IGNORE, .no_target_marker = true},
     };
+    m.hp = ecs_component_register(m.w, &(ecs_component_desc_t){.name = "Hp", .size = sizeof(int32_t)});
+    assert_true(m.hp);
+    assert_true(ecs_system_register(m.w, &(ecs_system_desc_t){.stage = "PostUpdate", .removed = m.hp,
+                                                              .run = dead_reader, .ctx = &m}) != 0);
     for (int r = 0; r < RELS; r++) {
         m.rel[r] = ecs_relation_register(m.w, &desc[r]);
         m.policy[r] = desc[r].on_target_despawn;
@@ -1564,11 +1603,13 @@ static void pairs_random_against_model(void **state)
     frame(m.w);
     removals_check(&m);
     print_message("random pairs: %llu operations, %llu checks, %llu flushes, %llu cascaded despawns, %u entities made, "
-                  "%llu removed pairs read\n",
+                  "%llu removed pairs read, %llu deaths read\n",
                   (unsigned long long)m.ops, (unsigned long long)m.checks, (unsigned long long)m.flushes,
-                  (unsigned long long)m.cascaded, m.count, (unsigned long long)m.removals_checked);
+                  (unsigned long long)m.cascaded, m.count, (unsigned long long)m.removals_checked,
+                  (unsigned long long)m.deaths_checked);
     assert_true(m.cascaded > 100);
     assert_true(m.removals_checked > 10000);
+    assert_true(m.deaths_checked > 1000);
     ecs_world_destroy(m.w);
     free(m.ents);
     free(m.alive);
@@ -1576,6 +1617,8 @@ static void pairs_random_against_model(void **state)
     free(m.want_tgt);
     free(m.got_src);
     free(m.got_tgt);
+    free(m.want_dead);
+    free(m.got_dead);
 }
 
 
