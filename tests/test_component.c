@@ -529,6 +529,32 @@ static int64_t res_value(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c
     return *r->heap;
 }
 
+/* ecs_set of a component the entity lacks copies the value in through
+ * the copy hook, also when the component has no constructor (here: copy
+ * and destructor hooks only). Regression:
+ * the add went along the archetype graph's edge, which counted only a
+ * constructor as a reason to leave its plain byte copy. */
+static void hooks_copy_runs_when_set_adds(void **state)
+{
+    (void)state;
+    ecs_world_t *w = ecs_world_create(NULL);
+    assert_non_null(w);
+    res_stats_t s;
+    ecs_component_t res = register_res(w, "ResCopyDtor", &s, false, true, false, true);
+    ecs_component_t pos = ECS_COMPONENT(w, Position);
+    Res v;
+    res_make(&v, 7);
+    for (int i = 0; i < 3; i++) { /* the second and third take the cached edge */
+        ecs_entity_t e = ecs_spawn_with(w, 1, &pos, NULL);
+        assert_int_equal(ecs_set(w, e, res, &v), ECS_OK);
+        assert_int_equal(s.copy_calls, i + 1);
+        assert_int_equal(res_value(w, e, res), 7);
+        assert_int_equal(s.bad, 0);
+    }
+    res_drop(&v);
+    ecs_world_destroy(w);
+}
+
 static void hooks_ctor_runs_for_new_values(void **state)
 {
     (void)state;
@@ -1185,6 +1211,7 @@ int main(void)
         cmocka_unit_test(component_lookup_and_info_misses),
         cmocka_unit_test(component_name_is_copied),
         cmocka_unit_test(hooks_ctor_runs_for_new_values),
+        cmocka_unit_test(hooks_copy_runs_when_set_adds),
         cmocka_unit_test(hooks_dtor_runs_once_per_value),
         cmocka_unit_test(hooks_dtor_on_world_destroy_across_archetypes),
         cmocka_unit_test(hooks_move_on_archetype_move),

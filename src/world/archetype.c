@@ -258,7 +258,9 @@ static ecs__edge_t *edge_new(ecs_world_t *w, ecs__archetype_t *a, ecs__archetype
     for (uint32_t j = 0; j < b->column_count; j++) {
         if (ecs__archetype_column(a, b->columns[j].id) >= 0) continue;
         e->ops[k++] = (ecs__edge_op_t){0, (uint16_t)j, b->columns[j].size};
-        hooks |= b->columns[j].hooks & ECS__HOOK_CTOR;
+        /* A new column is constructed, or filled from a value the caller
+         * supplies (ecs_set adding it): through the copy or move hook. */
+        hooks |= b->columns[j].hooks & (ECS__HOOK_CTOR | ECS__HOOK_COPY | ECS__HOOK_MOVE);
         e->init_count++;
     }
     for (i = 0; i < a->column_count; i++) {
