@@ -725,7 +725,8 @@ typedef struct {
  * Registers a relation type. Returns its id, or 0: NULL world or desc, a
  * NULL, empty or duplicate name (or a marker name taken by a component),
  * a bad size or alignment (as for components), an unknown cleanup policy,
- * inside a system that is not EXCLUSIVE, out of memory.
+ * during ecs_world_progress (inside any system, EXCLUSIVE ones included:
+ * running walks and readers hold on to the relations), out of memory.
  */
 ECS_API ecs_relation_t ecs_relation_register(ecs_world_t *world, const ecs_relation_desc_t *desc);
 

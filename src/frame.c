@@ -435,7 +435,11 @@ static pair_batch_t *pair_batch_init(pair_batch_t *b, const ecs_world_t *w, cons
     b->target_role = sys->pair_role == ECS_ROLE_TARGET;
     b->marker = b->target_role ? r->target_marker : r->source_marker;
     b->v.nfar = sys->flags & ECS_SYSTEM_EXCLUSIVE ? 0 : (sys->nfar_terms < PAIR_FAR ? sys->nfar_terms : PAIR_FAR);
-    b->v.payloads = !b->target_role;
+    /* Payload pointers are taken ahead only where they stay put: an
+     * EXCLUSIVE callback's own pair writes may move the slice, so there
+     * (and for role TARGET, whose slices hold none) they are looked up
+     * when the callback asks. */
+    b->v.payloads = !b->target_role && !(sys->flags & ECS_SYSTEM_EXCLUSIVE);
     b->v.n = 0;
     return b;
 }
@@ -655,6 +659,16 @@ static int32_t match_of(const ecs_query_t *q, const ecs__archetype_t *a)
     return -1;
 }
 
+/* Hands a pair-filtered walk's batch over; the chunk's WRITE marks go on
+ * with its first batch, so a chunk where no pair was in the window is not
+ * marked (nothing ran there). Returns that the chunk is marked. */
+static bool dirty_batch_run(walk_t *wk, ecs_iter_t *it, ecs__chunk_t *ch, int32_t m, bool marked)
+{
+    if (!marked && ch->trackers && wk->marks) mark_written(wk, &wk->q->matches[m], ch);
+    batch_run(wk, it, wk->batch->v.n);
+    return true;
+}
+
 /* A pair-filtered system past its first run: the pairs in its window come
  * from the relation's dirty sources only, O(marked). Consecutive sources
  * in one chunk share a batch; each batch's chunk gets the system's WRITE
@@ -668,6 +682,12 @@ static void walk_dirty_pairs(walk_t *wk)
     ecs_iter_t *it = wk->it;
     ecs__chunk_t *cur = NULL;
     int32_t cur_m = -1;
+    bool cur_marked = false; /* the chunk gets its WRITE marks with its first batch */
+    /* Sources come in dirty-list order, not chunk order: the commands'
+     * key is the visit count instead, so that playback keeps the order
+     * they were recorded in (a provisional handle's spawn before its
+     * uses). One job, so the order is the same for any worker count. */
+    uint64_t visit = 0;
     b->v.n = 0;
     it->priv_.pairs = b;
     uint32_t n = st->dirty_count;
@@ -683,8 +703,8 @@ static void walk_dirty_pairs(walk_t *wk)
         }
         /* Another chunk (or the end): hand over what the batch holds. */
         if (cur && (k == n || rec->chunk != cur || b->v.n == PAIR_BATCH)) {
-            if (b->v.n) batch_run(wk, it, b->v.n);
-            if (cur->trackers && wk->sys->nwrite_terms) list_written(wk->sys, &q->matches[cur_m], cur);
+            if (b->v.n) cur_marked = dirty_batch_run(wk, it, cur, cur_m, cur_marked);
+            if (cur_marked && cur->trackers && wk->sys->nwrite_terms) list_written(wk->sys, &q->matches[cur_m], cur);
             cur = NULL;
             b->v.n = 0;
         }
@@ -693,7 +713,7 @@ static void walk_dirty_pairs(walk_t *wk)
             cur = rec->chunk;
             cur_m = m;
             const ecs__query_match_t *match = &q->matches[m];
-            ecs__commands_set_chunk(wk->cmd, ((uint64_t)m << 32) | cur->index);
+            ecs__commands_set_chunk(wk->cmd, visit++);
             ecs__iter_set_chunk(it, q, match, cur);
             it->priv_.match = m;
             it->priv_.version = it->world->structure_version;
@@ -701,13 +721,13 @@ static void walk_dirty_pairs(walk_t *wk)
 #ifndef NDEBUG
             wk->reads->chunk = cur;
 #endif
-            if (cur->trackers && wk->marks) mark_written(wk, match, cur);
+            cur_marked = false;
         }
         ecs_entity_t src = st->dirty[k];
         for (uint32_t j = 0; j < ts->count; j++) {
             if (!pair_in_window(wk, &ts->ticks[j])) continue;
             if (b->v.n == PAIR_BATCH) { /* a full batch: hand it over, same chunk */
-                batch_run(wk, it, b->v.n);
+                cur_marked = dirty_batch_run(wk, it, cur, cur_m, cur_marked);
                 b->v.n = 0;
             }
             batch_add(&b->v, (uint16_t)rec->row, src, ts->targets[j],
@@ -729,9 +749,10 @@ const void *ecs__pair_field_lookup(const ecs_iter_t *it, int i)
 {
     const pair_batch_t *b = batch_of(it, i);
     if (!b) return NULL;
-    /* Role TARGET walks reverse slices, which hold no payloads: found in
-     * the source's slice when the callback asks (many never do). */
-    return b->target_role ? ecs__store_get(b->store, b->v.src[i], b->v.tgt[i], NULL) : b->v.payload[i];
+    /* Role TARGET walks reverse slices, which hold no payloads, and an
+     * EXCLUSIVE walk's slices may have moved: found in the source's slice
+     * as it is now (NULL: the pair is gone). */
+    return b->v.payloads ? b->v.payload[i] : ecs__store_get(b->store, b->v.src[i], b->v.tgt[i], NULL);
 }
 
 const void *ecs__field_target_lookup(const ecs_iter_t *it, int term, int i)
@@ -931,7 +952,8 @@ static bool reserve_filtered(ecs_world_t *w, ecs__plan_node_t *node, uint32_t wo
 /* A filtered system's chunks, from the dirty-chunk lists of its first
  * filter: every row that passes all filters passes the first, so its
  * chunk has marks for it and is listed. O(listed chunks); room was
- * reserved by reserve_filtered. */
+ * reserved by reserve_filtered. The lists are kept in chunk order
+ * (ecs__chunk_list), so the chunks come in key order. */
 static void collect_filtered(ecs__plan_node_t *node)
 {
     const ecs_query_t *q = node->sys->query;

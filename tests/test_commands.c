@@ -638,6 +638,60 @@ static void record_then_mutate(ecs_iter_t *it)
     s.s = NULL;
 }
 
+/* A change-filtered system's callback: spawns by command in its first
+ * call this frame, and in its second writes the new entity's Pos and a
+ * Link to it from the row it is on. */
+static void filtered_spawn_then_use(ecs_iter_t *it)
+{
+    if (g.frame != 1) return;
+    if (g.calls++ == 0) {
+        g.handle = ecs_cmd_spawn(it->commands);
+        rec(g.handle != ECS_NULL ? ECS_OK : ECS_EINVAL);
+    } else if (g.calls == 2) {
+        rec(ecs_cmd_set(it->commands, g.handle, g.f->pos, &(Pos){123.0f, 0.0f}));
+        ecs_entity_t holder = it->entities[ecs_iter_row(it, 0)];
+        rec(ecs_cmd_set(it->commands, holder, g.f->link, &(Link){7.0f, g.handle}));
+        g.e[0] = holder;
+    }
+}
+
+/* A provisional handle is usable in later commands of its buffer also when
+ * a change-filtered system meets its marked chunks in another order than
+ * chunk order (marks made in the last chunk first). Regression: the
+ * filtered walk recorded in dirty-list order while the flush plays back in
+ * chunk order, so the later commands ran before the spawn and were
+ * skipped. */
+static void commands_provisional_handle_in_filtered_walk(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    enum { N = 3000 }; /* several chunks */
+    static ecs_entity_t es[N];
+    assert_int_equal(ecs_spawn_batch(f.w, N, 1, &f.pos, NULL, es), ECS_OK);
+    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {{.component = f.pos}, OTHER_READS(&f)},
+                                                                       .changes = {{.kind = ECS_CHANGED, .component = f.pos}},
+                                                                       .run = filtered_spawn_then_use}),
+                         0);
+    progress(&f); /* the first run */
+    assert_int_equal(ecs_set(f.w, es[N - 1], f.pos, &(Pos){5.0f, 0.0f}), ECS_OK); /* the last chunk's mark first */
+    assert_int_equal(ecs_set(f.w, es[0], f.pos, &(Pos){6.0f, 0.0f}), ECS_OK);
+    g.frame = 1;
+    progress(&f);
+    assert_int_equal(g.calls, 2);
+    assert_results((const int[]){ECS_OK, ECS_OK, ECS_OK}, 3);
+    ecs_world_stats_t st;
+    assert_int_equal(ecs_world_stats(f.w, &st), ECS_OK);
+    assert_int_equal(st.commands_skipped, 0);
+    assert_int_equal(st.entities, N + 1);
+    ecs_entity_t spawned = the_pos_x(&f, 123.0f);
+    const Link *l = ecs_get(f.w, g.e[0], f.link);
+    assert_non_null(l);
+    assert_true(l->target == spawned);
+    ecs_world_destroy(f.w);
+}
+
 static void commands_set_copies_value_when_recorded(void **state)
 {
     (void)state;
@@ -1384,6 +1438,7 @@ int main(void)
         cmocka_unit_test(commands_foreign_provisional_handle_is_estale),
         cmocka_unit_test(commands_provisional_handle_from_earlier_frame_is_estale),
         cmocka_unit_test(commands_set_copies_value_when_recorded),
+        cmocka_unit_test(commands_provisional_handle_in_filtered_walk),
         cmocka_unit_test(commands_set_replaces_owned_value),
         cmocka_unit_test(commands_later_registered_system_wins),
         cmocka_unit_test(commands_structural_order_follows_registration),

@@ -766,6 +766,64 @@ static void pairs_cascade_logs_every_removal(void **state)
     ecs_world_destroy(w);
 }
 
+/* A component that fills a chunk with a handful of rows. */
+typedef struct {
+    char bytes[3000];
+} Big;
+
+/* A despawn's planned marker moves may land in rows of a chunk whose other
+ * rows hold doomed entities: that chunk must stay while the moves are
+ * made, or the moves would need a chunk the plan did not secure (an
+ * allocation after the commit: a crash when it fails). Each k in turn, in
+ * a fresh world: every allocation of the despawn from the k-th on fails. */
+static void pairs_despawn_keeps_the_rows_it_counted(void **state)
+{
+    (void)state;
+    for (int64_t k = 0;; k++) {
+        fail_t f = {.countdown = -1, .sticky = true};
+        ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = {fail_alloc, fail_free, &f}});
+        assert_non_null(w);
+        ecs_component_t big =
+            ecs_component_register(w, &(ecs_component_desc_t){.name = "Big", .size = sizeof(Big), .align = 1});
+        ecs_relation_t cascade = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Cascade",
+                                                                                  .on_target_despawn = ECS_CASCADE_SOURCE,
+                                                                                  .no_source_marker = true,
+                                                                                  .no_target_marker = true});
+        ecs_relation_t likes = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Likes", .no_source_marker = true});
+        assert_true(big && cascade && likes);
+        ecs_component_t tm = ecs_relation_target_marker(w, likes);
+        /* {Big} (four rows a chunk): one empty chunk kept, and one holding
+         * three doomed rows and a free one. */
+        ecs_entity_t fill[4], doomed[3], liked[5];
+        for (int i = 0; i < 4; i++) fill[i] = ecs_spawn_with(w, 1, &big, NULL);
+        for (int i = 0; i < 3; i++) doomed[i] = ecs_spawn_with(w, 1, &big, NULL);
+        for (int i = 0; i < 4; i++) assert_int_equal(ecs_despawn(w, fill[i]), ECS_OK);
+        ecs_entity_t root = ecs_spawn(w);
+        for (int i = 0; i < 3; i++) assert_int_equal(ecs_pair_set(w, cascade, doomed[i], root, NULL), ECS_OK);
+        /* Five entities liked by the doomed ones move back to {Big}: the
+         * free row and the empty chunk's four, by the plan's count. */
+        for (int i = 0; i < 5; i++) {
+            liked[i] = ecs_spawn(w);
+            assert_int_equal(ecs_pair_set(w, likes, doomed[i % 3], liked[i], NULL), ECS_OK);
+            assert_int_equal(ecs_add(w, liked[i], big), ECS_OK);
+        }
+        atomic_store(&f.countdown, k);
+        int rc = ecs_despawn(w, root);
+        atomic_store(&f.countdown, -1);
+        if (rc == ECS_OK) {
+            for (int i = 0; i < 3; i++) assert_false(ecs_is_alive(w, doomed[i]));
+            for (int i = 0; i < 5; i++) assert_true(ecs_is_alive(w, liked[i]) && !ecs_has(w, liked[i], tm));
+        } else {
+            assert_int_equal(rc, ECS_ENOMEM);
+            assert_true(ecs_is_alive(w, root) && ecs_is_alive(w, doomed[0]));
+            for (int i = 0; i < 5; i++) assert_true(ecs_has(w, liked[i], tm));
+        }
+        ecs_world_destroy(w);
+        assert_int_equal(atomic_load(&f.allocs), atomic_load(&f.frees));
+        if (rc == ECS_OK) break;
+    }
+}
+
 /* Each frame, source a drops its target for a fresh one (by command). */
 typedef struct {
     ecs_relation_t r;
@@ -1808,6 +1866,75 @@ static void marker_cmd_system(ecs_iter_t *it)
     m->ran = true;
 }
 
+typedef struct {
+    ecs_component_t pos;
+    ecs_relation_t rel;
+    bool armed;
+    int calls;
+    ecs_entity_t prov, holder;
+    int rc[3];
+} prov_pairs_t;
+
+/* A pair-filtered system: its first call spawns by command, its second
+ * sets the new entity's HPos and aims a pair from its own source at it. */
+static void prov_pairs_walk(ecs_iter_t *it)
+{
+    prov_pairs_t *p = it->ctx;
+    if (!p->armed || !it->count) return;
+    if (p->calls++ == 0) {
+        p->prov = ecs_cmd_spawn(it->commands);
+        p->rc[0] = p->prov ? ECS_OK : ECS_EINVAL;
+    } else if (p->calls == 2) {
+        p->rc[1] = ecs_cmd_set(it->commands, p->prov, p->pos, &(HPos){123.0f, 0.0f});
+        p->holder = ecs_pair_source_of(it, 0);
+        p->rc[2] = ecs_cmd_pair_set(it->commands, p->rel, p->holder, p->prov, NULL);
+    }
+}
+
+/* A pair-filtered system walks the relation's dirty sources in the order
+ * their pairs were marked, not in chunk order; a provisional handle from
+ * its first call still works in a later one. Regression: its commands
+ * were keyed by chunk, so the flush played the later ones (marked in an
+ * earlier chunk) before the spawn and skipped them. */
+static void pairs_filtered_walk_keeps_command_order(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
+    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts"});
+    assert_true(pos && r);
+    enum { N = 3000 }; /* sources over several chunks */
+    static ecs_entity_t src[N];
+    assert_int_equal(ecs_spawn_batch(w, N, 1, &pos, NULL, src), ECS_OK);
+    ecs_entity_t t0 = ecs_spawn(w), t1 = ecs_spawn(w);
+    for (int i = 0; i < N; i++) assert_int_equal(ecs_pair_set(w, r, src[i], t0, NULL), ECS_OK);
+    static prov_pairs_t p;
+    memset(&p, 0, sizeof(p));
+    p.pos = pos;
+    p.rel = r;
+    ecs_system_desc_t d = {.pairs = {.relation = r, .mode = ECS_PAIRS_EACH}, .run = prov_pairs_walk, .ctx = &p};
+    d.changes[0] = (ecs_change_filter_t){.kind = ECS_ADDED, .relation = r};
+    assert_true(ecs_system_register(w, &d) != 0);
+    frame(w); /* the first run: everything so far */
+    /* New pairs: the last chunk's source first, then the first chunk's. */
+    assert_int_equal(ecs_pair_set(w, r, src[N - 1], t1, NULL), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, r, src[0], t1, NULL), ECS_OK);
+    p.armed = true;
+    frame(w);
+    assert_int_equal(p.calls, 2);
+    assert_int_equal(p.rc[0], ECS_OK);
+    assert_int_equal(p.rc[1], ECS_OK);
+    assert_int_equal(p.rc[2], ECS_OK);
+    assert_int_equal(stats_of(w).commands_skipped, 0);
+    const ecs_entity_t *t;
+    int n = ecs_pair_targets(w, r, p.holder, &t, NULL);
+    assert_int_equal(n, 3); /* t0, t1 and the new entity */
+    const HPos *hp = ecs_get(w, t[2], pos);
+    assert_non_null(hp);
+    assert_true(hp->x == 123.0f);
+    ecs_world_destroy(w);
+}
+
 /* A world with HPos and the relation Hunts (payload Hunt), both markers
  * on, and its markers: the markers' tests share it. */
 static ecs_world_t *hunts_world(ecs_component_t *pos, ecs_relation_t *r, ecs_component_t *sm, ecs_component_t *tm)
@@ -2048,6 +2175,8 @@ int main(void)
         cmocka_unit_test(pairs_out_of_memory_changes_nothing),
         cmocka_unit_test(pairs_flush_out_of_memory_syncs_later),
         cmocka_unit_test(pairs_flush_sync_failures_stay_listed_once),
+        cmocka_unit_test(pairs_despawn_keeps_the_rows_it_counted),
+        cmocka_unit_test(pairs_filtered_walk_keeps_command_order),
         cmocka_unit_test(pairs_removed_pairs_each_once_per_reader),
         cmocka_unit_test(pairs_exclusive_walk_survives_its_own_writes),
         cmocka_unit_test(pairs_change_filters),

@@ -37,7 +37,9 @@ static ecs_component_t marker_register(ecs_world_t *w, const char *fmt, const ch
 ecs_relation_t ecs_relation_register(ecs_world_t *w, const ecs_relation_desc_t *desc)
 {
     if (!w || !desc || !desc->name || !desc->name[0]) return 0;
-    if (w->phase == ECS__PHASE_SYSTEMS || w->phase == ECS__PHASE_FLUSH) return 0;
+    /* Not while a frame runs systems, EXCLUSIVE ones included: walks and
+     * readers hold pointers into the relation array, which may move. */
+    if (w->phase != ECS__PHASE_IDLE) return 0;
     if ((unsigned)desc->on_target_despawn > ECS_IGNORE) return 0;
     for (uint32_t i = 0; i < w->relation_count; i++) {
         if (!strcmp(w->relations[i].name, desc->name)) return 0;
@@ -707,7 +709,11 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
     if (flush ? !pending_reserve(w, survivors) : !plan_reserve(w, &p, w->doomed_count)) goto out;
 
     /* Commit: nothing below can fail. Each doomed entity's pairs go, in
-     * the closure's order, then the entity. */
+     * the closure's order, then the entity. A chunk the despawns empty
+     * stays until the planned moves are done: plan_reserve may have
+     * counted its free rows. */
+    bool deferred = w->defer_chunk_release;
+    w->defer_chunk_release = true;
     for (uint32_t i = 0; i < w->doomed_count; i++) {
         ecs_entity_t x = w->doomed[i];
         for (uint32_t k = 0; k < w->relation_count; k++) {
@@ -741,6 +747,8 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
         ecs__entity_destroy(w, x, rec);
     }
     if (!flush) plan_apply(w, &p);
+    w->defer_chunk_release = deferred;
+    ecs__archetypes_trim(w); /* a no-op while a walk still defers */
     result = ECS_OK;
 out:
     if (result != ECS_OK) plan_discard(w, &p);
