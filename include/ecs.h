@@ -360,7 +360,11 @@ typedef enum { ECS_SELF, ECS_OTHER, ECS_SINGLETON } ecs_source_t;
  * field is NULL. optional: a READ/WRITE term that does not restrict
  * matching; the field is NULL where the archetype lacks the component.
  * src ECS_OTHER: the system reads the component on other entities through
- * ecs_get (declared access; never restricts matching, field NULL).
+ * ecs_get (declared access; never restricts matching, field NULL). A system
+ * that also WRITEs that component on its own rows (or reads a component it
+ * writes on pairs' far ends) runs as one job, as if SINGLE_THREADED: split,
+ * one job would write rows another reads, and the result would depend on
+ * the worker count.
  * ECS_SINGLETON is not supported yet (rejected with ECS_EINVAL / NULL).
  */
 typedef struct {
@@ -448,12 +452,13 @@ struct ecs_iter {
         uint64_t version;
         int32_t match, chunk_index;
         int32_t field_count;
-        const ecs_entity_t *removed;
+        const void *removed_log; /* a removal reader's log (component or relation) */
+        uint64_t removed_from;   /* ... and where its run starts in it */
         int32_t removed_count;
         uint64_t since, tick; /* change-filter window; tick: what marks take */
         uint32_t marks;       /* nonzero: ecs_iter_changed may mark rows */
         const void *pairs;    /* the pair batch (ECS_PAIRS_EACH) */
-        const ecs_entity_t *removed_tgt; /* removed pairs' targets */
+        bool removed_pairs; /* the log is a relation's */
     } priv_;
 };
 
@@ -498,7 +503,8 @@ ECS_API void *ecs__field_checked(const ecs_iter_t *it, int term, size_t size);
  * returns their count (0 with *entities NULL when there are none, or in
  * any other iterator). The ids are no longer alive when the entity was
  * despawned. The array is valid during the callback, and in an EXCLUSIVE
- * reader until its next structural change. ECS_EINVAL for NULL arguments.
+ * reader until its next structural change (call again after one: the
+ * same entities, wherever the log now is). ECS_EINVAL for NULL arguments.
  */
 ECS_API int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities);
 
@@ -767,7 +773,9 @@ ECS_API ecs_component_t ecs_relation_target_marker(const ecs_world_t *world, ecs
  * *sources and *targets to two parallel arrays, the pairs removed since
  * the system's previous run, and returns their count (0 with NULL arrays
  * when there are none, or in any other iterator). Either end may be dead.
- * Valid during the callback. ECS_EINVAL for NULL arguments.
+ * Valid during the callback; in an EXCLUSIVE reader until it writes pairs
+ * or despawns (call again after: the same pairs, wherever the log now
+ * is). ECS_EINVAL for NULL arguments.
  */
 ECS_API int ecs_iter_removed_pairs(const ecs_iter_t *it, const ecs_entity_t **sources, const ecs_entity_t **targets);
 

@@ -127,8 +127,8 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *no
     it->ctx = sys->ctx;
     it->priv_.query = sys->query;
     it->priv_.field_count = sys->query ? (int32_t)sys->query->term_count : 0;
-    it->priv_.removed = NULL;
-    it->priv_.removed_tgt = NULL;
+    it->priv_.removed_log = NULL;
+    it->priv_.removed_pairs = false;
     it->priv_.removed_count = 0;
     it->priv_.since = node->since;
     it->priv_.tick = node->this_run;
@@ -148,9 +148,10 @@ static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ec
         uint64_t end = ecs__pairs_removals_end(r);
         ecs__assert(sys->removed_cursor >= r->removed_base && sys->removed_cursor <= end, "reader cursor in the log");
         if (end - sys->removed_cursor > INT32_MAX) end = sys->removed_cursor + INT32_MAX;
+        it->priv_.removed_pairs = true;
         if (end > sys->removed_cursor) {
-            it->priv_.removed = r->removed_src + (sys->removed_cursor - r->removed_base);
-            it->priv_.removed_tgt = r->removed_tgt + (sys->removed_cursor - r->removed_base);
+            it->priv_.removed_log = r;
+            it->priv_.removed_from = sys->removed_cursor;
             it->priv_.removed_count = (int32_t)(end - sys->removed_cursor);
         }
         return end;
@@ -161,30 +162,32 @@ static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ec
     /* The count is an int: a backlog past INT32_MAX goes over several runs. */
     if (end - sys->removed_cursor > INT32_MAX) end = sys->removed_cursor + INT32_MAX;
     if (end > sys->removed_cursor) {
-        it->priv_.removed = c->removed + (sys->removed_cursor - c->removed_base);
+        it->priv_.removed_log = c;
+        it->priv_.removed_from = sys->removed_cursor;
         it->priv_.removed_count = (int32_t)(end - sys->removed_cursor);
     }
     return end;
 }
 
+/* The arrays are found when asked, from the run's start in the log: an
+ * EXCLUSIVE reader's own removals append to the log, which may move it
+ * (pointers taken before them would dangle; the log is pruned only at the
+ * frame's end, so the run's entries stay where the cursor says). */
 int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities)
 {
     if (!it || !entities) return ECS_EINVAL;
-    if (it->priv_.removed_tgt) { /* a removed-pair reader: not entities */
-        *entities = NULL;
-        return 0;
-    }
-    *entities = it->priv_.removed_count ? it->priv_.removed : NULL;
-    return it->priv_.removed_count;
+    const ecs__component_t *c = it->priv_.removed_pairs ? NULL : it->priv_.removed_log;
+    *entities = c ? c->removed + (it->priv_.removed_from - c->removed_base) : NULL;
+    return c ? it->priv_.removed_count : 0;
 }
 
 int ecs_iter_removed_pairs(const ecs_iter_t *it, const ecs_entity_t **sources, const ecs_entity_t **targets)
 {
     if (!it || !sources || !targets) return ECS_EINVAL;
-    bool pairs = it->priv_.removed_tgt && it->priv_.removed_count;
-    *sources = pairs ? it->priv_.removed : NULL;
-    *targets = pairs ? it->priv_.removed_tgt : NULL;
-    return pairs ? it->priv_.removed_count : 0;
+    const ecs__relation_t *r = it->priv_.removed_pairs ? it->priv_.removed_log : NULL;
+    *sources = r ? r->removed_src + (it->priv_.removed_from - r->removed_base) : NULL;
+    *targets = r ? r->removed_tgt + (it->priv_.removed_from - r->removed_base) : NULL;
+    return r ? it->priv_.removed_count : 0;
 }
 
 /* At the frame's end: each read log drops what all its readers have

@@ -343,6 +343,20 @@ ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
                          .interval = desc->interval,
                          .first_frame = w->frame,
                          .run_if = desc->run_if};
+    /* A system that writes a component on its own rows and reads it on
+     * other entities (an ECS_OTHER term, or a far-end term of pair
+     * dispatch) would race with itself split into jobs (one job writing
+     * rows another reads) and its result would depend on the split: it
+     * runs as one job, in chunk order, whatever the worker count. */
+    for (uint32_t i = 0; i < term_count; i++) {
+        const ecs_term_t *t = &desc->terms[i];
+        if (t->access != ECS_WRITE || t->src != ECS_SELF) continue;
+        bool elsewhere = false;
+        for (uint32_t k = 0; k < term_count && !elsewhere; k++)
+            elsewhere = desc->terms[k].src == ECS_OTHER && desc->terms[k].component == t->component;
+        for (uint32_t k = 0; k < nfar && !elsewhere; k++) elsewhere = pd->target_terms[k].component == t->component;
+        if (elsewhere) sys.flags |= ECS_SYSTEM_SINGLE_THREADED;
+    }
     char detail[256];
     for (uint32_t k = 0; k < ECS_MAX_DEPS && desc->after[k]; k++) {
         const char *why = NULL;

@@ -357,6 +357,119 @@ static void pairs_exclusive_replace_forgets_dead_target(void **state)
     ecs_world_destroy(w);
 }
 
+/* A payload may come from the store itself: ecs_pair_get's pointer is
+ * valid until the next relation write, and that write may be the set it
+ * is passed to, even when the set grows the source's slice (the old block
+ * goes only after the copy) or names the same pair. */
+static void pairs_payload_from_the_store(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Likes", .size = sizeof(int64_t)});
+    assert_true(r);
+    ecs_entity_t a = ecs_spawn(w), t[9];
+    for (int i = 0; i < 9; i++) t[i] = ecs_spawn(w);
+    assert_int_equal(ecs_pair_set(w, r, a, t[0], &(int64_t){42}), ECS_OK);
+    for (int i = 1; i < 9; i++) { /* each copies the previous pair's payload; some grow the slice */
+        assert_int_equal(ecs_pair_set(w, r, a, t[i], ecs_pair_get(w, r, a, t[i - 1])), ECS_OK);
+        assert_int_equal(*(const int64_t *)ecs_pair_get(w, r, a, t[i]), 42);
+    }
+    assert_int_equal(ecs_pair_set(w, r, a, t[3], ecs_pair_get(w, r, a, t[3])), ECS_OK); /* onto itself */
+    assert_int_equal(*(const int64_t *)ecs_pair_get(w, r, a, t[3]), 42);
+    ecs_world_destroy(w);
+}
+
+typedef struct {
+    ecs_relation_t rel, registered;
+    ecs_entity_t extra[3];
+    int sum, calls;
+} excl_writes_t;
+
+/* EXCLUSIVE, per pair: grows its source's slice twice before asking for
+ * the payloads, and tries to register a relation. */
+static void excl_walk_writes(ecs_iter_t *it)
+{
+    excl_writes_t *x = it->ctx;
+    x->calls++;
+    x->registered = ecs_relation_register(it->world, &(ecs_relation_desc_t){.name = "Late"});
+    for (int i = 0; i < it->count; i++) {
+        for (int k = 0; i == 0 && k < 3; k++)
+            assert_int_equal(ecs_pair_set(it->world, x->rel, ecs_pair_source_of(it, 0), x->extra[k], &(int32_t){99}),
+                             ECS_OK);
+        const int32_t *p = ecs_pair_field(it, i); /* after the write */
+        x->sum += p ? *p : 0;
+    }
+}
+
+/* An EXCLUSIVE per-pair callback may write pairs: the payloads it asks for
+ * afterwards are the pairs' as they are now, not pointers into a block its
+ * write freed. It may not register relations (0): the walk holds on to
+ * them. */
+static void pairs_exclusive_walk_reads_payloads_after_its_writes(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    static excl_writes_t x;
+    memset(&x, 0, sizeof(x));
+    x.rel = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R", .size = sizeof(int32_t)});
+    ecs_entity_t s = ecs_spawn(w);
+    assert_int_equal(ecs_pair_set(w, x.rel, s, ecs_spawn(w), &(int32_t){1}), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, x.rel, s, ecs_spawn(w), &(int32_t){2}), ECS_OK); /* the slice is full */
+    for (int k = 0; k < 3; k++) x.extra[k] = ecs_spawn(w);
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.flags = ECS_SYSTEM_EXCLUSIVE,
+                                                           .pairs = {.relation = x.rel, .mode = ECS_PAIRS_EACH},
+                                                           .run = excl_walk_writes,
+                                                           .ctx = &x}));
+    frame(w);
+    assert_int_equal(x.calls, 1);
+    assert_int_equal(x.sum, 3);
+    assert_int_equal(x.registered, 0);
+    assert_int_equal(ecs_pair_targets(w, x.rel, s, NULL, NULL), 5);
+    ecs_world_destroy(w);
+}
+
+typedef struct {
+    int w_calls, d_rows;
+} filtered_marks_t;
+
+static void added_pairs_writer(ecs_iter_t *it) { ((filtered_marks_t *)it->ctx)->w_calls++; }
+static void changed_reader(ecs_iter_t *it) { ((filtered_marks_t *)it->ctx)->d_rows += it->count; }
+
+/* A pair-filtered system with a WRITE term marks a chunk only where it was
+ * handed pairs: a pair that was only changed (not added) runs no callback
+ * of an ADDED filter, and a CHANGED reader of the written component then
+ * sees nothing. Regression: the chunk of every dirty source was marked. */
+static void pairs_filtered_walk_marks_only_where_it_ran(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_component_t vel = ecs_component_register(w, &(ecs_component_desc_t){.name = "Vel", .size = sizeof(int32_t)});
+    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R", .size = sizeof(int32_t)});
+    ecs_entity_t s = ecs_spawn(w), t = ecs_spawn(w);
+    assert_int_equal(ecs_set(w, s, vel, &(int32_t){0}), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, r, s, t, &(int32_t){1}), ECS_OK);
+    static filtered_marks_t fm;
+    memset(&fm, 0, sizeof(fm));
+    ecs_system_desc_t wd = {.terms = {{.component = vel, .access = ECS_WRITE}},
+                            .pairs = {.relation = r, .mode = ECS_PAIRS_EACH},
+                            .run = added_pairs_writer,
+                            .ctx = &fm};
+    wd.changes[0] = (ecs_change_filter_t){.kind = ECS_ADDED, .relation = r};
+    assert_true(ecs_system_register(w, &wd));
+    ecs_system_desc_t dd = {.terms = {{.component = vel}}, .run = changed_reader, .ctx = &fm};
+    dd.changes[0] = (ecs_change_filter_t){.kind = ECS_CHANGED, .component = vel};
+    assert_true(ecs_system_register(w, &dd));
+    frame(w); /* first runs */
+    frame(w);
+    fm.w_calls = fm.d_rows = 0;
+    assert_int_equal(ecs_pair_set(w, r, s, t, &(int32_t){2}), ECS_OK); /* Changed, not Added */
+    frame(w);
+    frame(w);
+    assert_int_equal(fm.w_calls, 0);
+    assert_int_equal(fm.d_rows, 0);
+    ecs_world_destroy(w);
+}
+
 static void pairs_ignore_keeps_stale_pairs(void **state)
 {
     (void)state;
@@ -822,6 +935,80 @@ static void pairs_despawn_keeps_the_rows_it_counted(void **state)
         assert_int_equal(atomic_load(&f.allocs), atomic_load(&f.frees));
         if (rc == ECS_OK) break;
     }
+}
+
+typedef struct {
+    ecs_relation_t rel;
+    ecs_component_t hp;
+    ecs_entity_t src, tgt[64], victims[64];
+    long pairs_seen, deaths_seen;
+    bool ok, armed;
+} own_removals_t;
+
+/* EXCLUSIVE readers that remove pairs / despawn entities themselves
+ * (growing the very logs they read) before reading their run's slice. */
+static void own_pairs_reader(ecs_iter_t *it)
+{
+    own_removals_t *o = it->ctx;
+    if (!o->armed) return;
+    for (int i = 32; i < 64; i++) assert_int_equal(ecs_pair_remove(it->world, o->rel, o->src, o->tgt[i]), ECS_OK);
+    const ecs_entity_t *s, *t;
+    int n = ecs_iter_removed_pairs(it, &s, &t);
+    for (int i = 0; i < n; i++) o->ok &= s[i] == o->src && t[i] == o->tgt[i];
+    o->pairs_seen += n;
+}
+
+static void own_deaths_reader(ecs_iter_t *it)
+{
+    own_removals_t *o = it->ctx;
+    if (!o->armed) return;
+    for (int i = 32; i < 64; i++) assert_int_equal(ecs_despawn(it->world, o->victims[i]), ECS_OK);
+    const ecs_entity_t *d;
+    int n = ecs_iter_removed(it, &d);
+    for (int i = 0; i < n; i++) o->ok &= d[i] == o->victims[i];
+    o->deaths_seen += n;
+}
+
+/* A reader's arrays are those of its run's slice even after its own
+ * removals moved the log (EXCLUSIVE readers may remove): the removals
+ * before its run, read in full, and its own at its next run. Regression:
+ * the arrays were fixed before the callback and dangled once the log
+ * grew. */
+static void pairs_exclusive_readers_survive_their_own_removals(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    static own_removals_t o;
+    memset(&o, 0, sizeof(o));
+    o.ok = true;
+    o.rel = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R"});
+    o.hp = ecs_component_register(w, &(ecs_component_desc_t){.name = "Hp", .size = sizeof(int32_t)});
+    assert_true(o.rel && o.hp);
+    o.src = ecs_spawn(w);
+    for (int i = 0; i < 64; i++) {
+        o.tgt[i] = ecs_spawn(w);
+        assert_int_equal(ecs_pair_set(w, o.rel, o.src, o.tgt[i], NULL), ECS_OK);
+        o.victims[i] = ecs_spawn_with(w, 1, &o.hp, NULL);
+    }
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.flags = ECS_SYSTEM_EXCLUSIVE,
+                                                           .removed_pairs = o.rel,
+                                                           .run = own_pairs_reader,
+                                                           .ctx = &o}));
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.flags = ECS_SYSTEM_EXCLUSIVE,
+                                                           .removed = o.hp,
+                                                           .run = own_deaths_reader,
+                                                           .ctx = &o}));
+    frame(w); /* the readers' first runs: nothing before their registration */
+    /* Fill each log to its capacity's edge, so the readers' own removals
+     * make it grow and move. */
+    for (int i = 0; i < 16; i++) assert_int_equal(ecs_pair_remove(w, o.rel, o.src, o.tgt[i]), ECS_OK);
+    for (int i = 0; i < 16; i++) assert_int_equal(ecs_despawn(w, o.victims[i]), ECS_OK);
+    o.armed = true;
+    frame(w);
+    assert_int_equal(o.pairs_seen, 16);
+    assert_int_equal(o.deaths_seen, 16);
+    assert_true(o.ok);
+    ecs_world_destroy(w);
 }
 
 /* Each frame, source a drops its target for a fresh one (by command). */
@@ -1935,6 +2122,60 @@ static void pairs_filtered_walk_keeps_command_order(void **state)
     ecs_world_destroy(w);
 }
 
+/* Follows: each entity's HPos moves halfway to its target's. */
+static void follow_target(ecs_iter_t *it)
+{
+    HPos *p = ECS_FIELD(it, HPos, 0);
+    for (int i = 0; i < it->count; i++) {
+        const HPos *far = ecs_field_target(it, 0, i);
+        HPos *me = &p[ecs_pair_row(it, i)];
+        if (far) me->x = me->x * 0.5f + far->x * 0.5f + 1.0f;
+    }
+}
+
+/* A per-pair system that writes HPos on its sources and reads HPos on the
+ * far ends runs as one job (split, one job would write rows another
+ * reads: a data race, and a result that depends on the split). The same
+ * world comes out for 1, 2 and 8 workers. Regression: it was split. */
+static void pairs_self_write_far_read_runs_as_one_job(void **state)
+{
+    (void)state;
+    enum { N = 20000, FRAMES = 4 };
+    static ecs_entity_t e[N];
+    double sums[3];
+    const int workers[3] = {1, 2, 8};
+    for (int k = 0; k < 3; k++) {
+        ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = workers[k]});
+        assert_non_null(w);
+        ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
+        ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Follows"});
+        assert_true(pos && r);
+        for (int i = 0; i < N; i++) {
+            e[i] = ecs_spawn(w);
+            assert_int_equal(ecs_set(w, e[i], pos, &(HPos){(float)(i % 1000), 0.0f}), ECS_OK);
+        }
+        uint64_t rng = 3;
+        for (int i = 0; i < N; i++) {
+            uint32_t j = rng_below(&rng, N);
+            if (j != (uint32_t)i) assert_int_equal(ecs_pair_set(w, r, e[i], e[j], NULL), ECS_OK);
+        }
+        ecs_system_t s = ecs_system_register(
+            w, &(ecs_system_desc_t){.terms = {{.component = pos, .access = ECS_WRITE}},
+                                    .pairs = {.relation = r, .mode = ECS_PAIRS_EACH, .target_terms = {{.component = pos}}},
+                                    .run = follow_target});
+        assert_true(s);
+        for (int f = 0; f < FRAMES; f++) frame(w);
+        ecs_world_stats_t st;
+        assert_int_equal(ecs_world_stats(w, &st), ECS_OK);
+        assert_int_equal(st.system_stats[s - 1].jobs, 1);
+        double sum = 0;
+        for (int i = 0; i < N; i++) sum += (double)((const HPos *)ecs_get(w, e[i], pos))->x * (i % 13 + 1);
+        sums[k] = sum;
+        ecs_world_destroy(w);
+    }
+    assert_true(sums[0] == sums[1] && sums[0] == sums[2]);
+}
+
 /* A world with HPos and the relation Hunts (payload Hunt), both markers
  * on, and its markers: the markers' tests share it. */
 static ecs_world_t *hunts_world(ecs_component_t *pos, ecs_relation_t *r, ecs_component_t *sm, ecs_component_t *tm)
@@ -2169,12 +2410,17 @@ int main(void)
         cmocka_unit_test(pairs_cascade_chains_cycles_and_mixed_relations),
         cmocka_unit_test(pairs_cascade_logs_every_removal),
         cmocka_unit_test(pairs_ignore_keeps_stale_pairs),
+        cmocka_unit_test(pairs_exclusive_walk_reads_payloads_after_its_writes),
+        cmocka_unit_test(pairs_filtered_walk_marks_only_where_it_ran),
+        cmocka_unit_test(pairs_payload_from_the_store),
         cmocka_unit_test(pairs_exclusive_replace_forgets_dead_target),
         cmocka_unit_test(pairs_command_and_target_despawn_in_one_flush),
         cmocka_unit_test(pairs_marker_changes_coalesce_per_flush),
         cmocka_unit_test(pairs_out_of_memory_changes_nothing),
         cmocka_unit_test(pairs_flush_out_of_memory_syncs_later),
         cmocka_unit_test(pairs_flush_sync_failures_stay_listed_once),
+        cmocka_unit_test(pairs_self_write_far_read_runs_as_one_job),
+        cmocka_unit_test(pairs_exclusive_readers_survive_their_own_removals),
         cmocka_unit_test(pairs_despawn_keeps_the_rows_it_counted),
         cmocka_unit_test(pairs_filtered_walk_keeps_command_order),
         cmocka_unit_test(pairs_removed_pairs_each_once_per_reader),

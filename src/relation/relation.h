@@ -108,6 +108,7 @@ typedef struct {
     uint32_t fwd_count, fwd_cap, fwd_free; /* free: slot + 1 of a free slot, 0: none */
     uint32_t rev_count, rev_cap, rev_free;
     uint64_t pairs;
+    void *retired; /* the block the last growth replaced (store.c) */
     /* The pair change tracker: while tracked, every set stamps its pair's
      * tick and lists its source (once) here, in the order they were first
      * marked; pruning drops sources whose marks every consumer has seen. */

@@ -32,6 +32,7 @@ void ecs__store_fini(ecs__store_t *st, const ecs_allocator_t *a)
     ecs__free(a, st->fwd);
     ecs__free(a, st->rev);
     ecs__free(a, st->dirty);
+    ecs__free(a, st->retired);
     ecs__map_fini(&st->forward, a);
     ecs__map_fini(&st->reverse, a);
     memset(st, 0, sizeof(*st));
@@ -60,7 +61,11 @@ static void *target_block_new(const ecs__store_t *st, const ecs_allocator_t *a, 
 }
 
 /* Moves slice s into the larger block b (cap entries). */
-static void target_block_install(const ecs__store_t *st, const ecs_allocator_t *a, ecs__target_slice_t *s, void *b,
+/* Moves slice s into the larger block b (cap entries). The old block is
+ * retired, not freed: the payload of the set this growth is for may point
+ * into it (a value read with ecs_pair_get from the same source, valid
+ * until that set). It goes at the next growth, or with the store. */
+static void target_block_install(ecs__store_t *st, const ecs_allocator_t *a, ecs__target_slice_t *s, void *b,
                                  uint32_t cap)
 {
     ecs_entity_t *targets = b;
@@ -71,7 +76,8 @@ static void target_block_install(const ecs__store_t *st, const ecs_allocator_t *
         if (st->size) memcpy(payloads, s->payloads, (size_t)s->count * st->size);
         memcpy(ticks, s->ticks, s->count * sizeof(*ticks));
     }
-    ecs__free(a, s->targets);
+    ecs__free(a, st->retired);
+    st->retired = s->targets;
     s->targets = targets;
     s->payloads = payloads;
     s->ticks = ticks;
@@ -85,6 +91,7 @@ static inline void payload_write(const ecs__store_t *st, ecs__target_slice_t *s,
 {
     if (!st->size) return;
     unsigned char *dst = s->payloads + (size_t)i * st->size;
+    if (dst == payload) return; /* set to its own value */
     if (payload) ecs__copy_bytes(dst, payload, st->size);
     else ecs__zero_bytes(dst, st->size);
 }
