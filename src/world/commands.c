@@ -423,15 +423,17 @@ static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, pl
  * segment on one entity handle, optionally right after the spawn that
  * made it. Applied one by one, each would be an archetype move; folded,
  * the entity moves (or is created) once, straight in its final archetype.
- * The entity ends with the same components and values, hooks run on
- * every value exactly as often, and skips are counted alike: per
- * component, the last command decides (add keeps an existing value;
- * remove then add gives a fresh default; set replaces); superseded set
- * values are destroyed, as they would have been when overwritten. What
- * may differ is layout: rows and intermediate archetypes that one-by-one
- * application would have created. If the run cannot get the memory it
- * needs, it is applied one by one instead, so only the commands that need
- * memory are skipped.
+ * The entity ends with the same components and values, hooks stay
+ * balanced and skips are counted alike: per component, the last command
+ * decides (add keeps an existing value; remove then add gives a fresh
+ * default; set replaces); superseded set values are destroyed, as they
+ * would have been when overwritten. What may differ (docs/commands.md):
+ * layout (rows, and intermediate archetypes one-by-one application would
+ * have created), defaults never constructed because a later command of
+ * the run replaces or drops them, and removal-log entries (a loss is
+ * logged once per run). If the run cannot get the memory it needs, it is
+ * applied one by one instead, so only the commands that need memory are
+ * skipped.
  */
 #define RUN_MAX_COMPONENTS 32
 
