@@ -623,10 +623,13 @@ typedef struct {
  * the world's workers. A system without terms, or whose terms are all
  * ECS_OTHER, runs once per frame with it->count == 0.
  *
- * From inside a non-EXCLUSIVE system, ecs_get of another entity's
- * component is safe only for components the system declared: read (and
- * not written) by a term, or ECS_OTHER. Debug builds abort with a message
- * on an undeclared read: it could race with the system writing it.
+ * From inside a non-EXCLUSIVE system, ecs_get of a component on an entity
+ * outside the chunk being handed is safe only for components the system
+ * declared with an ECS_OTHER term (or reads on pairs' far ends): a READ
+ * term covers its own rows, and a writer whose entities WITH/WITHOUT
+ * terms prove disjoint may run at the same time. Debug builds abort with
+ * a message on an undeclared read: it could race with a system writing
+ * it.
  *
  * Order within a stage: `after`/`before` always add an edge; the stage
  * order is a stable topological sort of those edges, registration order

@@ -86,18 +86,15 @@ static frame_t *frame_of(const ecs_world_t *w) { return (frame_t *)w->frame_stat
  * declared (world.h, ecs__tls_reads). */
 static void declare_reads(const ecs__system_t *sys, ecs__read_set_t *set)
 {
-    /* Components the system reads but does not write, and ECS_OTHER
-     * reads: safe to read on any entity while it runs. No chunk yet: a
-     * system without a query has no rows of its own. */
+    /* ECS_OTHER reads (far-end terms count as such): safe to read on any
+     * entity while the system runs, since the scheduler orders it against
+     * every writer of them. A READ term covers the system's own rows
+     * only: a writer whose entities WITH/WITHOUT terms prove disjoint may
+     * run at the same time. No chunk yet: a system without a query has
+     * no rows of its own. */
     set->count = 0;
     set->chunk = NULL;
-    for (uint8_t i = 0; i < sys->access.nreads; i++) {
-        ecs_component_t c = sys->access.reads[i];
-        bool written = false, other = false;
-        for (uint8_t k = 0; k < sys->access.nwrites; k++) written |= sys->access.writes[k] == c;
-        for (uint8_t k = 0; k < sys->access.nothers; k++) other |= sys->access.others[k] == c;
-        if (!written || other) set->components[set->count++] = c;
-    }
+    for (uint8_t k = 0; k < sys->access.nothers; k++) set->components[set->count++] = sys->access.others[k];
 }
 #endif
 
@@ -347,6 +344,13 @@ typedef struct {
     ecs_world_t *world;
     bool collecting;
     uint64_t fresh;
+    /* A filtered walk meets chunks in dirty-list order, not chunk order:
+     * its commands are keyed by the position of the chunk in that order
+     * (visit: the next one's), so the flush plays them back in the order
+     * they were recorded (a provisional handle's spawn before its uses),
+     * the same for the inline walk and any split into jobs. */
+    bool by_visit;
+    uint64_t visit;
     pair_batch_t *batch; /* ECS_PAIRS_EACH */
 #ifndef NDEBUG
     ecs__read_set_t *reads;
@@ -793,6 +797,7 @@ static walk_t walk_begin(ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *it,
         .change_count = q->change_count,
         .since = node->since,
         .this_run = node->this_run,
+        .by_visit = node->filtered,
     };
 }
 
@@ -802,6 +807,7 @@ static walk_t walk_begin(ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *it,
  * then the callback. */
 static inline void walk_chunk(walk_t *wk, uint32_t m, ecs__chunk_t *ch)
 {
+    const uint64_t key = wk->by_visit ? wk->visit++ : ((uint64_t)m << 32) | ch->index;
     const ecs__query_match_t *match = &wk->q->matches[m];
     ecs_iter_t *it = wk->it;
     int32_t n = -1;
@@ -822,7 +828,7 @@ static inline void walk_chunk(walk_t *wk, uint32_t m, ecs__chunk_t *ch)
 #ifndef NDEBUG
     wk->reads->chunk = ch;
 #endif
-    ecs__commands_set_chunk(wk->cmd, ((uint64_t)m << 32) | ch->index);
+    ecs__commands_set_chunk(wk->cmd, key);
     ecs__iter_set_chunk(it, wk->q, match, ch);
     it->priv_.match = (int32_t)m;
     /* For ecs_iter_changed: the structure is fixed while systems run, but
@@ -866,6 +872,7 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
         /* A pair-filtered system's one job owns the walk: it lists
          * chunks as it goes. */
         walk_t wk = walk_begin(w, node, &it, cmd, rows, &batch, node->pair_filtered);
+        wk.visit = first; /* a filtered job's chunks: positions first.. in the list order */
 #ifndef NDEBUG
         wk.reads = &reads;
 #endif
@@ -955,8 +962,8 @@ static bool reserve_filtered(ecs_world_t *w, ecs__plan_node_t *node, uint32_t wo
 /* A filtered system's chunks, from the dirty-chunk lists of its first
  * filter: every row that passes all filters passes the first, so its
  * chunk has marks for it and is listed. O(listed chunks); room was
- * reserved by reserve_filtered. The lists are kept in chunk order
- * (ecs__chunk_list), so the chunks come in key order. */
+ * reserved by reserve_filtered. In list order, which the inline walk
+ * follows too: commands are keyed by a chunk's position in it. */
 static void collect_filtered(ecs__plan_node_t *node)
 {
     const ecs_query_t *q = node->sys->query;
@@ -1109,8 +1116,9 @@ static void system_job_run(ecs__job_t *job, uint32_t worker)
         run_range(fr->world, j, worker, fr->dt);
         if (atomic_fetch_sub_explicit(&node->jobs_left, 1, memory_order_acq_rel) != 1) return;
         /* Last job of the system: release its successors and go on with
-         * one of them here (no deque round trip). */
+         * one of them here (no deque round trip; counted as a job run). */
         j = finish_node(fr, node, worker, true);
+        if (j) ecs__job_pool_count_run(fr->world->pool, worker);
     }
 }
 
@@ -1232,6 +1240,8 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
 #ifndef NDEBUG
     ecs__tls_reads = NULL;
 #endif
+    /* One job, on the calling thread: the caller's stats count it too. */
+    if (node->job_count) ecs__job_pool_count_run(w->pool, 0);
     sys->last_run = node->this_run;
     if (timed) atomic_store_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
 }

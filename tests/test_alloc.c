@@ -1648,6 +1648,62 @@ static void alloc_oom_folded_run_applies_what_it_can(void **state)
 
 /* Each call creates an archetype on its way and then fails for lack of
  * memory: it must leave no archetype behind. */
+/* In a walk's callback (ecs_query_each): adds B with every allocation
+ * from the k-th on failing, for k = 1, 2, ... First walk: until a failed
+ * add has left its new archetype behind (created, no chunk: the walk
+ * defers giving it back); it must not succeed first. Later walks: until
+ * it succeeds, each failure trying to give the archetype back. */
+static bool first_walk;
+
+static void add_b_without_memory(ecs_iter_t *it)
+{
+    rv_t *rv = it->ctx;
+    ecs_world_stats_t s0, s;
+    ecs_world_stats(rv->w, &s0);
+    for (long k = 1; k < 64; k++) {
+        rv->al.fail_in = k;
+        rv->al.persistent = true;
+        int rc = ecs_add(rv->w, it->entities[0], rv->b);
+        rv->al.failing = false;
+        rv->al.fail_in = 0;
+        if (!first_walk && rc == ECS_OK) return;
+        assert_int_equal(rc, ECS_ENOMEM);
+        ecs_world_stats(rv->w, &s);
+        if (first_walk && s.archetypes > s0.archetypes) return;
+    }
+    fail_msg("no add left its archetype behind, or none succeeded");
+}
+
+/* An archetype that a failed call created while a walk was going stays (the
+ * walk may have counted it); a failed call during a later walk, which did
+ * count it, must not give it back either. Regression: it was freed under
+ * the walk, which then read it. Also, ecs_spawn_batch of no entities
+ * leaves no archetype behind. */
+static void alloc_oom_in_walks_frees_no_archetype(void **state)
+{
+    (void)state;
+    rv_t rv;
+    rv_init(&rv);
+    ecs_world_stats_t s0;
+    ecs_world_stats(rv.w, &s0);
+    assert_int_equal(ecs_spawn_batch(rv.w, 0, 1, &rv.b, NULL, NULL), ECS_OK);
+    ecs_world_stats_t s1;
+    ecs_world_stats(rv.w, &s1);
+    assert_int_equal(s1.archetypes, s0.archetypes);
+    ecs_spawn_with(rv.w, 1, &rv.a, NULL);
+    ecs_world_stats(rv.w, &s1);
+    const ecs_query_desc_t all = {.terms = {{.component = rv.z, .access = ECS_WITHOUT}}};
+    first_walk = true;
+    assert_int_equal(ecs_query_each(rv.w, &all, add_b_without_memory, &rv), ECS_OK);
+    first_walk = false;
+    ecs_world_stats_t s2;
+    ecs_world_stats(rv.w, &s2);
+    assert_int_equal(s2.archetypes, s1.archetypes + 1); /* {A, B}, kept empty */
+    /* The next walk counts {A, B}; failed adds in it must leave it be. */
+    assert_int_equal(ecs_query_each(rv.w, &all, add_b_without_memory, &rv), ECS_OK);
+    rv_fini(&rv);
+}
+
 static void alloc_oom_leaves_no_new_archetype(void **state)
 {
     (void)state;
@@ -1714,6 +1770,7 @@ int main(void)
         cmocka_unit_test(alloc_flush_needs_no_memory),
         cmocka_unit_test(alloc_oom_folded_run_applies_what_it_can),
         cmocka_unit_test(alloc_oom_leaves_no_new_archetype),
+        cmocka_unit_test(alloc_oom_in_walks_frees_no_archetype),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

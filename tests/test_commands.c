@@ -692,6 +692,48 @@ static void commands_provisional_handle_in_filtered_walk(void **state)
     ecs_world_destroy(f.w);
 }
 
+/* One row per chunk. */
+typedef struct {
+    char pad[12000];
+} Wide;
+
+/* The same after a chunk release reorders the archetype's chunks: chunk 3
+ * takes released chunk 1's index while the dirty list still holds it
+ * after chunk 2 (the visit order and the chunk order then differ). */
+static void commands_provisional_handle_after_chunk_release(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    g_reset(&f);
+    ecs_component_t wide = ecs_component_register(f.w, &(ecs_component_desc_t){.name = "Wide", .size = sizeof(Wide)});
+    assert_int_not_equal(wide, 0);
+    ecs_entity_t e[4];
+    for (int k = 0; k < 4; k++) e[k] = ecs_spawn_with(f.w, 1, &wide, NULL);
+    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {{.component = wide}, OTHER_READS(&f)},
+                                                                       .changes = {{.kind = ECS_CHANGED, .component = wide}},
+                                                                       .run = filtered_spawn_then_use}),
+                         0);
+    progress(&f); /* the first run */
+    static Wide v;
+    assert_int_equal(ecs_set(f.w, e[2], wide, &v), ECS_OK);
+    assert_int_equal(ecs_set(f.w, e[3], wide, &v), ECS_OK);
+    assert_int_equal(ecs_despawn(f.w, e[0]), ECS_OK); /* chunk 0 empty, kept */
+    assert_int_equal(ecs_despawn(f.w, e[1]), ECS_OK); /* chunk 1 released: chunk 3 moves to index 1 */
+    g.frame = 1;
+    progress(&f);
+    assert_int_equal(g.calls, 2);
+    assert_results((const int[]){ECS_OK, ECS_OK, ECS_OK}, 3);
+    ecs_world_stats_t st;
+    assert_int_equal(ecs_world_stats(f.w, &st), ECS_OK);
+    assert_int_equal(st.commands_skipped, 0);
+    ecs_entity_t spawned = the_pos_x(&f, 123.0f);
+    const Link *l = ecs_get(f.w, g.e[0], f.link);
+    assert_non_null(l);
+    assert_true(l->target == spawned);
+    ecs_world_destroy(f.w);
+}
+
 static void commands_set_copies_value_when_recorded(void **state)
 {
     (void)state;
@@ -1439,6 +1481,7 @@ int main(void)
         cmocka_unit_test(commands_provisional_handle_from_earlier_frame_is_estale),
         cmocka_unit_test(commands_set_copies_value_when_recorded),
         cmocka_unit_test(commands_provisional_handle_in_filtered_walk),
+        cmocka_unit_test(commands_provisional_handle_after_chunk_release),
         cmocka_unit_test(commands_set_replaces_owned_value),
         cmocka_unit_test(commands_later_registered_system_wins),
         cmocka_unit_test(commands_structural_order_follows_registration),

@@ -224,5 +224,10 @@ void ecs__job_pool_parallel_for(ecs__job_pool_t *pool, uint32_t worker, int64_t 
 
 /* Per-worker counters (monotonic; safe to read at any time). */
 void ecs__job_pool_stats(const ecs__job_pool_t *pool, uint32_t worker, ecs__worker_stats_t *out);
+/* Counts a unit of work the calling thread (worker `worker`) ran without
+ * the pool handing it over: one run inside a pool job (a successor kept
+ * by the job that finished its predecessor) or on the calling thread
+ * outside any (jobs_run counts what the caller's own stats count). */
+void ecs__job_pool_count_run(ecs__job_pool_t *pool, uint32_t worker);
 
 #endif /* ECS_JOBS_H */

@@ -338,6 +338,8 @@ void ecs__job_pool_destroy(ecs__job_pool_t *p)
 
 uint32_t ecs__job_pool_workers(const ecs__job_pool_t *p) { return p->count; }
 
+void ecs__job_pool_count_run(ecs__job_pool_t *p, uint32_t worker) { stat_add(&p->workers[worker].stats.jobs_run, 1); }
+
 void ecs__job_pool_stats(const ecs__job_pool_t *p, uint32_t worker, ecs__worker_stats_t *out)
 {
     worker_t *wk = &p->workers[worker];

@@ -615,6 +615,10 @@ static void table_remove(ecs_world_t *w, ecs__archetype_t *a)
 void ecs__archetype_discard_unused(ecs_world_t *w, ecs__archetype_t *a)
 {
     if (!a || a == w->root || a->chunk_count || a->slabs || a->entity_count) return;
+    /* Not while a walk is going (an EXCLUSIVE system's, ecs_query_each):
+     * it may have counted this archetype among those it will visit. It
+     * stays, empty, like one that has lost its entities. */
+    if (w->defer_chunk_release) return;
     if (!w->archetype_count || w->archetypes[w->archetype_count - 1] != a) return;
     /* It is the last entry of every list it joined: pop it everywhere. */
     for (uint32_t i = 0; i + 1 < w->archetype_count; i++) edges_drop_to(w, w->archetypes[i], a);

@@ -379,7 +379,8 @@ int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids
     ecs__archetype_t *a;
     int err = archetype_from_ids(w, count, ids, &s, &a);
     if (err) return err;
-    if (n == 0) {
+    if (n == 0) { /* valid ids, nothing to spawn: no archetype left behind */
+        ecs__archetype_discard_unused(w, a);
         scratch_fini(w, &s);
         return ECS_OK;
     }
@@ -484,8 +485,8 @@ static void check_declared_read(const ecs__record_t *rec, ecs_component_t c)
     for (uint32_t i = 0; i < set->count; i++) {
         if (set->components[i] == c) return;
     }
-    ecs__assert_fail("component declared", "ecs_get from a system of a component it did not declare (add an "
-                     "ECS_OTHER term, or READ it)", __FILE__, __LINE__);
+    ecs__assert_fail("component declared", "ecs_get from a system of a component it did not declare for other "
+                     "entities (add an ECS_OTHER term)", __FILE__, __LINE__);
 }
 #endif
 

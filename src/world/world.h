@@ -225,9 +225,9 @@ typedef struct {
     uint32_t bytes; /* one chunk's column: capacity * size, 64-byte aligned */
     uint32_t hooks; /* ECS__HOOK_* present */
     /* While the component is tracked with dirty lists: the chunks whose
-     * tracker for this column has marks, in chunk order (ecs__chunk_list).
-     * Room for every chunk the archetype can list, so listing never
-     * allocates. */
+     * tracker for this column has marks, in the order they got them (see
+     * tracking.c). Room for every chunk the archetype can list, so listing
+     * never allocates. */
     struct ecs__dirty_ref *dirty_chunks;
     uint32_t dirty_chunk_count, dirty_chunk_cap;
 } ecs__column_t;
@@ -635,13 +635,7 @@ static inline void ecs__chunk_list(ecs__chunk_t *ch, uint32_t column)
     if (t->listed || t->level != ECS__TRACK_DIRTY || !ecs__tracker_has_marks(t)) return;
     ecs__column_t *col = &ch->archetype->columns[column];
     ecs__assert(col->dirty_chunk_count < col->dirty_chunk_cap, "dirty-chunk list has room for every chunk");
-    /* Kept in chunk order: a filtered system then visits its chunks, and
-     * records its commands, in the order the flush plays them back (a
-     * provisional handle's spawn before its uses). Marks mostly come in
-     * chunk order, so this is mostly an append. */
-    uint32_t i = col->dirty_chunk_count++;
-    for (; i && col->dirty_chunks[i - 1].chunk->index > ch->index; i--) col->dirty_chunks[i] = col->dirty_chunks[i - 1];
-    col->dirty_chunks[i] = (ecs__dirty_ref_t){ch, t};
+    col->dirty_chunks[col->dirty_chunk_count++] = (ecs__dirty_ref_t){ch, t};
     t->listed = true;
 }
 
