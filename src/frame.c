@@ -797,7 +797,9 @@ static walk_t walk_begin(ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *it,
         .change_count = q->change_count,
         .since = node->since,
         .this_run = node->this_run,
-        .by_visit = node->filtered,
+        /* An EXCLUSIVE filtered system walks in passes (run_exclusive_
+         * filtered) on its first run too, going back to earlier chunks. */
+        .by_visit = node->filtered || ((sys->flags & ECS_SYSTEM_EXCLUSIVE) && q->change_count),
     };
 }
 

@@ -734,6 +734,62 @@ static void commands_provisional_handle_after_chunk_release(void **state)
     ecs_world_destroy(f.w);
 }
 
+static struct {
+    ecs_component_t pos, vel, tb;
+    ecs_entity_t prov, mover;
+    int used;
+} xf;
+
+/* EXCLUSIVE, ADDED(Pos): on the {Pos, Vel} row it spawns by command and
+ * moves an entity not handed yet back into {Pos} (walked already); when
+ * that entity is handed in the next pass, it uses the handle. */
+static void exclusive_filtered_spawn_then_use(ecs_iter_t *it)
+{
+    for (int i = 0; i < it->count; i++) {
+        ecs_entity_t e = it->entities[ecs_iter_row(it, i)];
+        if (!xf.prov && ecs_has(it->world, e, xf.vel)) {
+            xf.prov = ecs_cmd_spawn(it->commands);
+            assert_true(xf.prov != ECS_NULL);
+            assert_int_equal(ecs_remove(it->world, xf.mover, xf.tb), ECS_OK);
+        } else if (e == xf.mover && xf.prov) {
+            assert_int_equal(ecs_cmd_set(it->commands, xf.prov, xf.pos, &(Pos){123.0f, 0.0f}), ECS_OK);
+            xf.used++;
+        }
+    }
+}
+
+/* An EXCLUSIVE filtered system's walk goes back to earlier chunks in later
+ * passes (entities its own changes moved), on its first run too: its
+ * commands still play back in the order it recorded them. Regression: on
+ * the first run they were keyed by chunk, and the later use of the
+ * provisional handle ran before its spawn (skipped). */
+static void commands_provisional_handle_in_exclusive_filtered_passes(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f);
+    memset(&xf, 0, sizeof(xf));
+    xf.pos = f.pos;
+    xf.vel = f.vel;
+    xf.tb = f.tag;
+    ecs_component_t a0[] = {f.pos}, a1[] = {f.pos, f.vel}, a2[] = {f.pos, f.tag};
+    ecs_spawn_with(f.w, 1, a0, NULL); /* archetypes in this order */
+    ecs_spawn_with(f.w, 2, a1, NULL);
+    xf.mover = ecs_spawn_with(f.w, 2, a2, NULL);
+    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {{.component = f.pos}},
+                                                                       .changes = {{.kind = ECS_ADDED, .component = f.pos}},
+                                                                       .flags = ECS_SYSTEM_EXCLUSIVE,
+                                                                       .run = exclusive_filtered_spawn_then_use}),
+                         0);
+    progress(&f); /* the first run */
+    assert_int_equal(xf.used, 1);
+    ecs_world_stats_t st;
+    assert_int_equal(ecs_world_stats(f.w, &st), ECS_OK);
+    assert_int_equal(st.commands_skipped, 0);
+    (void)the_pos_x(&f, 123.0f);
+    ecs_world_destroy(f.w);
+}
+
 static void commands_set_copies_value_when_recorded(void **state)
 {
     (void)state;
@@ -1482,6 +1538,7 @@ int main(void)
         cmocka_unit_test(commands_set_copies_value_when_recorded),
         cmocka_unit_test(commands_provisional_handle_in_filtered_walk),
         cmocka_unit_test(commands_provisional_handle_after_chunk_release),
+        cmocka_unit_test(commands_provisional_handle_in_exclusive_filtered_passes),
         cmocka_unit_test(commands_set_replaces_owned_value),
         cmocka_unit_test(commands_later_registered_system_wins),
         cmocka_unit_test(commands_structural_order_follows_registration),

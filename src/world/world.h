@@ -870,9 +870,9 @@ static inline bool ecs__pairs_involved(const ecs_world_t *w, ecs_entity_t e)
 
 #ifndef NDEBUG
 /* Debug builds: what the system running on this thread may read on any
- * entity with ecs_get (components it reads and does not write, and its
- * ECS_OTHER reads), and the chunk it is on (its own rows are always
- * fine). Set by the scheduler around a system's callbacks. */
+ * entity with ecs_get (its ECS_OTHER reads, far-end terms included), and
+ * the chunk it is on (its own rows are always fine). Set by the scheduler
+ * around a system's callbacks. */
 typedef struct {
     ecs_component_t components[3 * ECS_MAX_TERMS + 1];
     uint32_t count;
