@@ -655,6 +655,29 @@ static void filtered_spawn_then_use(ecs_iter_t *it)
     }
 }
 
+/* What filtered_spawn_then_use's commands must have done: all recorded,
+ * none skipped, the new entity has its Pos and the holder's Link aims at
+ * it. */
+static void expect_spawn_then_use_applied(fixture_t *f)
+{
+    assert_int_equal(g.calls, 2);
+    assert_results((const int[]){ECS_OK, ECS_OK, ECS_OK}, 3);
+    ecs_world_stats_t st;
+    assert_int_equal(ecs_world_stats(f->w, &st), ECS_OK);
+    assert_int_equal(st.commands_skipped, 0);
+    ecs_entity_t spawned = the_pos_x(f, 123.0f);
+    const Link *l = ecs_get(f->w, g.e[0], f->link);
+    assert_non_null(l);
+    assert_true(l->target == spawned);
+}
+
+static uint32_t stats_entities(fixture_t *f)
+{
+    ecs_world_stats_t st;
+    assert_int_equal(ecs_world_stats(f->w, &st), ECS_OK);
+    return st.entities;
+}
+
 /* A provisional handle is usable in later commands of its buffer also when
  * a change-filtered system meets its marked chunks in another order than
  * chunk order (marks made in the last chunk first). Regression: the
@@ -679,16 +702,8 @@ static void commands_provisional_handle_in_filtered_walk(void **state)
     assert_int_equal(ecs_set(f.w, es[0], f.pos, &(Pos){6.0f, 0.0f}), ECS_OK);
     g.frame = 1;
     progress(&f);
-    assert_int_equal(g.calls, 2);
-    assert_results((const int[]){ECS_OK, ECS_OK, ECS_OK}, 3);
-    ecs_world_stats_t st;
-    assert_int_equal(ecs_world_stats(f.w, &st), ECS_OK);
-    assert_int_equal(st.commands_skipped, 0);
-    assert_int_equal(st.entities, N + 1);
-    ecs_entity_t spawned = the_pos_x(&f, 123.0f);
-    const Link *l = ecs_get(f.w, g.e[0], f.link);
-    assert_non_null(l);
-    assert_true(l->target == spawned);
+    assert_int_equal(stats_entities(&f), N + 1);
+    expect_spawn_then_use_applied(&f);
     ecs_world_destroy(f.w);
 }
 
@@ -722,15 +737,7 @@ static void commands_provisional_handle_after_chunk_release(void **state)
     assert_int_equal(ecs_despawn(f.w, e[1]), ECS_OK); /* chunk 1 released: chunk 3 moves to index 1 */
     g.frame = 1;
     progress(&f);
-    assert_int_equal(g.calls, 2);
-    assert_results((const int[]){ECS_OK, ECS_OK, ECS_OK}, 3);
-    ecs_world_stats_t st;
-    assert_int_equal(ecs_world_stats(f.w, &st), ECS_OK);
-    assert_int_equal(st.commands_skipped, 0);
-    ecs_entity_t spawned = the_pos_x(&f, 123.0f);
-    const Link *l = ecs_get(f.w, g.e[0], f.link);
-    assert_non_null(l);
-    assert_true(l->target == spawned);
+    expect_spawn_then_use_applied(&f);
     ecs_world_destroy(f.w);
 }
 

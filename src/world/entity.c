@@ -184,8 +184,7 @@ ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_
         ecs__archetype_discard_unused(w, b);
         return ECS_ENOMEM;
     }
-    if (ECS__LIKELY(edge != NULL)) ecs__entity_move_edge(w, e, rec, ch, edge, NULL, false);
-    else ecs__entity_move(w, e, rec, ch, NULL, 0, false);
+    ecs__entity_move_step(w, e, rec, ch, edge, NULL, false);
     return ECS_OK;
 }
 
@@ -236,8 +235,7 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
         return ECS_ENOMEM;
     }
     ecs__init_t init = {c, value};
-    if (ECS__LIKELY(edge != NULL)) ecs__entity_move_edge(w, e, rec, dst, edge, &init, move);
-    else ecs__entity_move(w, e, rec, dst, &init, 1, move);
+    ecs__entity_move_step(w, e, rec, dst, edge, &init, move);
     return ECS_OK;
 }
 

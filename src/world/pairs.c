@@ -289,7 +289,7 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
     }
     if (changes == 1) {
         ecs__init_t init = {step, &hint};
-        ecs__entity_move_step(w, e, rec, ch, edge, add ? &init : NULL);
+        ecs__entity_move_step(w, e, rec, ch, edge, add ? &init : NULL, false);
     } else {
         ecs__entity_move(w, e, rec, ch, NULL, 0, false);
         hints_write(w, e, rec);
@@ -455,7 +455,8 @@ ECS__INLINE void plan_apply(ecs_world_t *w, plan_t *p)
         ecs__assert(ch, "planned moves were secured");
         /* The added marker's value comes in with the move. */
         ecs__init_t init = {p->moves[i].marker, &p->moves[i].hint};
-        ecs__entity_move_step(w, p->moves[i].e, rec, ch, p->moves[i].edge, p->moves[i].marker ? &init : NULL);
+        ecs__entity_move_step(w, p->moves[i].e, rec, ch, p->moves[i].edge, p->moves[i].marker ? &init : NULL,
+                              false);
     }
 }
 

@@ -959,13 +959,13 @@ ECS__INLINE void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__reco
 }
 
 /* ecs__entity_move to a neighbouring archetype along its cached edge
- * (NULL: none, the general move), copying init's value (NULL: none) into
- * the component the step adds. */
+ * (NULL: none, the general move), init's value (NULL: none) going into
+ * the component the step adds, moved or copied as `move` says. */
 ECS__INLINE void ecs__entity_move_step(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
-                                       const ecs__edge_t *edge, const ecs__init_t *init)
+                                       const ecs__edge_t *edge, const ecs__init_t *init, bool move)
 {
-    if (ECS__LIKELY(edge != NULL)) ecs__entity_move_edge(w, e, rec, dst_chunk, edge, init, false);
-    else ecs__entity_move(w, e, rec, dst_chunk, init, init ? 1 : 0, false);
+    if (ECS__LIKELY(edge != NULL)) ecs__entity_move_edge(w, e, rec, dst_chunk, edge, init, move);
+    else ecs__entity_move(w, e, rec, dst_chunk, init, init ? 1 : 0, move);
 }
 
 #endif /* ECS_WORLD_H */
