@@ -22,9 +22,11 @@
  *                               predators each to a random one of 1k prey
  *   relations_pair_remove       ecs_pair_remove of an existing pair
  *   relations_forward_walk      a per-pair system summing the payload and
- *                               the target's Position.x over 10k pairs;
- *                               _pairs_only: payload and target id, no
- *                               far-end term;
+ *                               the target's Position.x over 10k pairs,
+ *                               a loop over the batch's arrays;
+ *                               _accessors: the same loop through the
+ *                               per-pair accessors; _pairs_only: payload
+ *                               and target id, no far-end term;
  *                               _api: the same walk with ecs_pair_targets
  *                               and ecs_get; _hand_written: plain arrays
  *   relations_reverse_lookup    ecs_pair_sources per prey, touching every
@@ -159,10 +161,12 @@ static void pp_steer(ecs_iter_t *it)
     pp_ctx_t *c = it->ctx;
     Velocity *v = ECS_FIELD(it, Velocity, 0);
     const Position *p = ECS_FIELD(it, Position, 1);
+    const uint16_t *rows = ecs_pair_rows(it);
+    const void *const *targets = ecs_field_targets(it, 0), *const *payloads = ecs_pair_fields(it);
     for (int i = 0; i < it->count; i++) {
-        int r = ecs_pair_row(it, i);
-        const Position *tp = ecs_field_target(it, 0, i);
-        const Hunting *h = ecs_pair_field(it, i);
+        int r = rows[i];
+        const Position *tp = targets[i];
+        const Hunting *h = payloads[i];
         float dx = tp->x - p[r].x, dy = tp->y - p[r].y;
         float k = h->strength * dt / (sqrtf(dx * dx + dy * dy) + 1e-3f);
         v[r].x += dx * k;
@@ -177,9 +181,11 @@ static void pp_flee(ecs_iter_t *it)
     pp_ctx_t *c = it->ctx;
     Position *p = ECS_FIELD(it, Position, 0);
     Velocity *v = ECS_FIELD(it, Velocity, 1);
+    const uint16_t *rows = ecs_pair_rows(it);
+    const void *const *hunters = ecs_field_targets(it, 0);
     for (int i = 0; i < it->count; i++) {
-        int r = ecs_pair_row(it, i);
-        const Velocity *hv = ecs_field_target(it, 0, i);
+        int r = rows[i];
+        const Velocity *hv = hunters[i];
         float kx = hv->x * FLEE * dt, ky = hv->y * FLEE * dt;
         v[r].x += kx;
         v[r].y += ky;
@@ -610,7 +616,23 @@ typedef struct {
     long pairs;
 } walk_ctx_t;
 
+/* The walk as a tight loop over the batch's arrays. */
 static void walk_system(ecs_iter_t *it)
+{
+    walk_ctx_t *c = it->ctx;
+    const void *const *payloads = ecs_pair_fields(it), *const *targets = ecs_field_targets(it, 0);
+    double s = 0;
+    for (int i = 0; i < it->count; i++) {
+        const Hunting *h = payloads[i];
+        const Position *tp = targets[i];
+        s += (double)(h->strength + tp->x);
+    }
+    c->sum += s;
+    c->pairs += it->count;
+}
+
+/* The same walk through the per-pair accessors (checked per call). */
+static void walk_system_accessors(ecs_iter_t *it)
 {
     walk_ctx_t *c = it->ctx;
     double s = 0;
@@ -629,8 +651,9 @@ static void pairs_only_system(ecs_iter_t *it)
 {
     walk_ctx_t *c = it->ctx;
     double s = 0;
+    const void *const *payloads = ecs_pair_fields(it);
     for (int i = 0; i < it->count; i++) {
-        const Hunting *h = ecs_pair_field(it, i);
+        const Hunting *h = payloads[i];
         s += (double)h->strength + (double)ecs_entity_index(ecs_pair_target_of(it, i));
     }
     c->sum += s;
@@ -664,6 +687,16 @@ static void bench_forward_walk_system(void)
                                                                     .mode = ECS_PAIRS_EACH,
                                                                     .target_terms = {{.component = rw->pos}}}}),
           "forward_walk: system");
+    rel_world_t *ra = rel_world_make(true); /* the same walk, per-pair accessors */
+    set_all(ra);
+    walk_ctx_t ca = {0, 0};
+    CHECK(ecs_system_register(ra->w, &(ecs_system_desc_t){.name = "walk_accessors",
+                                                          .run = walk_system_accessors,
+                                                          .ctx = &ca,
+                                                          .pairs = {.relation = ra->rel,
+                                                                    .mode = ECS_PAIRS_EACH,
+                                                                    .target_terms = {{.component = ra->pos}}}}),
+          "forward_walk_accessors: system");
     rel_world_t *rp = rel_world_make(true); /* the same world, no far end */
     set_all(rp);
     CHECK(ecs_system_register(rp->w, &(ecs_system_desc_t){.name = "walk_pairs",
@@ -675,6 +708,7 @@ static void bench_forward_walk_system(void)
     set_all(re);
     CHECK(ecs_system_register(re->w, &(ecs_system_desc_t){.run = empty_system, .ctx = &ce}), "empty system");
     ecs_world_progress(rw->w, dt);
+    ecs_world_progress(ra->w, dt);
     ecs_world_progress(rp->w, dt);
     ecs_world_progress(re->w, dt);
     double expect = walk_expected(), expect_p = 0;
@@ -684,11 +718,14 @@ static void bench_forward_walk_system(void)
           c.pairs, c.sum, N_PRED, expect);
     CHECK(cp.pairs == N_PRED && close_to(cp.sum, expect_p), "forward_walk_pairs_only: first frame saw %ld pairs", cp.pairs);
 
-    double t[MAX_REPS], tp[MAX_REPS], te[MAX_REPS];
+    double t[MAX_REPS], ta[MAX_REPS], tp[MAX_REPS], te[MAX_REPS];
     for (int r = 0; r < reps; r++) {
         double t0 = now_ns();
         for (int f = 0; f < frames; f++)
             if (ecs_world_progress(rw->w, dt) != ECS_OK) failures++;
+        double ta0 = now_ns();
+        for (int f = 0; f < frames; f++)
+            if (ecs_world_progress(ra->w, dt) != ECS_OK) failures++;
         double t1 = now_ns();
         for (int f = 0; f < frames; f++)
             if (ecs_world_progress(rp->w, dt) != ECS_OK) failures++;
@@ -696,26 +733,33 @@ static void bench_forward_walk_system(void)
         for (int f = 0; f < frames; f++)
             if (ecs_world_progress(re->w, dt) != ECS_OK) failures++;
         double t3 = now_ns();
-        t[r] = (t1 - t0) / frames;
+        t[r] = (ta0 - t0) / frames;
+        ta[r] = (t1 - ta0) / frames;
         tp[r] = (t2 - t1) / frames;
         te[r] = (t3 - t2) / frames;
     }
     long total = 1 + (long)reps * frames;
     CHECK(c.pairs == (long)N_PRED * total && close_to(c.sum, expect * (double)total),
           "forward_walk: %ld pairs walked in %ld frames, expected %ld", c.pairs, total, (long)N_PRED * total);
+    CHECK(ca.pairs == (long)N_PRED * total && close_to(ca.sum, expect * (double)total),
+          "forward_walk_accessors: %ld pairs walked in %ld frames, expected %ld", ca.pairs, total, (long)N_PRED * total);
     CHECK(cp.pairs == (long)N_PRED * total && close_to(cp.sum, expect_p * (double)total),
           "forward_walk_pairs_only: %ld pairs walked in %ld frames, expected %ld", cp.pairs, total, (long)N_PRED * total);
     CHECK(ce.pairs == total, "empty system ran %ld times, expected %ld", ce.pairs, total);
     sink = c.sum + cp.sum;
-    double m = median(t, reps), mp = median(tp, reps), me = median(te, reps);
+    double m = median(t, reps), ma = median(ta, reps), mp = median(tp, reps), me = median(te, reps);
     printf("{\"name\":\"relations_frame_overhead_one_empty_system\",\"entities\":%d,\"median_ns\":%.0f}\n", N_PRED + N_PREY, me);
     printf("{\"name\":\"relations_forward_walk\",\"markers\":true,\"pairs\":%d,\"frames\":%d,\"median_ns\":%.0f,"
            "\"us_per_frame\":%.2f,\"ns_per_pair\":%.3f,\"minus_overhead_ns_per_pair\":%.3f,\"goal_us_per_frame\":8}\n",
            N_PRED, frames, m, m / 1000, m / N_PRED, (m - me) / N_PRED);
+    printf("{\"name\":\"relations_forward_walk_accessors\",\"markers\":true,\"pairs\":%d,\"frames\":%d,\"median_ns\":%.0f,"
+           "\"us_per_frame\":%.2f,\"ns_per_pair\":%.3f,\"minus_overhead_ns_per_pair\":%.3f}\n",
+           N_PRED, frames, ma, ma / 1000, ma / N_PRED, (ma - me) / N_PRED);
     printf("{\"name\":\"relations_forward_walk_pairs_only\",\"markers\":true,\"pairs\":%d,\"frames\":%d,\"median_ns\":%.0f,"
            "\"us_per_frame\":%.2f,\"ns_per_pair\":%.3f,\"minus_overhead_ns_per_pair\":%.3f}\n",
            N_PRED, frames, mp, mp / 1000, mp / N_PRED, (mp - me) / N_PRED);
     rel_world_free(rw);
+    rel_world_free(ra);
     rel_world_free(rp);
     rel_world_free(re);
 }

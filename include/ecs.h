@@ -105,7 +105,8 @@ typedef struct ecs_iter ecs_iter_t;
  * must be thread-safe. align is a power of two;
  * alloc returns NULL on failure (the calling operation then fails with
  * ECS_ENOMEM and changes nothing). A zeroed struct means the C library
- * (aligned_alloc / free).
+ * (aligned_alloc / free); one with only some of its fields set is refused
+ * (ecs_world_create returns NULL).
  */
 typedef struct {
     void *(*alloc)(size_t size, size_t align, void *ctx);
@@ -139,7 +140,8 @@ typedef struct {
 /**
  * Creates a world and starts its worker threads. desc may be NULL.
  * Returns NULL when out of memory, when threads cannot be started, or for
- * a descriptor with workers or spin_us out of range.
+ * a descriptor with workers or spin_us out of range or a half-filled
+ * allocator (alloc or free missing, or a ctx without them).
  */
 ECS_API ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc);
 
@@ -471,6 +473,10 @@ struct ecs_iter {
  * ecs_query_iter sees what was marked after this one started. So a
  * structural change in the middle of a filtered iteration loses its marks
  * in the chunks not reached yet: change the structure after the loop.
+ * A query with change filters iterates nothing (and its window stays) when
+ * iterated from inside a system that is not EXCLUSIVE or from a run_if:
+ * its one window would be shared by the system's jobs. Filter the system
+ * itself instead (ecs_system_desc_t.changes).
  */
 ECS_API ecs_iter_t ecs_query_iter(ecs_world_t *world, ecs_query_t *query);
 
@@ -486,7 +492,8 @@ ECS_API bool ecs_query_next(ecs_iter_t *it);
 ECS_API int ecs_query_each(ecs_world_t *world, const ecs_query_desc_t *desc, void (*fn)(ecs_iter_t *it),
                            void *ctx);
 
-/** Column of term `term` at row 0 of the chunk, or NULL (tag, WITH/WITHOUT, absent optional). */
+/** Column of term `term` at row 0 of the chunk, or NULL (tag, WITH/WITHOUT,
+ * absent optional, a finished iterator). */
 ECS_API void *ecs_field(const ecs_iter_t *it, int term);
 
 /* Debug builds check that sizeof(T) matches the component's size. */
@@ -544,7 +551,7 @@ enum {
  *   source of at least one pair of the relation (role ECS_ROLE_TARGET: the
  *   target of one), as if it had a WITH term on the relation's marker; the
  *   callback reads each entity's slice with ecs_pair_targets (or
- *   ecs_pair_sources). The marker of that role must not be switched off.
+ *   ecs_pair_sources).
  * - ECS_PAIRS_EACH: the callback gets, per chunk of matched entities (the
  *   sources, or the targets for role ECS_ROLE_TARGET), their live pairs:
  *   it->count pairs in row order, then slice order (a chunk with many
@@ -554,6 +561,8 @@ enum {
  *   ecs_field_target(it, term, i) target_terms[term] read on the pair's far
  *   end (the target; the source for role ECS_ROLE_TARGET), read-only, NULL
  *   where it lacks the component.
+ * Both modes match through the role's marker, so it must not be switched
+ * off (registration fails).
  * Target terms are READ terms; they count for conflicts like ECS_OTHER
  * terms. Reading the relation stores never conflicts: every relation write
  * from a system is a command. An EXCLUSIVE per-pair system that writes
@@ -789,11 +798,14 @@ ECS_API int ecs_iter_removed_pairs(const ecs_iter_t *it, const ecs_entity_t **so
  * release.
  */
 #define ECS__PAIR_BATCH 256 /* pairs per batch */
-#define ECS__PAIR_FAR 4     /* far-end terms resolved while a batch fills */
+#define ECS__PAIR_FAR ECS_MAX_TERMS /* far-end terms resolved while a batch fills */
 typedef struct {
     uint32_t n;             /* pairs in the batch */
     uint32_t nfar;          /* far-end terms in far (the rest: when asked) */
     bool payloads;          /* payload holds them (role TARGET: when asked) */
+    /* What the per-pair accessors check, one compare each: n where
+     * payload / far[term] hold the batch's entries, else 0. */
+    uint32_t n_payload, n_far[ECS__PAIR_FAR];
     uint16_t row[ECS__PAIR_BATCH];
     ecs_entity_t src[ECS__PAIR_BATCH], tgt[ECS__PAIR_BATCH];
     const void *payload[ECS__PAIR_BATCH];
@@ -802,6 +814,8 @@ typedef struct {
 
 ECS_API const void *ecs__pair_field_lookup(const ecs_iter_t *it, int i);
 ECS_API const void *ecs__field_target_lookup(const ecs_iter_t *it, int term, int i);
+ECS_API const void *const *ecs__pair_fields_lookup(const ecs_iter_t *it);
+ECS_API const void *const *ecs__field_targets_lookup(const ecs_iter_t *it, int term);
 
 static inline const ecs__pair_view_t *ecs__pair_view(const ecs_iter_t *it, int i)
 {
@@ -831,16 +845,49 @@ static inline ecs_entity_t ecs_pair_target_of(const ecs_iter_t *it, int i)
 
 static inline const void *ecs_pair_field(const ecs_iter_t *it, int i)
 {
-    const ecs__pair_view_t *v = ecs__pair_view(it, i);
-    if (v && v->payloads) return v->payload[i];
+    const ecs__pair_view_t *v = it ? (const ecs__pair_view_t *)it->priv_.pairs : NULL;
+    if (v && (uint32_t)i < v->n_payload) return v->payload[i];
     return ecs__pair_field_lookup(it, i);
 }
 
 static inline const void *ecs_field_target(const ecs_iter_t *it, int term, int i)
 {
-    const ecs__pair_view_t *v = ecs__pair_view(it, i);
-    if (v && (uint32_t)term < v->nfar) return v->far[term][i];
+    const ecs__pair_view_t *v = it ? (const ecs__pair_view_t *)it->priv_.pairs : NULL;
+    if (v && (uint32_t)term < ECS__PAIR_FAR && (uint32_t)i < v->n_far[term]) return v->far[term][i];
     return ecs__field_target_lookup(it, term, i);
+}
+
+/*
+ * Per-pair dispatch, the whole batch at once: the arrays behind the
+ * accessors above, it->count entries each, for loops that should cost
+ * what a loop over plain arrays costs (one load per entry, no check):
+ *   ecs_pair_rows(it)[i]            == ecs_pair_row(it, i)
+ *   ecs_pair_fields(it)[i]          == ecs_pair_field(it, i)
+ *   ecs_field_targets(it, term)[i]  == ecs_field_target(it, term, i)
+ * NULL for another kind of iterator, and ecs_field_targets also for a
+ * term that is not one of the system's target_terms. Valid during the
+ * callback. In an EXCLUSIVE system the payload and far-end arrays are
+ * found when asked and are as of the call: call again after the callback
+ * writes pairs or changes the structure.
+ */
+static inline const uint16_t *ecs_pair_rows(const ecs_iter_t *it)
+{
+    const ecs__pair_view_t *v = it ? (const ecs__pair_view_t *)it->priv_.pairs : NULL;
+    return v ? v->row : NULL;
+}
+
+static inline const void *const *ecs_pair_fields(const ecs_iter_t *it)
+{
+    const ecs__pair_view_t *v = it ? (const ecs__pair_view_t *)it->priv_.pairs : NULL;
+    if (v && v->payloads) return v->payload;
+    return ecs__pair_fields_lookup(it);
+}
+
+static inline const void *const *ecs_field_targets(const ecs_iter_t *it, int term)
+{
+    const ecs__pair_view_t *v = it ? (const ecs__pair_view_t *)it->priv_.pairs : NULL;
+    if (v && (uint32_t)term < v->nfar) return v->far[term];
+    return ecs__field_targets_lookup(it, term);
 }
 
 /** Deferred pair writes, applied at the barrier like any command. The

@@ -17,15 +17,20 @@ static void default_free(void *ptr, void *ctx)
     free(ptr);
 }
 
-void ecs__allocator_resolve(ecs_allocator_t *out, const ecs_allocator_t *in)
+bool ecs__allocator_resolve(ecs_allocator_t *out, const ecs_allocator_t *in)
 {
     if (in && in->alloc && in->free) {
         *out = *in;
-    } else {
-        out->alloc = default_alloc;
-        out->free = default_free;
-        out->ctx = NULL;
+        return true;
     }
+    /* Only a zeroed hook means the C library: a half-filled one is a
+     * mistake that would otherwise send every allocation past the hook
+     * (and an out-of-memory test through it would inject nothing). */
+    if (in && (in->alloc || in->free || in->ctx)) return false;
+    out->alloc = default_alloc;
+    out->free = default_free;
+    out->ctx = NULL;
+    return true;
 }
 
 bool ecs__array_reserve(const ecs_allocator_t *a, void **ptr, uint32_t *cap, uint32_t need, size_t elem,

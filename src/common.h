@@ -45,8 +45,9 @@ void ecs__assert_fail(const char *expr, const char *why, const char *file, int l
 #endif
 
 /* The allocator hook with its defaults resolved: alloc and free are never
- * NULL after ecs__allocator_resolve. */
-void ecs__allocator_resolve(ecs_allocator_t *out, const ecs_allocator_t *in);
+ * NULL after ecs__allocator_resolve. false (out untouched) for a
+ * half-filled hook. */
+bool ecs__allocator_resolve(ecs_allocator_t *out, const ecs_allocator_t *in);
 
 static inline void *ecs__alloc(const ecs_allocator_t *a, size_t size, size_t align)
 {

@@ -252,6 +252,10 @@ typedef struct {
     const ecs__store_t *store;
     ecs_component_t marker; /* the role's marker, whose value is the slot hint */
     bool target_role;
+    /* Every far end is live: a source always is (despawn drops its pairs),
+     * a target unless the relation is ECS_IGNORE (cleanup drops the pairs
+     * aimed at it; despawns wait for the barrier while such a walk runs). */
+    bool far_live;
 } pair_batch_t;
 
 /* Appends a pair to the batch (which has room). */
@@ -282,29 +286,40 @@ static const void *far_field(const ecs_world_t *w, ecs_entity_t far, ecs_compone
  * Inlined with nfar a constant (batch_resolve), so that the loops over
  * terms unroll and their columns stay in registers. */
 ECS__INLINE void resolve_n(ecs__pair_view_t *v, const ecs__entity_index_t *ix, const ecs_entity_t *ids,
-                           const ecs_component_t *terms, const uint32_t nfar)
+                           const ecs_component_t *terms, const uint32_t nfar, const bool live)
 {
-    /* Pairs of one batch mostly reach few archetypes: the columns of the
-     * last one are kept. */
-    const ecs__archetype_t *last = NULL;
+    /* Pairs of one batch mostly reach few archetypes and chunks: the
+     * columns of the last archetype and their addresses in the last chunk
+     * are kept, the addresses as integers (0: the chunk lacks the term) so
+     * that a row's address is one multiply-add with no branch. */
+    const ecs__chunk_t *last = NULL;
+    const ecs__archetype_t *last_a = NULL;
     int32_t col[PAIR_FAR] = {0};
+    uintptr_t base[PAIR_FAR] = {0};
     size_t size[PAIR_FAR] = {0};
     for (uint32_t i = 0, n = v->n; i < n; i++) {
-        const ecs__record_t *rec = ecs__record_from_entity(ix, ids[i]);
-        if (ECS__UNLIKELY(!rec)) {
+        const ecs__record_t *rec;
+        if (live) {
+            /* Checked in debug builds only: a live end's record. */
+            rec = ecs__record_at(ix, (uint32_t)ids[i]);
+            ecs__assert(rec == ecs__record_from_entity(ix, ids[i]), "far end live");
+        } else if (ECS__UNLIKELY(!(rec = ecs__record_from_entity(ix, ids[i])))) {
             for (uint32_t t = 0; t < nfar; t++) v->far[t][i] = NULL;
             continue;
         }
         const ecs__chunk_t *ch = rec->chunk;
-        if (ECS__UNLIKELY(ch->archetype != last)) {
-            last = ch->archetype;
-            for (uint32_t t = 0; t < nfar; t++) {
-                col[t] = ecs__archetype_column(last, terms[t]);
-                size[t] = col[t] < 0 ? 0 : last->columns[col[t]].size;
+        if (ECS__UNLIKELY(ch != last)) {
+            last = ch;
+            if (ch->archetype != last_a) {
+                last_a = ch->archetype;
+                for (uint32_t t = 0; t < nfar; t++) {
+                    col[t] = ecs__archetype_column(last_a, terms[t]);
+                    size[t] = col[t] < 0 ? 0 : last_a->columns[col[t]].size;
+                }
             }
+            for (uint32_t t = 0; t < nfar; t++) base[t] = col[t] < 0 ? 0 : (uintptr_t)ch->cols[col[t]];
         }
-        for (uint32_t t = 0; t < nfar; t++)
-            v->far[t][i] = col[t] < 0 ? NULL : (const unsigned char *)ch->cols[col[t]] + rec->row * size[t];
+        for (uint32_t t = 0; t < nfar; t++) v->far[t][i] = (const void *)(base[t] + rec->row * size[t]);
     }
 }
 
@@ -314,11 +329,18 @@ static void batch_resolve(pair_batch_t *b)
     const ecs__entity_index_t *ix = &b->world->entity_index;
     const ecs_entity_t *ids = b->target_role ? v->src : v->tgt;
     const ecs_component_t *terms = b->sys->far_terms;
+    if (b->far_live) {
+        switch (v->nfar) {
+        case 0: return;
+        case 1: resolve_n(v, ix, ids, terms, 1, true); return;
+        case 2: resolve_n(v, ix, ids, terms, 2, true); return;
+        default: resolve_n(v, ix, ids, terms, v->nfar, true); return;
+        }
+    }
     switch (v->nfar) {
     case 0: return;
-    case 1: resolve_n(v, ix, ids, terms, 1); return;
-    case 2: resolve_n(v, ix, ids, terms, 2); return;
-    default: resolve_n(v, ix, ids, terms, v->nfar); return;
+    case 1: resolve_n(v, ix, ids, terms, 1, false); return;
+    default: resolve_n(v, ix, ids, terms, v->nfar, false); return;
     }
 }
 
@@ -441,6 +463,7 @@ static pair_batch_t *pair_batch_init(pair_batch_t *b, const ecs_world_t *w, cons
     b->store = &r->store;
     b->target_role = sys->pair_role == ECS_ROLE_TARGET;
     b->marker = b->target_role ? r->target_marker : r->source_marker;
+    b->far_live = b->target_role || r->cleanup != ECS_IGNORE;
     b->v.nfar = sys->flags & ECS_SYSTEM_EXCLUSIVE ? 0 : (sys->nfar_terms < PAIR_FAR ? sys->nfar_terms : PAIR_FAR);
     /* Payload pointers are taken ahead only where they stay put: an
      * EXCLUSIVE callback's own pair writes may move the slice, so there
@@ -448,6 +471,8 @@ static pair_batch_t *pair_batch_init(pair_batch_t *b, const ecs_world_t *w, cons
      * when the callback asks. */
     b->v.payloads = !b->target_role && !(sys->flags & ECS_SYSTEM_EXCLUSIVE);
     b->v.n = 0;
+    b->v.n_payload = 0;
+    for (uint32_t t = 0; t < PAIR_FAR; t++) b->v.n_far[t] = 0; /* terms from nfar on stay 0 */
     return b;
 }
 
@@ -462,7 +487,10 @@ static inline bool pair_in_window(const walk_t *wk, const ecs__pair_ticks_t *t)
 /* Hands the callback the batch's first n pairs. */
 static inline void batch_run(walk_t *wk, ecs_iter_t *it, uint32_t n)
 {
-    wk->batch->v.n = n;
+    ecs__pair_view_t *v = &wk->batch->v;
+    v->n = n;
+    v->n_payload = v->payloads ? n : 0;
+    for (uint32_t t = 0; t < v->nfar; t++) v->n_far[t] = n;
     batch_resolve(wk->batch);
     it->count = (int)n;
     wk->handed += n;
@@ -531,11 +559,14 @@ ECS__NOINLINE uint32_t batch_spill(walk_t *wk, ecs_iter_t *it, uint32_t nb, uint
     return nb;
 }
 
-/* Both roles' plain walk, inlined with `target` a constant: role SOURCE
- * walks forward slices (targets and payloads), role TARGET reverse ones
- * (sources; payloads are looked up when asked). */
+/* Both roles' plain walk, inlined with `target` and `all` constants: role
+ * SOURCE walks forward slices (targets and payloads), role TARGET reverse
+ * ones (sources; payloads are looked up when asked); all: every row
+ * (sel unused). A slice of one pair, the common case (and the only one of
+ * an exclusive relation), takes a short path that writes its batch entry
+ * directly. */
 ECS__INLINE void walk_plain(walk_t *wk, ecs_iter_t *it, const ecs_entity_t *entities, const uint16_t *sel,
-                            uint32_t count, const uint32_t *hints, const bool target)
+                            uint32_t count, const uint32_t *hints, const bool target, const bool all)
 {
     ecs__pair_view_t *v = &wk->batch->v;
     const ecs__store_t *st = wk->batch->store;
@@ -545,23 +576,31 @@ ECS__INLINE void walk_plain(walk_t *wk, ecs_iter_t *it, const ecs_entity_t *enti
     const size_t psize = target ? 0 : st->size;
     uint32_t nb = 0;
     for (uint32_t i = 0; i < count; i++) {
-        uint16_t row = sel ? sel[i] : (uint16_t)i;
+        uint16_t row = all ? (uint16_t)i : sel[i];
         ecs_entity_t e = entities[row];
-        uint32_t h = hints ? hints[row] - 1 : UINT32_MAX;
+        uint32_t h = hints[row] - 1;
         const ecs_entity_t *ends;
         const unsigned char *pl = NULL;
         uint32_t c;
         if (target) {
-            const ecs__source_slice_t *ss = h < slots && rev[h].owner == e ? &rev[h] : sources_again(st, e);
+            const ecs__source_slice_t *ss = ECS__LIKELY(h < slots && rev[h].owner == e) ? &rev[h] : sources_again(st, e);
             if (!ss) continue;
             ends = ss->sources;
             c = ss->count;
         } else {
-            const ecs__target_slice_t *ts = h < slots && fwd[h].owner == e ? &fwd[h] : targets_again(st, e);
+            const ecs__target_slice_t *ts = ECS__LIKELY(h < slots && fwd[h].owner == e) ? &fwd[h] : targets_again(st, e);
             if (!ts) continue;
             ends = ts->targets;
             pl = ts->payloads;
             c = ts->count;
+        }
+        if (ECS__LIKELY(c == 1 && nb < PAIR_BATCH)) {
+            v->row[nb] = row;
+            v->src[nb] = target ? ends[0] : e;
+            v->tgt[nb] = target ? e : ends[0];
+            v->payload[nb] = pl; /* NULL without payloads, and for role TARGET */
+            nb++;
+            continue;
         }
         if (ECS__UNLIKELY(c > PAIR_BATCH - nb)) {
             nb = batch_spill(wk, it, nb, row, ends, e, !target, pl, psize, c);
@@ -578,16 +617,21 @@ ECS__INLINE void walk_plain(walk_t *wk, ecs_iter_t *it, const ecs_entity_t *enti
     if (nb) batch_flush(wk, it, nb);
 }
 
+/* The four plain walks (role x every row or a selection), each its own
+ * loop. hints: the role marker's column, which a per-pair system's
+ * chunks always have (the marker is an implied WITH term). */
 ECS__NOINLINE void walk_sources_plain(walk_t *wk, ecs_iter_t *it, const ecs_entity_t *entities, const uint16_t *sel,
                                       uint32_t count, const uint32_t *hints)
 {
-    walk_plain(wk, it, entities, sel, count, hints, false);
+    if (sel) walk_plain(wk, it, entities, sel, count, hints, false, false);
+    else walk_plain(wk, it, entities, NULL, count, hints, false, true);
 }
 
 ECS__NOINLINE void walk_targets_plain(walk_t *wk, ecs_iter_t *it, const ecs_entity_t *entities, const uint16_t *sel,
                                       uint32_t count, const uint32_t *hints)
 {
-    walk_plain(wk, it, entities, sel, count, hints, true);
+    if (sel) walk_plain(wk, it, entities, sel, count, hints, true, false);
+    else walk_plain(wk, it, entities, NULL, count, hints, true, true);
 }
 
 /* Hands an ECS_PAIRS_EACH system the pairs of the selected rows of ch (n
@@ -608,7 +652,7 @@ static void walk_pairs(walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32
     const ecs_entity_t *entities = ch->entities;
     int32_t hcol = ecs__archetype_column(ch->archetype, b->marker);
     const uint32_t *hints = hcol >= 0 ? ch->cols[hcol] : NULL;
-    if (!filtered && !(wk->sys->flags & ECS_SYSTEM_EXCLUSIVE)) {
+    if (!filtered && !(wk->sys->flags & ECS_SYSTEM_EXCLUSIVE) && ECS__LIKELY(hints)) {
         if (b->target_role) walk_targets_plain(wk, it, entities, n < 0 ? NULL : sel, count, hints);
         else walk_sources_plain(wk, it, entities, n < 0 ? NULL : sel, count, hints);
         it->priv_.pairs = NULL;
@@ -770,6 +814,40 @@ const void *ecs__field_target_lookup(const ecs_iter_t *it, int term, int i)
      * storage do not change while systems run, so this read is safe for
      * the components the system declared. */
     return far_field(b->world, b->target_role ? b->v.src[i] : b->v.tgt[i], b->sys->far_terms[term]);
+}
+
+/* The batch of a per-pair iterator, whatever its size. The array
+ * accessors write the arrays the view does not hold ready into it: the
+ * view is the library's, const only to the callback. */
+static pair_batch_t *batch_any(const ecs_iter_t *it)
+{
+    return it ? (pair_batch_t *)it->priv_.pairs : NULL;
+}
+
+const void *const *ecs__pair_fields_lookup(const ecs_iter_t *it)
+{
+    pair_batch_t *b = batch_any(it);
+    if (!b) return NULL;
+    if (!b->v.payloads) {
+        /* As ecs__pair_field_lookup, for every pair of the batch, now. */
+        for (uint32_t i = 0; i < b->v.n; i++)
+            b->v.payload[i] = ecs__store_get(b->store, b->v.src[i], b->v.tgt[i], NULL);
+    }
+    return b->v.payload;
+}
+
+const void *const *ecs__field_targets_lookup(const ecs_iter_t *it, int term)
+{
+    pair_batch_t *b = batch_any(it);
+    if (!b || term < 0 || (uint32_t)term >= b->sys->nfar_terms) return NULL;
+    if ((uint32_t)term >= b->v.nfar) {
+        /* Not resolved ahead (an EXCLUSIVE system): as of now. Its slot in
+         * far is free, since nfar counts the terms resolved ahead. */
+        const ecs_entity_t *ends = b->target_role ? b->v.src : b->v.tgt;
+        for (uint32_t i = 0; i < b->v.n; i++)
+            b->v.far[term][i] = far_field(b->world, ends[i], b->sys->far_terms[term]);
+    }
+    return b->v.far[term];
 }
 
 /* The walk of a node's system with a query: its change window, copied

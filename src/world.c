@@ -59,7 +59,7 @@ ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc)
     uint32_t workers, spin_us;
     if (!resolve_settings(desc, &workers, &spin_us)) return NULL;
     ecs_allocator_t a;
-    ecs__allocator_resolve(&a, desc ? &desc->allocator : NULL);
+    if (!ecs__allocator_resolve(&a, desc ? &desc->allocator : NULL)) return NULL;
     ecs_world_t *w = ecs__alloc(&a, sizeof(*w), _Alignof(ecs_world_t));
     if (!w) return NULL;
     memset(w, 0, sizeof(*w));

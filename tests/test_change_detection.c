@@ -1330,6 +1330,83 @@ static void changes_cached_query_filters(void **state)
     obs_fini(&sys);
 }
 
+/* A system that iterates a filtered cached query (ctx) and counts the
+ * rows it was handed. */
+typedef struct {
+    ecs_query_t *q;
+    atomic_int rows, calls;
+} inner_query_t;
+
+static void iterate_inner_query(ecs_iter_t *it)
+{
+    inner_query_t *iq = it->ctx;
+    ecs_iter_t qi = ecs_query_iter(it->world, iq->q);
+    while (ecs_query_next(&qi)) atomic_fetch_add(&iq->rows, qi.count);
+    atomic_fetch_add(&iq->calls, 1);
+}
+
+/* A filtered cached query iterated from inside a system that is not
+ * EXCLUSIVE iterates nothing and leaves its window alone (the system's
+ * jobs would share it); an EXCLUSIVE system iterates it as usual.
+ * Regression: every job's ecs_query_iter wrote the query's window and
+ * rows buffer (a data race under TSan), and which job got the marks
+ * depended on timing. */
+static void changes_filtered_query_inside_systems(void **state)
+{
+    (void)state;
+    guard(__func__);
+    fix_t f = fix_new(4);
+    enum { N = 40000 }; /* many chunks: the system splits into jobs */
+    static ecs_entity_t e[N];
+    spawn_health(&f, N, false, e);
+    ecs_query_t *q = ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {TR(f.health)},
+                                                               .changes = {CHANGED(f.health)}});
+    assert_non_null(q);
+    obs_t o;
+    obs_init(&o, f.w);
+    query_collect(f.w, q, &o, NULL); /* the first window: nothing yet */
+    obs_expect_none(&o, "before any write");
+
+    static inner_query_t par, excl;
+    par.q = excl.q = q;
+    atomic_store(&par.rows, 0);
+    atomic_store(&par.calls, 0);
+    atomic_store(&excl.rows, 0);
+    atomic_store(&excl.calls, 0);
+    ecs_system_t ps = reg(&f, &(ecs_system_desc_t){.terms = {TR(f.health)}, .run = iterate_inner_query, .ctx = &par});
+    set_health(&f, e[5], 1);
+    set_health(&f, e[N - 5], 1);
+    /* Two frames: the second's window would reach the marks. The first
+     * splits the system into jobs (the cost model may keep a cheap
+     * system whole later). */
+    frame(&f);
+    ecs_world_stats_t st;
+    assert_int_equal(ecs_world_stats(f.w, &st), ECS_OK);
+    assert_true(st.system_stats[ps - 1].jobs > 1);
+    frame(&f);
+    assert_true(atomic_load(&par.calls) > 1);
+    assert_int_equal(atomic_load(&par.rows), 0);
+    query_collect(f.w, q, &o, NULL); /* the window stayed: both marks */
+    obs_expect(&o, (ecs_entity_t[]){e[5], e[N - 5]}, 2, "after the parallel system");
+
+    reg(&f, &(ecs_system_desc_t){.name = "excl",
+                                 .flags = ECS_SYSTEM_EXCLUSIVE,
+                                 .terms = {TR(f.health)},
+                                 .run = iterate_inner_query,
+                                 .ctx = &excl});
+    set_health(&f, e[7], 1);
+    frame(&f);
+    assert_int_equal(atomic_load(&par.rows), 0);
+    assert_true(atomic_load(&excl.calls) >= 1);
+    assert_int_equal(atomic_load(&excl.rows), 1); /* e[7], its chunk's one passing row */
+    query_collect(f.w, q, &o, NULL);
+    obs_expect_none(&o, "the EXCLUSIVE system took the window");
+
+    ecs_query_destroy(q);
+    ecs_world_destroy(f.w);
+    obs_fini(&o);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Errors                                                                  */
 /* ---------------------------------------------------------------------- */
@@ -1881,6 +1958,7 @@ int main(void)
         cmocka_unit_test_teardown(changes_levels_follow_consumers_and_reseed, unguard),
         cmocka_unit_test_teardown(changes_pruning_keeps_what_the_slowest_has_not_seen, unguard),
         cmocka_unit_test_teardown(changes_cached_query_filters, unguard),
+        cmocka_unit_test_teardown(changes_filtered_query_inside_systems, unguard),
         cmocka_unit_test_teardown(changes_bad_filters_are_rejected, unguard),
         cmocka_unit_test_teardown(changes_iter_changed_misuse_gets_einval, unguard),
         cmocka_unit_test_teardown(changes_filter_conflicts_with_writers, unguard),

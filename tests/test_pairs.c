@@ -187,6 +187,12 @@ static void pairs_errors(void **state)
     assert_int_equal(ecs_pair_remove(w, r, dead, e[1]), ECS_ESTALE);
     assert_int_equal(ecs_pair_remove(w, r, e[0], ECS_NULL), ECS_ESTALE);
     assert_int_equal(ecs_pair_remove(w, r, e[0], dead), ECS_OK); /* a stale target: no such pair */
+    /* A provisional handle (ecs_cmd_spawn's) is not a stale target:
+     * ECS_ESTALE for both calls. Regression: the remove returned ECS_OK. */
+    ecs_entity_t prov = e[1] | ECS__PROVISIONAL_BIT;
+    assert_int_equal(ecs_pair_set(w, r, e[0], prov, NULL), ECS_ESTALE);
+    assert_int_equal(ecs_pair_remove(w, r, e[0], prov), ECS_ESTALE);
+    assert_int_equal(ecs_pair_remove(w, r, prov, e[1]), ECS_ESTALE);
     assert_int_equal(ecs_pair_targets(w, r, dead, NULL, NULL), ECS_ESTALE);
     assert_int_equal(ecs_pair_sources(w, r, dead, NULL), ECS_ESTALE);
     assert_int_equal(ecs_pair_targets(w, 9, e[0], NULL, NULL), ECS_EINVAL);
@@ -1983,6 +1989,7 @@ typedef struct {
     float far_x[4096];
     int n;
     bool overflow;
+    int array_mismatches; /* batch arrays that disagreed with the per-pair accessors */
 } walked_t;
 
 typedef struct {
@@ -1992,6 +1999,14 @@ typedef struct {
 static void walk_collect(ecs_iter_t *it)
 {
     walked_t *w = it->ctx;
+    const uint16_t *rows = ecs_pair_rows(it);
+    const void *const *fields = ecs_pair_fields(it);
+    const void *const *far = ecs_field_targets(it, 0);
+    if (!rows || !fields || !far) w->array_mismatches++;
+    for (int i = 0; rows && fields && far && i < it->count; i++) {
+        if (rows[i] != ecs_pair_row(it, i) || fields[i] != ecs_pair_field(it, i) || far[i] != ecs_field_target(it, 0, i))
+            w->array_mismatches++;
+    }
     for (int i = 0; i < it->count; i++) {
         if (w->n == (int)COUNT_OF(w->src)) {
             w->overflow = true;
@@ -2012,6 +2027,7 @@ static void walk_collect(ecs_iter_t *it)
 static void walked_expect(ecs_world_t *w, ecs_relation_t r, const ecs_entity_t *e, int n, walked_t *got, bool target)
 {
     assert_false(got->overflow);
+    assert_int_equal(got->array_mismatches, 0);
     int want = 0;
     for (int i = 0; i < n; i++) {
         if (!ecs_is_alive(w, e[i])) continue;
@@ -2396,6 +2412,148 @@ static void pairs_walks_survive_wrong_slot_hints(void **state)
     ecs_world_destroy(w);
 }
 
+/* ---------------------------------------------------------------------- */
+/* Batch arrays (ecs_pair_rows, ecs_pair_fields, ecs_field_targets)         */
+/* ---------------------------------------------------------------------- */
+
+enum { ARR_TERMS = 6 }; /* more far-end terms than the old ahead-of-time limit (4) */
+
+typedef struct {
+    ecs_relation_t rel;
+    ecs_component_t comp[ARR_TERMS];
+    ecs_entity_t extra; /* EXCLUSIVE: a new target for its first source */
+    bool checks_off;    /* run_if of the non-EXCLUSIVE systems */
+    int pairs, mismatches, nulls_ok, calls;
+} arrays_t;
+
+static bool arrays_checks_on(ecs_world_t *w, void *ctx)
+{
+    (void)w;
+    return !((arrays_t *)ctx)->checks_off;
+}
+
+/* Non-EXCLUSIVE: every array agrees with the per-pair accessors and with
+ * ecs_get on the far end (far-end terms are ECS_OTHER reads: allowed). */
+static void arrays_check(ecs_iter_t *it, bool target_role)
+{
+    arrays_t *a = it->ctx;
+    const uint16_t *rows = ecs_pair_rows(it);
+    const void *const *fields = ecs_pair_fields(it);
+    for (int i = 0; i < it->count; i++) {
+        ecs_entity_t far_end = target_role ? ecs_pair_source_of(it, i) : ecs_pair_target_of(it, i);
+        if (rows[i] != ecs_pair_row(it, i) || fields[i] != ecs_pair_field(it, i)) a->mismatches++;
+        for (int t = 0; t < ARR_TERMS; t++) {
+            const void *const *far = ecs_field_targets(it, t);
+            if (far[i] != ecs_field_target(it, t, i) || far[i] != ecs_get(it->world, far_end, a->comp[t])) a->mismatches++;
+        }
+        a->pairs++;
+    }
+    a->nulls_ok += ecs_field_targets(it, ARR_TERMS) == NULL && ecs_field_targets(it, -1) == NULL;
+    a->calls++;
+}
+
+static void arrays_check_sources(ecs_iter_t *it) { arrays_check(it, false); }
+static void arrays_check_targets(ecs_iter_t *it) { arrays_check(it, true); }
+
+/* EXCLUSIVE: the arrays are as of the call. After growing its first
+ * source's slice (payloads move) and moving a target to another
+ * archetype (its row moves), asking again gives the pairs as they are. */
+static void arrays_exclusive(ecs_iter_t *it)
+{
+    arrays_t *a = it->ctx;
+    a->calls++;
+    if (!it->count) return;
+    const void *const *fields = ecs_pair_fields(it);
+    const void *const *far = ecs_field_targets(it, 0);
+    for (int i = 0; i < it->count; i++)
+        if (fields[i] != ecs_pair_field(it, i) || far[i] != ecs_field_target(it, 0, i)) a->mismatches++;
+    if (a->calls == 1) {
+        ecs_entity_t src = ecs_pair_source_of(it, 0), tgt = ecs_pair_target_of(it, 0);
+        assert_int_equal(ecs_pair_set(it->world, a->rel, src, a->extra, &(Hunt){7, 7}), ECS_OK);
+        assert_int_equal(ecs_add(it->world, tgt, a->comp[ARR_TERMS - 1]), ECS_OK);
+    }
+    fields = ecs_pair_fields(it);
+    far = ecs_field_targets(it, 0);
+    for (int i = 0; i < it->count; i++) {
+        const void *want = ecs_pair_get(it->world, a->rel, ecs_pair_source_of(it, i), ecs_pair_target_of(it, i));
+        if (fields[i] != want || fields[i] != ecs_pair_field(it, i)) a->mismatches++;
+        if (far[i] != ecs_get(it->world, ecs_pair_target_of(it, i), a->comp[0])) a->mismatches++;
+        a->pairs++;
+    }
+}
+
+/* The batch arrays hold what the per-pair accessors return, for all of a
+ * system's far-end terms (six here), for both roles (role TARGET's
+ * payloads are looked up), and in an EXCLUSIVE system as of each call;
+ * NULL for a term the system did not declare and outside per-pair
+ * dispatch. */
+static void pairs_batch_arrays(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    static arrays_t a;
+    memset(&a, 0, sizeof(a));
+    char name[16];
+    for (int t = 0; t < ARR_TERMS; t++) {
+        snprintf(name, sizeof(name), "C%d", t);
+        a.comp[t] = ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = sizeof(int32_t)});
+        assert_true(a.comp[t]);
+    }
+    a.rel = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts", .size = sizeof(Hunt)});
+    enum { S = 40, T = 9 };
+    ecs_entity_t src[S], tgt[T];
+    for (int j = 0; j < T; j++) {
+        tgt[j] = ecs_spawn(w);
+        /* Target j lacks term j % ARR_TERMS (NULL there); two archetypes
+         * per missing term, so batches meet several chunks. */
+        for (int t = 0; t < ARR_TERMS; t++)
+            if (t != j % ARR_TERMS) assert_int_equal(ecs_set(w, tgt[j], a.comp[t], &(int32_t){j * 10 + t}), ECS_OK);
+    }
+    for (int i = 0; i < S; i++) {
+        src[i] = ecs_spawn(w);
+        for (int k = 0; k <= i % 3; k++) /* one to three pairs */
+            assert_int_equal(ecs_pair_set(w, a.rel, src[i], tgt[(i + k * 4) % T], &(Hunt){i, k}), ECS_OK);
+    }
+    ecs_system_desc_t d = {
+        .run = arrays_check_sources, .run_if = arrays_checks_on, .ctx = &a, .pairs = {.relation = a.rel, .mode = ECS_PAIRS_EACH}};
+    for (int t = 0; t < ARR_TERMS; t++) d.pairs.target_terms[t] = (ecs_term_t){.component = a.comp[t]};
+    ecs_system_t s1 = ecs_system_register(w, &d);
+    d.name = "by_target";
+    d.pairs.role = ECS_ROLE_TARGET;
+    d.run = arrays_check_targets;
+    ecs_system_t s2 = ecs_system_register(w, &d);
+    assert_true(s1 && s2);
+    frame(w);
+    int pairs = 0;
+    for (int i = 0; i < S; i++) pairs += ecs_pair_targets(w, a.rel, src[i], NULL, NULL);
+    assert_int_equal(a.pairs, 2 * pairs);
+    assert_int_equal(a.mismatches, 0);
+    assert_int_equal(a.nulls_ok, a.calls);
+    assert_true(a.calls >= 2);
+
+    /* Outside per-pair dispatch: NULL. */
+    ecs_iter_t it = {0};
+    assert_null(ecs_pair_rows(&it));
+    assert_null(ecs_pair_fields(&it));
+    assert_null(ecs_field_targets(&it, 0));
+    assert_null(ecs_pair_fields(NULL));
+
+    a.checks_off = true;
+    memset(&a.pairs, 0, sizeof(a) - offsetof(arrays_t, pairs));
+    a.extra = tgt[T - 1];
+    ecs_system_desc_t x = {.name = "exclusive",
+                           .flags = ECS_SYSTEM_EXCLUSIVE,
+                           .run = arrays_exclusive,
+                           .ctx = &a,
+                           .pairs = {.relation = a.rel, .mode = ECS_PAIRS_EACH, .target_terms = {{.component = a.comp[0]}}}};
+    assert_true(ecs_system_register(w, &x));
+    frame(w);
+    assert_true(a.calls >= 1);
+    assert_true(a.pairs >= pairs);
+    assert_int_equal(a.mismatches, 0);
+    ecs_world_destroy(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2430,6 +2588,7 @@ int main(void)
         cmocka_unit_test(pairs_same_for_any_worker_count),
         cmocka_unit_test(pairs_random_against_model),
         cmocka_unit_test(pairs_walks_survive_wrong_slot_hints),
+        cmocka_unit_test(pairs_batch_arrays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -807,6 +807,11 @@ static void query_field_out_of_range_is_null(void **state)
     assert_null(ecs_field(&it, ECS_MAX_TERMS + 5));
     assert_null(ECS_FIELD(&it, Pos, 2));
     assert_null(ECS_FIELD(&it, Pos, -1));
+    /* A finished iterator has no fields. Regression: the last chunk's
+     * columns were still returned. */
+    assert_false(ecs_query_next(&it));
+    assert_null(ecs_field(&it, 0));
+    assert_null(ECS_FIELD(&it, Pos, 0));
     ecs_world_destroy(f.w);
 }
 

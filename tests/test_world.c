@@ -437,6 +437,20 @@ static void world_descriptor_out_of_range_returns_null(void **state)
     assert_int_equal(m.allocs, 0); /* refused before anything was allocated */
     assert_int_equal(task_count(), base);
 
+    /* A half-filled allocator hook is refused, not replaced by the C
+     * library's (an out-of-memory test through it would inject nothing).
+     * Regression: it was silently ignored. */
+    const ecs_allocator_t half[] = {
+        {.alloc = mem_alloc, .ctx = &m}, {.free = mem_free, .ctx = &m}, {.alloc = mem_alloc}, {.ctx = &m}};
+    for (size_t i = 0; i < COUNT_OF(half); i++) {
+        ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = half[i]});
+        if (w) {
+            ecs_world_destroy(w);
+            fail_msg("half-filled allocator %zu accepted", i);
+        }
+    }
+    assert_int_equal(m.allocs, 0);
+
     /* A malformed environment does not rescue a bad descriptor. */
     env_set("ECS_WORKERS", "abc");
     char err[1024];

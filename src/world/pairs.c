@@ -771,7 +771,9 @@ ECS__INLINE int pair_target(ecs_world_t *w, ecs_relation_t rel, ecs_entity_t src
     if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
     if (!(*r = ecs__relation_get(w, rel))) return ECS_EINVAL;
     if (!(recs[0] = ecs__record_from_entity(&w->entity_index, src))) return ECS_ESTALE;
-    if (!tgt) return ECS_ESTALE;
+    /* A provisional handle is never a pair's end, not even a dead one's
+     * (ecs_pair_remove allows those). */
+    if (!tgt || (tgt & ECS__PROVISIONAL_BIT)) return ECS_ESTALE;
     recs[1] = ecs__record_from_entity(&w->entity_index, tgt);
     if (tgt_live && !recs[1]) return ECS_ESTALE;
     if (src == tgt) return ECS_EINVAL;

@@ -247,6 +247,15 @@ ecs_iter_t ecs_query_iter(ecs_world_t *w, ecs_query_t *q)
         it.priv_.query = NULL; /* a mismatched pair iterates nothing */
         return it;
     }
+    if (q->change_count && w->phase == ECS__PHASE_SYSTEMS) {
+        /* A filtered query has one window and one rows buffer: a system's
+         * jobs (or a run_if) would race for both, and which job took the
+         * window would depend on timing. It iterates nothing there; the
+         * system's own change filters are the way (an EXCLUSIVE system
+         * may iterate it). */
+        it.priv_.query = NULL;
+        return it;
+    }
     it.priv_.version = w->structure_version;
     it.priv_.field_count = (int32_t)q->term_count;
     /* Marks through this iterator need immediate mode (they write
@@ -301,8 +310,10 @@ bool ecs_query_next(ecs_iter_t *it)
     }
 done:
     it->priv_.query = NULL;
+    it->priv_.field_count = 0; /* ecs_field: NULL once finished */
     it->count = 0;
     it->entities = NULL;
+    it->rows = NULL;
     return false;
 }
 

@@ -62,7 +62,8 @@ static inline ecs__record_t *ecs__record_at(const ecs__entity_index_t *ix, uint3
 static inline ecs__record_t *ecs__record_from_entity(const ecs__entity_index_t *ix, ecs_entity_t e)
 {
     uint32_t index = (uint32_t)e;
-    if (ECS__UNLIKELY(index == 0 || index >= ix->next_index)) return NULL;
+    /* index 0 and index >= next_index in one compare (next_index >= 1). */
+    if (ECS__UNLIKELY(index - 1u >= ix->next_index - 1u)) return NULL;
     ecs__record_t *r = ecs__record_at(ix, index);
     if (ECS__UNLIKELY(r->generation != (uint32_t)(e >> 32) || !r->chunk)) return NULL;
     return r;
