@@ -374,6 +374,8 @@ typedef struct {
     bool by_visit;
     uint64_t visit;
     pair_batch_t *batch; /* ECS_PAIRS_EACH */
+    uint32_t first, last; /* a job's chunks: [first, last) of the node's list */
+    bool exclusive;       /* run inline as an EXCLUSIVE system */
 #ifndef NDEBUG
     ecs__read_set_t *reads;
 #endif
@@ -855,7 +857,7 @@ const void *const *ecs__field_targets_lookup(const ecs_iter_t *it, int term)
  * of an ECS_PAIRS_EACH system. list_now: single-threaded, the walk lists
  * the chunks it writes itself. */
 static walk_t walk_begin(ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *it, ecs_commands_t *cmd, uint16_t *rows,
-                         pair_batch_t *batch, bool list_now)
+                         bool list_now)
 {
     const ecs__system_t *sys = node->sys;
     const ecs_query_t *q = sys->query;
@@ -866,7 +868,7 @@ static walk_t walk_begin(ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *it,
         .it = it,
         .cmd = cmd,
         .rows = rows,
-        .batch = pair_batch_init(batch, w, sys),
+        .batch = NULL, /* a per-pair system's: set by with_pair_batch */
         .world = w,
         .scan = node->since == 0,
         .list_now = list_now,
@@ -929,6 +931,30 @@ static inline void walk_chunk(walk_t *wk, uint32_t m, ecs__chunk_t *ch)
     if (ECS__UNLIKELY(tracked) && wk->list_now && ch->trackers) list_written(wk->sys, &wk->q->matches[m], ch);
 }
 
+/* A job's walk: chunks [first, last) of its node's frame list. */
+static void walk_range(walk_t *wk)
+{
+    if (wk->node->pair_filtered) {
+        walk_dirty_pairs(wk);
+        return;
+    }
+    for (uint32_t k = wk->first; k < wk->last; k++) {
+        const ecs__chunk_ref_t *ref = &wk->node->chunks[k];
+        walk_chunk(wk, (uint32_t)(ref->order >> 32), ref->chunk);
+    }
+}
+
+/* Runs walk with a per-pair system's batch, which lives in this frame
+ * only: about 40 KB (its far-end arrays), which no other system's walk
+ * should carry on its thread's stack. */
+ECS__NOINLINE void with_pair_batch(walk_t *wk, void (*walk)(walk_t *))
+{
+    pair_batch_t batch;
+    wk->batch = pair_batch_init(&batch, wk->world, wk->sys);
+    walk(wk);
+    wk->batch = NULL;
+}
+
 /* Calls the system on chunks [first, last) of its frame list. */
 static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, float dt)
 {
@@ -948,22 +974,17 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
         run_whole(w, node, &it);
     } else {
         uint16_t rows[ECS__CHUNK_MAX_ROWS];
-        pair_batch_t batch;
         /* A pair-filtered system's one job owns the walk: it lists
          * chunks as it goes. */
-        walk_t wk = walk_begin(w, node, &it, cmd, rows, &batch, node->pair_filtered);
+        walk_t wk = walk_begin(w, node, &it, cmd, rows, node->pair_filtered);
         wk.visit = first; /* a filtered job's chunks: positions first.. in the list order */
+        wk.first = first;
+        wk.last = last;
 #ifndef NDEBUG
         wk.reads = &reads;
 #endif
-        if (node->pair_filtered) {
-            walk_dirty_pairs(&wk);
-        } else {
-            for (uint32_t k = first; k < last; k++) {
-                const ecs__chunk_ref_t *ref = &node->chunks[k];
-                walk_chunk(&wk, (uint32_t)(ref->order >> 32), ref->chunk);
-            }
-        }
+        if (sys->pair_mode == ECS_PAIRS_EACH) with_pair_batch(&wk, walk_range);
+        else walk_range(&wk);
         j->rows = wk.handed;
     }
 #ifndef NDEBUG
@@ -1267,6 +1288,14 @@ static void run_exclusive_filtered(ecs_world_t *w, ecs__plan_node_t *node, walk_
     s->due_count = 0;
 }
 
+/* The inline walk of run_node_here. */
+static void walk_node(walk_t *wk)
+{
+    if (wk->exclusive && wk->q->change_count) run_exclusive_filtered(wk->world, wk->node, wk);
+    else if (wk->node->pair_filtered) walk_dirty_pairs(wk);
+    else walk_all(wk, wk->node->filtered);
+}
+
 /* Runs a node's system on the calling thread, straight over its query
  * (the inline path and exclusive systems). An exclusive system may change
  * the structure while it iterates: the walk is by index, covers what
@@ -1298,18 +1327,13 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
     } else {
         if (exclusive) w->defer_chunk_release = true;
         uint16_t rows[ECS__CHUNK_MAX_ROWS];
-        pair_batch_t batch;
-        walk_t wk = walk_begin(w, node, &it, cmd, rows, &batch, true);
+        walk_t wk = walk_begin(w, node, &it, cmd, rows, true);
+        wk.exclusive = exclusive;
 #ifndef NDEBUG
         wk.reads = &reads;
 #endif
-        if (exclusive && q->change_count) {
-            run_exclusive_filtered(w, node, &wk);
-        } else if (node->pair_filtered) {
-            walk_dirty_pairs(&wk);
-        } else {
-            walk_all(&wk, node->filtered);
-        }
+        if (sys->pair_mode == ECS_PAIRS_EACH) with_pair_batch(&wk, walk_node);
+        else walk_node(&wk);
         if (exclusive) {
             w->defer_chunk_release = false;
             ecs__archetypes_trim(w);

@@ -15,6 +15,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -2554,6 +2555,78 @@ static void pairs_batch_arrays(void **state)
     ecs_world_destroy(w);
 }
 
+/* ---------------------------------------------------------------------- */
+/* Stack                                                                   */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    ecs_world_t *w;
+    int rc;
+} progress_call_t;
+
+static void *progress_thread(void *arg)
+{
+    progress_call_t *c = arg;
+    c->rc = ecs_world_progress(c->w, 0.0f);
+    return NULL;
+}
+
+static void far_sum(ecs_iter_t *it)
+{
+    long *sum = it->ctx;
+    const void *const *far = ecs_field_targets(it, 0);
+    for (int i = 0; i < it->count; i++) *sum += far[i] ? *(const int32_t *)far[i] : 0;
+}
+
+static void plain_sum(ecs_iter_t *it)
+{
+    long *sum = it->ctx;
+    const int32_t *v = ECS_FIELD(it, int32_t, 0);
+    for (int i = 0; i < it->count; i++) *sum += v[i];
+}
+
+/* ecs_world_progress runs a per-pair system and a plain one from a thread
+ * with a 48 KB stack (optimised builds; sanitizers' frames are larger).
+ * Regression: the per-pair batch (40 KB with far-end arrays for every
+ * term) sat in every system's walk and overflowed such a stack. */
+static void pairs_walks_fit_small_stacks(void **state)
+{
+    (void)state;
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    const size_t stack = 48 * 1024;
+#else
+    const size_t stack = 1024 * 1024;
+#endif
+    ecs_world_t *w = world_new();
+    ecs_component_t a = ecs_component_register(w, &(ecs_component_desc_t){.name = "A", .size = sizeof(int32_t)});
+    ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R"});
+    assert_true(a && r);
+    for (int i = 0; i < 300; i++) {
+        ecs_entity_t s = ecs_spawn(w), t = ecs_spawn(w);
+        assert_int_equal(ecs_set(w, t, a, &(int32_t){1}), ECS_OK);
+        assert_int_equal(ecs_pair_set(w, r, s, t, NULL), ECS_OK);
+    }
+    long pair_total = 0, plain_total = 0;
+    assert_true(ecs_system_register(
+        w, &(ecs_system_desc_t){.run = far_sum,
+                                .ctx = &pair_total,
+                                .pairs = {.relation = r, .mode = ECS_PAIRS_EACH, .target_terms = {{.component = a}}}}));
+    assert_true(ecs_system_register(
+        w, &(ecs_system_desc_t){.run = plain_sum, .ctx = &plain_total, .terms = {{.component = a, .access = ECS_READ}}}));
+    pthread_attr_t attr;
+    assert_int_equal(pthread_attr_init(&attr), 0);
+    assert_int_equal(pthread_attr_setstacksize(&attr, stack), 0);
+    progress_call_t c = {w, -1};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, &attr, progress_thread, &c), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    pthread_attr_destroy(&attr);
+    assert_int_equal(c.rc, ECS_OK);
+    assert_int_equal(pair_total, 300);
+    assert_int_equal(plain_total, 300);
+    ecs_world_destroy(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2589,6 +2662,7 @@ int main(void)
         cmocka_unit_test(pairs_random_against_model),
         cmocka_unit_test(pairs_walks_survive_wrong_slot_hints),
         cmocka_unit_test(pairs_batch_arrays),
+        cmocka_unit_test(pairs_walks_fit_small_stacks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
