@@ -198,7 +198,9 @@ typedef struct {
 typedef struct {
     uint64_t jobs_run; /* jobs it ran */
     uint64_t steals;   /* of them, taken from another worker */
-    uint64_t idle_ns;  /* time spent looking for work or asleep */
+    uint64_t idle_ns;  /* time spent looking for work or asleep; worker 0
+                          (the thread in ecs_world_progress): waiting for
+                          the other workers' jobs */
 } ecs_worker_stats_t;
 
 typedef struct {

@@ -1465,6 +1465,46 @@ static void pool_spreads_jobs_over_workers(void **state)
     pool_free(p, &c);
 }
 
+/* A job that sleeps, so that whoever waits for it is idle meanwhile. */
+typedef struct {
+    ecs__job_t job;
+    uint32_t worker;
+} sleep_job_t;
+
+static void sleep_run(ecs__job_t *job, uint32_t worker)
+{
+    ((sleep_job_t *)job)->worker = worker;
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* The caller waiting at a counter (worker 0: the thread that runs the
+ * frame) counts that wait as idle time, as the other workers count their
+ * search for work. Regression: worker 0's idle_ns stayed 0. */
+static void pool_waiting_caller_counts_idle_time(void **state)
+{
+    (void)state;
+    guard(__func__);
+    counter_t c;
+    ecs__job_pool_t *p = pool_new(&c, 2, 0);
+    ecs__worker_stats_t before, after;
+    ecs__job_pool_stats(p, 0, &before);
+    sleep_job_t j = {.job = {sleep_run, NULL}, .worker = 99};
+    JOB_COUNTER(jc);
+    /* The mailbox of worker 1: only worker 1 runs it, worker 0 waits. */
+    ecs__job_pool_submit_to(p, 1, &j.job, &jc);
+    uint64_t t0 = now_ns();
+    ecs__job_pool_wait(p, 0, &jc);
+    uint64_t waited = now_ns() - t0;
+    ecs__job_pool_stats(p, 0, &after);
+    assert_int_equal(j.worker, 1);
+    assert_true(waited >= 15 * 1000 * 1000);
+    uint64_t idle = after.idle_ns - before.idle_ns;
+    assert_true(idle >= 15 * 1000 * 1000);
+    assert_true(idle <= waited);
+    pool_free(p, &c);
+}
+
 /* Without spinning, idle workers sleep; work submitted later wakes them
  * (the submitter here does not help: it only watches the counter, so a
  * lost wake-up shows as work that nobody runs). */
@@ -1631,6 +1671,7 @@ int main(void)
         cmocka_unit_test_teardown(pool_create_starts_threads_and_destroy_joins_them, unguard),
         cmocka_unit_test_teardown(pool_create_fails_cleanly_without_memory, unguard),
         cmocka_unit_test_teardown(pool_spreads_jobs_over_workers, unguard),
+        cmocka_unit_test_teardown(pool_waiting_caller_counts_idle_time, unguard),
         cmocka_unit_test_teardown(pool_sleeping_workers_wake_for_new_work, unguard),
         cmocka_unit_test_teardown(pool_wake_up_is_never_lost, unguard),
         cmocka_unit_test_teardown(pool_create_destroy_repeatedly, unguard),

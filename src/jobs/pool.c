@@ -388,18 +388,24 @@ void ecs__job_pool_wait(ecs__job_pool_t *p, uint32_t worker, ecs__job_counter_t 
 {
     worker_t *self = &p->workers[worker];
     uint32_t idle = 0;
+    uint64_t idle_start = 0; /* 0: not idle; the clock is read per idle stretch, not per spin */
     while (atomic_load_explicit(&counter->pending, memory_order_acquire) > 0) {
         ecs__job_t *job = find_work(p, self);
         if (job) {
+            if (idle_start) stat_add(&self->stats.idle_ns, now_ns() - idle_start);
+            idle_start = 0;
             run_job(self, job);
             idle = 0;
             continue;
         }
         /* The last jobs run elsewhere: wait, and with more workers than
-         * cores, give their threads the core. */
+         * cores, give their threads the core. The wait counts as the
+         * waiter's idle time, as a worker's search for work does. */
+        if (!idle_start) idle_start = now_ns();
         cpu_relax();
         if (++idle % 64 == 0) sched_yield();
     }
+    if (idle_start) stat_add(&self->stats.idle_ns, now_ns() - idle_start);
 }
 
 /* ---------------------------------------------------------------------- */
