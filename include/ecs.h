@@ -823,9 +823,16 @@ ECS_API const void *ecs__field_target_lookup(const ecs_iter_t *it, int term, int
 ECS_API const void *const *ecs__pair_fields_lookup(const ecs_iter_t *it);
 ECS_API const void *const *ecs__field_targets_lookup(const ecs_iter_t *it, int term);
 
+/* The batch view of a per-pair iterator (NULL: another kind), and the
+ * same only when pair i is in it. */
+static inline const ecs__pair_view_t *ecs__pair_batch(const ecs_iter_t *it)
+{
+    return it ? (const ecs__pair_view_t *)it->priv_.pairs : NULL;
+}
+
 static inline const ecs__pair_view_t *ecs__pair_view(const ecs_iter_t *it, int i)
 {
-    const ecs__pair_view_t *v = it ? (const ecs__pair_view_t *)it->priv_.pairs : NULL;
+    const ecs__pair_view_t *v = ecs__pair_batch(it);
     return v && (uint32_t)i < v->n ? v : NULL;
 }
 
@@ -851,14 +858,14 @@ static inline ecs_entity_t ecs_pair_target_of(const ecs_iter_t *it, int i)
 
 static inline const void *ecs_pair_field(const ecs_iter_t *it, int i)
 {
-    const ecs__pair_view_t *v = it ? (const ecs__pair_view_t *)it->priv_.pairs : NULL;
+    const ecs__pair_view_t *v = ecs__pair_batch(it);
     if (v && (uint32_t)i < v->n_payload) return v->payload[i];
     return ecs__pair_field_lookup(it, i);
 }
 
 static inline const void *ecs_field_target(const ecs_iter_t *it, int term, int i)
 {
-    const ecs__pair_view_t *v = it ? (const ecs__pair_view_t *)it->priv_.pairs : NULL;
+    const ecs__pair_view_t *v = ecs__pair_batch(it);
     if (v && (uint32_t)term < ECS__PAIR_FAR && (uint32_t)i < v->n_far[term]) return v->far[term][i];
     return ecs__field_target_lookup(it, term, i);
 }
@@ -878,20 +885,20 @@ static inline const void *ecs_field_target(const ecs_iter_t *it, int term, int i
  */
 static inline const uint16_t *ecs_pair_rows(const ecs_iter_t *it)
 {
-    const ecs__pair_view_t *v = it ? (const ecs__pair_view_t *)it->priv_.pairs : NULL;
+    const ecs__pair_view_t *v = ecs__pair_batch(it);
     return v ? v->row : NULL;
 }
 
 static inline const void *const *ecs_pair_fields(const ecs_iter_t *it)
 {
-    const ecs__pair_view_t *v = it ? (const ecs__pair_view_t *)it->priv_.pairs : NULL;
+    const ecs__pair_view_t *v = ecs__pair_batch(it);
     if (v && v->payloads) return v->payload;
     return ecs__pair_fields_lookup(it);
 }
 
 static inline const void *const *ecs_field_targets(const ecs_iter_t *it, int term)
 {
-    const ecs__pair_view_t *v = it ? (const ecs__pair_view_t *)it->priv_.pairs : NULL;
+    const ecs__pair_view_t *v = ecs__pair_batch(it);
     if (v && (uint32_t)term < v->nfar) return v->far[term];
     return ecs__field_targets_lookup(it, term);
 }

@@ -791,10 +791,18 @@ static void walk_dirty_pairs(walk_t *wk)
 }
 
 /* The accessors of ecs.h read the batch's view; these answer what it
- * does not hold. */
+ * does not hold. The batch of a per-pair iterator: the array accessors
+ * write the arrays the view does not hold ready into it (the view is the
+ * library's, const only to the callback). */
+static pair_batch_t *batch_any(const ecs_iter_t *it)
+{
+    return it ? (pair_batch_t *)it->priv_.pairs : NULL;
+}
+
+/* ... and the same only when pair i is in it. */
 static const pair_batch_t *batch_of(const ecs_iter_t *it, int i)
 {
-    const pair_batch_t *b = it ? it->priv_.pairs : NULL;
+    const pair_batch_t *b = batch_any(it);
     return b && i >= 0 && (uint32_t)i < b->v.n ? b : NULL;
 }
 
@@ -816,14 +824,6 @@ const void *ecs__field_target_lookup(const ecs_iter_t *it, int term, int i)
      * storage do not change while systems run, so this read is safe for
      * the components the system declared. */
     return far_field(b->world, b->target_role ? b->v.src[i] : b->v.tgt[i], b->sys->far_terms[term]);
-}
-
-/* The batch of a per-pair iterator, whatever its size. The array
- * accessors write the arrays the view does not hold ready into it: the
- * view is the library's, const only to the callback. */
-static pair_batch_t *batch_any(const ecs_iter_t *it)
-{
-    return it ? (pair_batch_t *)it->priv_.pairs : NULL;
 }
 
 const void *const *ecs__pair_fields_lookup(const ecs_iter_t *it)
@@ -945,8 +945,8 @@ static void walk_range(walk_t *wk)
 }
 
 /* Runs walk with a per-pair system's batch, which lives in this frame
- * only: about 40 KB (its far-end arrays), which no other system's walk
- * should carry on its thread's stack. */
+ * only: about 20 KB (mostly its far-end arrays), which no other system's
+ * walk should carry on its thread's stack. */
 ECS__NOINLINE void with_pair_batch(walk_t *wk, void (*walk)(walk_t *))
 {
     pair_batch_t batch;
