@@ -146,11 +146,15 @@ typedef struct {
 ECS_API ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc);
 
 /**
- * Destroys the world: runs the dtor of every live component value, frees
- * every allocation. Handles, queries and pointers obtained from the world
- * are invalid afterwards. NULL is ignored. Must not be called from inside
- * ecs_world_progress() or an ecs_query_each() callback (it is then
+ * Destroys the world: runs the dtor of every live component value, then
+ * frees every allocation. Handles, queries and pointers obtained from the
+ * world are invalid afterwards. NULL is ignored. Must not be called from
+ * inside ecs_world_progress() or an ecs_query_each() callback (it is then
  * ignored and nothing is freed).
+ * The dtors run first, on the whole world: a dtor may read it (values
+ * whose dtor has already run are uninitialised), and every call that
+ * would change it, run a frame or destroy it is refused as inside a system
+ * (ECS_EBUSY, ECS_NULL, 0 or NULL).
  */
 ECS_API void ecs_world_destroy(ecs_world_t *world);
 

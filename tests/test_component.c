@@ -640,6 +640,72 @@ static void hooks_dtor_runs_once_per_value(void **state)
     assert_int_equal(s.bad, 0);
 }
 
+/* A dtor that calls back into the world while it is destroyed: it reads
+ * the world as it was, and every call that would change it, run a frame
+ * or destroy it is refused (it used to run on freed memory: ASan). */
+typedef struct {
+    ecs_world_t *w;
+    ecs_entity_t other, second;
+    ecs_component_t plain, hooked;
+    int calls, progress, spawned, set, despawn, add_component, query, reads_ok, pair;
+    ecs_relation_t rel;
+} reentry_t;
+
+static reentry_t reentry;
+
+static void reentry_dtor(void *ptr, int32_t count, const ecs_type_info_t *info)
+{
+    (void)ptr;
+    (void)info;
+    reentry_t *r = &reentry;
+    for (int32_t i = 0; i < count; i++) {
+        r->calls++;
+        r->progress += ecs_world_progress(r->w, 0.1f) == ECS_EBUSY;
+        r->spawned += ecs_spawn(r->w) != ECS_NULL;
+        r->set += ecs_set(r->w, r->other, r->plain, &(Position){9, 9}) == ECS_EBUSY;
+        r->despawn += ecs_despawn(r->w, r->other) == ECS_EBUSY;
+        r->add_component += ecs_component_register(r->w, &(ecs_component_desc_t){.name = "Late", .size = 4}) != 0;
+        r->query += ecs_query_create(r->w, &(ecs_query_desc_t){.terms = {{.component = r->plain}}}) != NULL;
+        r->pair += ecs_pair_set(r->w, r->rel, r->other, r->second, NULL) == ECS_EBUSY;
+        const Position *p = ecs_get(r->w, r->other, r->plain);
+        r->reads_ok += ecs_is_alive(r->w, r->other) && p && p->x == 1 && p->y == 2;
+        ecs_world_destroy(r->w); /* ignored */
+    }
+}
+
+static void hooks_dtor_calling_the_world_during_destroy_is_refused(void **state)
+{
+    (void)state;
+    memset(&reentry, 0, sizeof(reentry));
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 2});
+    assert_non_null(w);
+    reentry.w = w;
+    reentry.plain = ECS_COMPONENT(w, Position);
+    reentry.hooked = ecs_component_register(
+        w, &(ecs_component_desc_t){.name = "Reentry", .size = sizeof(int), .hooks = {.dtor = reentry_dtor}});
+    reentry.rel = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Likes"});
+    assert_true(reentry.hooked && reentry.rel);
+    reentry.other = ecs_spawn(w);
+    reentry.second = ecs_spawn(w);
+    assert_int_equal(ecs_set(w, reentry.other, reentry.plain, &(Position){1, 2}), ECS_OK);
+    for (int i = 0; i < 3; i++) {
+        ecs_entity_t e = ecs_spawn_with(w, 1, &reentry.hooked, NULL);
+        assert_int_not_equal(e, ECS_NULL);
+        assert_int_equal(ecs_pair_set(w, reentry.rel, e, reentry.other, NULL), ECS_OK);
+    }
+    assert_int_equal(ecs_world_progress(w, 0.1f), ECS_OK);
+    ecs_world_destroy(w);
+    assert_int_equal(reentry.calls, 3);
+    assert_int_equal(reentry.progress, 3);
+    assert_int_equal(reentry.spawned, 0);
+    assert_int_equal(reentry.set, 3);
+    assert_int_equal(reentry.despawn, 3);
+    assert_int_equal(reentry.add_component, 0);
+    assert_int_equal(reentry.query, 0);
+    assert_int_equal(reentry.pair, 3);
+    assert_int_equal(reentry.reads_ok, 3);
+}
+
 static void hooks_dtor_on_world_destroy_across_archetypes(void **state)
 {
     (void)state;
@@ -1214,6 +1280,7 @@ int main(void)
         cmocka_unit_test(hooks_copy_runs_when_set_adds),
         cmocka_unit_test(hooks_dtor_runs_once_per_value),
         cmocka_unit_test(hooks_dtor_on_world_destroy_across_archetypes),
+        cmocka_unit_test(hooks_dtor_calling_the_world_during_destroy_is_refused),
         cmocka_unit_test(hooks_move_on_archetype_move),
         cmocka_unit_test(hooks_move_on_swap_remove),
         cmocka_unit_test(hooks_copy_on_set_and_spawn_with),

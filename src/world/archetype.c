@@ -641,19 +641,29 @@ void ecs__archetype_discard_unused(ecs_world_t *w, ecs__archetype_t *a)
 /* Teardown                                                                */
 /* ---------------------------------------------------------------------- */
 
-void ecs__archetypes_fini(ecs_world_t *w)
+void ecs__archetypes_drop_values(ecs_world_t *w)
 {
+    if (w->values_dropped) return;
+    w->values_dropped = true;
     for (uint32_t i = 0; i < w->archetype_count; i++) {
-        ecs__archetype_t *a = w->archetypes[i];
+        const ecs__archetype_t *a = w->archetypes[i];
+        if (!(a->hooks & ECS__HOOK_DTOR)) continue;
         for (uint32_t k = 0; k < a->chunk_count; k++) {
             ecs__chunk_t *ch = a->chunks[k];
-            if ((a->hooks & ECS__HOOK_DTOR) && ch->count) {
-                for (uint32_t c = 0; c < a->column_count; c++) {
-                    ecs__value_fini(a->columns[c].comp, ecs__chunk_column(ch, c), (int32_t)ch->count);
-                }
+            if (!ch->count) continue;
+            for (uint32_t c = 0; c < a->column_count; c++) {
+                ecs__value_fini(a->columns[c].comp, ecs__chunk_column(ch, c), (int32_t)ch->count);
             }
-            ecs__chunk_trackers_destroy(w, ch);
         }
+    }
+}
+
+void ecs__archetypes_fini(ecs_world_t *w)
+{
+    ecs__archetypes_drop_values(w);
+    for (uint32_t i = 0; i < w->archetype_count; i++) {
+        ecs__archetype_t *a = w->archetypes[i];
+        for (uint32_t k = 0; k < a->chunk_count; k++) ecs__chunk_trackers_destroy(w, a->chunks[k]);
         while (a->slabs) {
             ecs__slab_t *s = a->slabs;
             a->slabs = s->next;

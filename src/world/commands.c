@@ -87,10 +87,13 @@ static void drop_value(ecs_world_t *w, ecs__cmd_t *c)
     }
 }
 
+/* drop_value clears what it dropped: a second pass drops nothing. */
+void ecs__commands_drop_values(ecs_world_t *w) { for_each_pending(w, drop_value); }
+
 void ecs__commands_fini(ecs_world_t *w)
 {
     ecs__cmd_state_t *s = &w->cmd;
-    for_each_pending(w, drop_value); /* values never flushed are still owned here */
+    ecs__commands_drop_values(w); /* values never flushed are still owned here */
     for (uint32_t i = 0; i < s->worker_count; i++) ecs__arena_fini(&s->workers[i].arena);
     ecs__arena_pool_fini(&s->arena_pool);
     ecs__free(&w->allocator, s->workers);

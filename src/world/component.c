@@ -47,7 +47,7 @@ static uint64_t name_hash(const char *name)
 ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_t *desc)
 {
     if (!w || !desc || !desc->name || !desc->name[0]) return 0;
-    if (w->phase == ECS__PHASE_SYSTEMS || w->phase == ECS__PHASE_FLUSH) return 0;
+    if (!ecs__world_immediate_ok(w)) return 0;
     if (ecs_component_lookup(w, desc->name)) return 0;
     size_t size = desc->size, align = desc->align;
     if (size > UINT32_MAX / 2) return 0;

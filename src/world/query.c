@@ -187,7 +187,7 @@ static void query_untrack(ecs_world_t *w, const ecs_query_t *q, uint32_t n)
 ecs_query_t *ecs_query_create(ecs_world_t *w, const ecs_query_desc_t *desc)
 {
     if (!w || !desc) return NULL;
-    if (w->phase == ECS__PHASE_SYSTEMS || w->phase == ECS__PHASE_FLUSH) return NULL;
+    if (!ecs__world_immediate_ok(w)) return NULL;
     uint32_t n, nc;
     if (ecs__terms_validate(w, desc->terms, &n) != ECS_OK) return NULL;
     if (ecs__changes_validate(w, desc->changes, &nc) != ECS_OK) return NULL;
@@ -212,9 +212,10 @@ ecs_query_t *ecs_query_create(ecs_world_t *w, const ecs_query_desc_t *desc)
 
 void ecs_query_destroy(ecs_query_t *q)
 {
-    /* Not while systems run or commands apply: the world's query list is
-     * shared state then (the query is freed with the world instead). */
-    if (!q || q->world->phase == ECS__PHASE_SYSTEMS || q->world->phase == ECS__PHASE_FLUSH) return;
+    /* Not while systems run, commands apply or the world's dtors run: the
+     * world's query list is shared state then (the query is freed with
+     * the world instead). */
+    if (!q || !ecs__world_immediate_ok(q->world)) return;
     query_untrack(q->world, q, q->change_count);
     ecs__query_free(q);
 }

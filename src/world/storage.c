@@ -1,7 +1,8 @@
 /*
  * storage.c: brings the world's storage up and down as one unit: entity
  * index, component registry, archetypes (the empty one first), cached
- * queries and command memory. Teardown runs every live value's dtor.
+ * queries and command memory. Teardown runs every live value's dtor
+ * before it frees anything.
  */
 #include "world/world.h"
 
@@ -16,6 +17,12 @@ int ecs__world_storage_init(ecs_world_t *w, uint32_t workers)
         return ECS_ENOMEM;
     }
     return ECS_OK;
+}
+
+void ecs__world_storage_drop_values(ecs_world_t *w)
+{
+    ecs__commands_drop_values(w);
+    ecs__archetypes_drop_values(w);
 }
 
 void ecs__world_storage_fini(ecs_world_t *w)

@@ -382,6 +382,9 @@ static inline ecs__archetype_t *ecs__archetype_with(ecs_world_t *w, ecs__archety
  * never held a chunk): a call that created it on the way and then failed
  * leaves no archetype behind. A no-op for any other archetype. */
 void ecs__archetype_discard_unused(ecs_world_t *w, ecs__archetype_t *a);
+/* Runs the dtor of every value in every chunk, once (teardown: the
+ * storage stays as it is until ecs__archetypes_fini frees it). */
+void ecs__archetypes_drop_values(ecs_world_t *w);
 void ecs__archetypes_fini(ecs_world_t *w);
 
 /* A chunk with a free row (the lowest-index one), allocating a new chunk
@@ -753,6 +756,8 @@ typedef struct {
 } ecs__cmd_state_t;
 
 bool ecs__commands_init(ecs_world_t *w, uint32_t workers);
+/* Runs the dtor of every value held by commands never flushed, once. */
+void ecs__commands_drop_values(ecs_world_t *w);
 void ecs__commands_fini(ecs_world_t *w);
 /* Opens a buffer for one job on worker `worker`, keyed by plan slot, in
  * the caller's header `cmd` (which must stay put until the flush). The
@@ -779,6 +784,7 @@ typedef enum {
     ECS__PHASE_SYSTEMS,   /* systems run: immediate mode is closed */
     ECS__PHASE_EXCLUSIVE, /* an EXCLUSIVE system runs: immediate mode is open */
     ECS__PHASE_FLUSH,     /* commands are being applied */
+    ECS__PHASE_DESTROY,   /* ecs_world_destroy runs the dtors: reads only */
 } ecs__phase_t;
 
 struct ecs_world {
@@ -838,6 +844,7 @@ struct ecs_world {
     ecs__phase_t phase;
     bool defer_chunk_release; /* an iteration is walking chunks */
     bool trim_pending;
+    bool values_dropped; /* every live value's dtor has run (teardown) */
 };
 
 static inline ecs__component_t *ecs__component_get(const ecs_world_t *w, ecs_component_t c)
@@ -892,6 +899,9 @@ static inline bool ecs__world_immediate_ok(const ecs_world_t *w)
  * command memory for `workers` workers. */
 int ecs__world_storage_init(ecs_world_t *w, uint32_t workers);
 void ecs__world_storage_fini(ecs_world_t *w);
+/* Runs every live value's dtor with the storage left whole, so that a dtor
+ * that reads the world reads it as it was (ecs_world_destroy). */
+void ecs__world_storage_drop_values(ecs_world_t *w);
 
 /* Removes row `row`, whose values are already destroyed or moved out: the
  * chunk's last row moves into the hole (its record is updated). The chunk
