@@ -471,6 +471,7 @@ struct ecs_iter {
         uint32_t marks;       /* nonzero: ecs_iter_changed may mark rows */
         const void *pairs;    /* the pair batch (ECS_PAIRS_EACH) */
         bool removed_pairs; /* the log is a relation's */
+        uint64_t serial;    /* a filtered query's iteration number */
     } priv_;
 };
 

@@ -1351,6 +1351,45 @@ static void iterate_inner_query(ecs_iter_t *it)
  * Regression: every job's ecs_query_iter wrote the query's window and
  * rows buffer (a data race under TSan), and which job got the marks
  * depended on timing. */
+/* A filtered query has one window and one rows buffer: a new
+ * ecs_query_iter ends the iteration before it (which went on, reading
+ * rows the new one owns, before the fix). */
+static void changes_cached_query_new_iteration_ends_the_previous(void **state)
+{
+    (void)state;
+    guard(__func__);
+    fix_t f = fix_new(1);
+    enum { N = 40000 }; /* many chunks */
+    static ecs_entity_t e[N];
+    spawn_health(&f, N, false, e);
+    ecs_query_t *q = ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {TR(f.health)},
+                                                               .changes = {CHANGED(f.health)}});
+    assert_non_null(q);
+    obs_t o;
+    obs_init(&o, f.w);
+    query_collect(f.w, q, &o, NULL); /* the first window */
+    set_health(&f, e[5], 1);
+    set_health(&f, e[N / 2], 1);
+    set_health(&f, e[N - 5], 1);
+    ecs_iter_t first = ecs_query_iter(f.w, q);
+    assert_true(ecs_query_next(&first)); /* e[5]'s chunk */
+    assert_int_equal(first.count, 1);
+    ecs_iter_t second = ecs_query_iter(f.w, q);
+    assert_false(ecs_query_next(&first)); /* ended by the second */
+    assert_null(ecs_field(&first, 0));
+    assert_int_equal(first.count, 0);
+    int chunks = 0;
+    while (ecs_query_next(&second)) chunks++;
+    assert_int_equal(chunks, 0); /* its window starts where the first's ended */
+    /* The next, with a mark in its window, runs to its end. */
+    set_health(&f, e[N - 5], 2);
+    query_collect(f.w, q, &o, NULL);
+    obs_expect(&o, &e[N - 5], 1, "the next iteration");
+    ecs_query_destroy(q);
+    ecs_world_destroy(f.w);
+    obs_fini(&o);
+}
+
 static void changes_filtered_query_inside_systems(void **state)
 {
     (void)state;
@@ -1958,6 +1997,7 @@ int main(void)
         cmocka_unit_test_teardown(changes_levels_follow_consumers_and_reseed, unguard),
         cmocka_unit_test_teardown(changes_pruning_keeps_what_the_slowest_has_not_seen, unguard),
         cmocka_unit_test_teardown(changes_cached_query_filters, unguard),
+        cmocka_unit_test_teardown(changes_cached_query_new_iteration_ends_the_previous, unguard),
         cmocka_unit_test_teardown(changes_filtered_query_inside_systems, unguard),
         cmocka_unit_test_teardown(changes_bad_filters_are_rejected, unguard),
         cmocka_unit_test_teardown(changes_iter_changed_misuse_gets_einval, unguard),

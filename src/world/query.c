@@ -274,6 +274,7 @@ ecs_iter_t ecs_query_iter(ecs_world_t *w, ecs_query_t *q)
          * after this call are seen by the next iteration. */
         it.priv_.since = q->last_iter;
         q->last_iter = w->tick_now - 1;
+        it.priv_.serial = ++q->iter_serial;
     }
     return it;
 }
@@ -285,6 +286,9 @@ bool ecs_query_next(ecs_iter_t *it)
     /* A structural change may have moved or freed the chunk being walked:
      * the iteration ends instead of reading freed memory. */
     if (it->priv_.version != q->world->structure_version) goto done;
+    /* A filtered query's newer iteration ends this one: the window moved
+     * on and the rows buffer is the newer one's. */
+    if (q->change_count && it->priv_.serial != q->iter_serial) goto done;
     for (uint32_t m = (uint32_t)it->priv_.match; m < q->match_count; m++) {
         const ecs__query_match_t *match = &q->matches[m];
         const ecs__archetype_t *a = match->archetype;

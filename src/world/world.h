@@ -541,8 +541,11 @@ struct ecs_query {
     uint32_t world_index; /* position in world->queries */
     /* A cached query with filters (ecs_query_create): the end of its
      * previous iteration's window, and the buffer its iterator hands
-     * out as it->rows. Systems keep their own window. */
+     * out as it->rows, and how many iterations it has started: only the
+     * latest one goes on (the rows buffer and the window are its own).
+     * Systems keep their own window. */
     uint64_t last_iter;
+    uint64_t iter_serial;
     uint16_t *rows;
 };
 
