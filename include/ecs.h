@@ -19,7 +19,7 @@
  * - Descriptor structs are zero-initialised: a zero field means "default".
  * - Pointers into storage (ecs_get, ecs_field, ...) stay valid until the
  *   next structural change (spawn, despawn, add, remove, a set that adds,
- *   a command flush).
+ *   a pair write that adds or removes a relation marker, a command flush).
  * - Immediate-mode calls that change the world (ecs_spawn*, ecs_despawn,
  *   ecs_add, ecs_remove, ecs_set, ecs_get_mut) are for use outside
  *   ecs_world_progress() and inside ECS_SYSTEM_EXCLUSIVE systems. From any
@@ -125,8 +125,10 @@ typedef struct {
  *   thread is created). Environment ECS_WORKERS; 0 there, or unset, means
  *   one per online CPU. At most ECS_MAX_WORKERS.
  * - spin_us: microseconds an idle worker keeps looking for work before it
- *   sleeps; -1 here means no spinning. Environment ECS_SPIN_US (0 there
- *   means no spinning). Default 50.
+ *   sleeps; -1 here means no spinning phase. Environment ECS_SPIN_US (0
+ *   there means no spinning phase). Default 50. Without it a worker still
+ *   checks its wake-up counter about a thousand times (ck_ec's short busy
+ *   wait, a few microseconds) before the futex sleep.
  * A malformed environment value is reported on stderr and ignored.
  */
 typedef struct {
@@ -159,12 +161,18 @@ ECS_API ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc);
 ECS_API void ecs_world_destroy(ecs_world_t *world);
 
 /**
- * Runs one frame: every stage in order, the systems of a stage in
- * registration order, with each stage's deferred commands applied at its
- * end (and around every EXCLUSIVE system).
+ * Runs one frame: every stage in order, the systems of a stage in their
+ * stage order (registration order unless after/before say otherwise;
+ * systems whose access does not conflict may run at the same time: see
+ * ecs_system_register), with each stage's deferred commands applied at
+ * its end (and around every EXCLUSIVE system).
  * Returns ECS_OK; ECS_EINVAL for a NULL world; ECS_EBUSY when called from
- * inside a system or an ecs_query_each() callback; ECS_ENOMEM when a deferred command could not be applied
- * for lack of memory (that command is skipped, the others are applied).
+ * inside a system, an ecs_query_each() callback or a dtor run by
+ * ecs_world_destroy; ECS_ENOMEM when a deferred command could not be
+ * applied for lack of memory (that command is skipped, the others are
+ * applied), when a relation marker could not be moved at a flush's end
+ * (tried again at the next flush), or when the frame's plan could not be
+ * rebuilt after a registration (no system runs).
  * Stack: the calling thread runs systems too. In optimised builds a frame
  * of ordinary systems fits a 16 KB thread stack, one with per-pair
  * systems (their batch) a 32 KB one, plus what the callbacks use. The
@@ -172,7 +180,8 @@ ECS_API void ecs_world_destroy(ecs_world_t *world);
  */
 ECS_API int ecs_world_progress(ecs_world_t *world, float delta_time);
 
-/** Workers of the world's job pool, the calling thread included (>= 1). */
+/** Workers of the world's job pool, the calling thread included (>= 1;
+ * 0 for a NULL world). */
 ECS_API int ecs_world_workers(const ecs_world_t *world);
 
 /** Frames completed by ecs_world_progress() (0 for a new world). */
@@ -197,8 +206,8 @@ typedef struct {
 } ecs_system_stats_t;
 
 /** One worker's figures since the world was created, read when
- * ecs_world_stats is called (from inside a frame: as of the last call
- * outside one). */
+ * ecs_world_stats is called outside a frame (from inside one: as they
+ * were at the last call outside one). */
 typedef struct {
     uint64_t jobs_run; /* jobs it ran */
     uint64_t steals;   /* of them, taken from another worker */
@@ -218,8 +227,9 @@ typedef struct {
     uint32_t chunks;           /* chunks allocated, retained empty ones included */
     uint32_t systems;          /* registered systems */
     uint32_t queries;          /* live cached queries, systems' own included */
-    /* Per system, indexed by ecs_system_t - 1 (`systems` entries), and per
-     * worker (`workers` entries), as of the end of the last frame. Owned
+    /* Per system, indexed by ecs_system_t - 1 (`systems` entries), as of
+     * the end of the last frame, and per worker (`workers` entries, see
+     * ecs_worker_stats_t). Owned
      * by the world; valid until the next ecs_world_progress,
      * ecs_system_register or ecs_world_destroy. */
     const ecs_system_stats_t *system_stats;
@@ -322,7 +332,11 @@ ECS_API ecs_entity_t ecs_spawn_with(ecs_world_t *world, int count, const ecs_com
 ECS_API int ecs_spawn_batch(ecs_world_t *world, int n, int count, const ecs_component_t *ids,
                             const void *const *values, ecs_entity_t *out);
 
-/** Despawns: runs the dtors of its components. ECS_OK, ECS_ESTALE, ECS_EBUSY. */
+/** Despawns: runs the dtors of its components, and drops its pairs (with
+ * the relations' cleanup: a CASCADE_SOURCE relation despawns the sources
+ * aimed at it). ECS_OK; ECS_EINVAL (NULL world); ECS_ESTALE; ECS_EBUSY;
+ * ECS_ENOMEM (room for the removal logs or the cleanup's moves could not
+ * be made: nothing is despawned). */
 ECS_API int ecs_despawn(ecs_world_t *world, ecs_entity_t entity);
 
 /** True for a live entity handle; false for ECS_NULL, stale or provisional. */
