@@ -944,6 +944,62 @@ static void pairs_despawn_keeps_the_rows_it_counted(void **state)
     }
 }
 
+/* An immediate despawn whose doomed entities have thousands of surviving
+ * neighbours in several archetypes, some of them neighbours of two doomed
+ * entities: each neighbour moves once, to the archetype without the
+ * marker, and a despawn that runs out of memory at any allocation changes
+ * nothing. (The plan of these moves used to scan itself per neighbour:
+ * quadratic, 5 s for 80k sources of one target.) */
+static void pairs_despawn_with_many_neighbours(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    for (int64_t k = 0;; k++) {
+        fail_t f = {.countdown = -1, .sticky = true};
+        ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = {fail_alloc, fail_free, &f}});
+        assert_non_null(w);
+        ecs_component_t ca = ecs_component_register(w, &(ecs_component_desc_t){.name = "A", .size = 4});
+        ecs_component_t cb = ecs_component_register(w, &(ecs_component_desc_t){.name = "B", .size = 8});
+        ecs_relation_t hunts = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts"});
+        ecs_relation_t child = ecs_relation_register(
+            w, &(ecs_relation_desc_t){.name = "ChildOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
+        assert_true(ca && cb && hunts && child);
+        ecs_component_t sm = ecs_relation_source_marker(w, hunts);
+        ecs_entity_t hub = ecs_spawn(w), kid = ecs_spawn(w);
+        assert_int_equal(ecs_pair_set(w, child, kid, hub, NULL), ECS_OK); /* kid dies with hub */
+        static ecs_entity_t src[N];
+        for (int i = 0; i < N; i++) {
+            ecs_component_t ids[2] = {ca, cb};
+            int n = i % 4; /* {}, {A}, {B}, {A, B} */
+            src[i] = n == 0 ? ecs_spawn(w) : n == 3 ? ecs_spawn_with(w, 2, ids, NULL) : ecs_spawn_with(w, 1, &ids[n - 1], NULL);
+            assert_int_not_equal(src[i], ECS_NULL);
+            assert_int_equal(ecs_pair_set(w, hunts, src[i], hub, NULL), ECS_OK);
+            /* Every third one hunts the kid too: a neighbour of both. */
+            if (i % 3 == 0) assert_int_equal(ecs_pair_set(w, hunts, src[i], kid, NULL), ECS_OK);
+        }
+        atomic_store(&f.countdown, k);
+        int rc = ecs_despawn(w, hub);
+        atomic_store(&f.countdown, -1);
+        if (rc == ECS_OK) {
+            assert_false(ecs_is_alive(w, hub) || ecs_is_alive(w, kid));
+            for (int i = 0; i < N; i++) {
+                assert_true(ecs_is_alive(w, src[i]) && !ecs_has(w, src[i], sm));
+                assert_int_equal(ecs_pair_targets(w, hunts, src[i], NULL, NULL), 0);
+                assert_true(ecs_has(w, src[i], ca) == (i % 4 == 1 || i % 4 == 3));
+                assert_true(ecs_has(w, src[i], cb) == (i % 4 >= 2));
+            }
+        } else {
+            assert_int_equal(rc, ECS_ENOMEM);
+            assert_true(ecs_is_alive(w, hub) && ecs_is_alive(w, kid));
+            assert_int_equal(ecs_pair_sources(w, hunts, hub, NULL), N);
+            for (int i = 0; i < N; i++) assert_true(ecs_has(w, src[i], sm));
+        }
+        ecs_world_destroy(w);
+        assert_int_equal(atomic_load(&f.allocs), atomic_load(&f.frees));
+        if (rc == ECS_OK) break;
+    }
+}
+
 typedef struct {
     ecs_relation_t rel;
     ecs_component_t hp;
@@ -2653,6 +2709,7 @@ int main(void)
         cmocka_unit_test(pairs_self_write_far_read_runs_as_one_job),
         cmocka_unit_test(pairs_exclusive_readers_survive_their_own_removals),
         cmocka_unit_test(pairs_despawn_keeps_the_rows_it_counted),
+        cmocka_unit_test(pairs_despawn_with_many_neighbours),
         cmocka_unit_test(pairs_filtered_walk_keeps_command_order),
         cmocka_unit_test(pairs_removed_pairs_each_once_per_reader),
         cmocka_unit_test(pairs_exclusive_walk_survives_its_own_writes),

@@ -334,6 +334,12 @@ typedef struct {
     move_t stack[8];
     move_t *moves;
     uint32_t count, cap;
+    /* A plan past its 8 moves on the stack (a despawn with many
+     * neighbours) is indexed: the entities planned, and each
+     * destination's move count, so that the checks per move are probes,
+     * not scans of the plan (which made such a despawn quadratic). */
+    ecs__map_t planned, dsts;
+    bool indexed;
 } plan_t;
 
 static void plan_init(plan_t *p)
@@ -341,14 +347,31 @@ static void plan_init(plan_t *p)
     p->moves = p->stack;
     p->count = 0;
     p->cap = 8;
+    ecs__map_init(&p->planned);
+    ecs__map_init(&p->dsts);
+    p->indexed = false;
 }
+
+static inline bool plan_indexed(const plan_t *p) { return p->indexed; }
 
 static void plan_fini(ecs_world_t *w, plan_t *p)
 {
     if (p->moves != p->stack) ecs__free(&w->allocator, p->moves);
+    ecs__map_fini(&p->planned, &w->allocator);
+    ecs__map_fini(&p->dsts, &w->allocator);
 }
 
-/* Doubles the plan's room: only a despawn with many neighbours needs it. */
+/* Indexes move m. false on OOM, with m's destination not counted. */
+static bool plan_index(ecs_world_t *w, plan_t *p, const move_t *m)
+{
+    uint64_t *v = ecs__map_ensure(&p->planned, &w->allocator, m->e, NULL);
+    uint64_t *n = v ? ecs__map_ensure(&p->dsts, &w->allocator, (uint64_t)(uintptr_t)m->dst, NULL) : NULL;
+    if (!n) return false;
+    (*n)++;
+    return true;
+}
+
+/* Doubles the plan's room (the first time: off the stack, indexed). */
 ECS__NOINLINE bool plan_grow(ecs_world_t *w, plan_t *p)
 {
     uint32_t cap = p->cap * 2;
@@ -358,6 +381,13 @@ ECS__NOINLINE bool plan_grow(ecs_world_t *w, plan_t *p)
     if (p->moves != p->stack) ecs__free(&w->allocator, p->moves);
     p->moves = m;
     p->cap = cap;
+    if (p->indexed) return true;
+    /* Indexed from now on, once every move so far is (a plan that fails
+     * here stays unindexed: its discard then scans). */
+    for (uint32_t i = 0; i < p->count; i++) {
+        if (!plan_index(w, p, &p->moves[i])) return false;
+    }
+    p->indexed = true;
     return true;
 }
 
@@ -365,18 +395,39 @@ static inline bool plan_add(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__reco
                             const ecs__edge_t *edge, ecs_component_t marker, uint32_t hint)
 {
     if (ECS__UNLIKELY(p->count == p->cap) && !plan_grow(w, p)) return false;
-    p->moves[p->count++] = (move_t){e, rec, dst, edge, marker, hint};
+    move_t m = {e, rec, dst, edge, marker, hint};
+    if (plan_indexed(p) && !plan_index(w, p, &m)) return false;
+    p->moves[p->count++] = m;
     return true;
+}
+
+/* Whether e is planned already (several doomed neighbours). */
+static bool plan_has(const plan_t *p, ecs_entity_t e)
+{
+    if (plan_indexed(p)) return ecs__map_get(&p->planned, e) != NULL;
+    for (uint32_t i = 0; i < p->count; i++) {
+        if (p->moves[i].e == e) return true;
+    }
+    return false;
+}
+
+/* How many planned moves go to dst. */
+static uint32_t plan_to(const plan_t *p, const ecs__archetype_t *dst)
+{
+    if (plan_indexed(p)) {
+        const uint64_t *n = ecs__map_get(&p->dsts, (uint64_t)(uintptr_t)dst);
+        return n ? (uint32_t)*n : 0;
+    }
+    uint32_t same = 0;
+    for (uint32_t k = 0; k < p->count; k++) same += p->moves[k].dst == dst;
+    return same;
 }
 
 /* Plans e's move, if its markers will change (doomed as marker_archetype). */
 static bool plan_entity(ecs_world_t *w, plan_t *p, ecs_entity_t e, const ecs__map_t *doomed)
 {
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
-    if (!rec) return true;
-    for (uint32_t i = 0; i < p->count; i++) {
-        if (p->moves[i].e == e) return true; /* planned already (several doomed neighbours) */
-    }
+    if (!rec || plan_has(p, e)) return true;
     ecs__archetype_t *a = rec->chunk->archetype;
     ecs__archetype_t *b = marker_archetype(w, e, a, doomed);
     if (!b) return false;
@@ -411,9 +462,7 @@ static inline bool plan_reserve(ecs_world_t *w, plan_t *p, uint32_t extra)
             return false;
     }
     for (uint32_t i = 0; i < p->count; i++) {
-        uint32_t same = 1;
-        for (uint32_t k = 0; p->count > 1 && k < p->count; k++) same += k != i && p->moves[k].dst == p->moves[i].dst;
-        if (!ecs__archetype_reserve_rows(w, p->moves[i].dst, same)) return false;
+        if (!ecs__archetype_reserve_rows(w, p->moves[i].dst, plan_to(p, p->moves[i].dst))) return false;
     }
     return true;
 }
@@ -425,7 +474,16 @@ static void plan_discard(ecs_world_t *w, plan_t *p)
 {
     for (uint32_t i = p->count; i-- > 0;) {
         bool later = false;
-        for (uint32_t k = i + 1; k < p->count && !later; k++) later = p->moves[k].dst == p->moves[i].dst;
+        if (plan_indexed(p)) {
+            /* The first seen from the end is its last move: its count is
+             * zeroed, so the moves before it find it done. */
+            uint64_t *n = ecs__map_get(&p->dsts, (uint64_t)(uintptr_t)p->moves[i].dst);
+            ecs__assert(n, "an indexed plan counts every move's destination");
+            later = !*n;
+            *n = 0;
+        } else {
+            for (uint32_t k = i + 1; k < p->count && !later; k++) later = p->moves[k].dst == p->moves[i].dst;
+        }
         if (!later) ecs__archetype_discard_unused(w, p->moves[i].dst);
     }
 }
