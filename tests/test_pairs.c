@@ -155,8 +155,8 @@ static void pairs_set_get_order_and_payloads(void **state)
 
 typedef struct {
     ecs_relation_t rel;
-    ecs_entity_t a, b;
-    int rc[6];
+    ecs_entity_t a, b, dead;
+    int rc[12];
 } busy_t;
 
 static void try_immediate(ecs_iter_t *it)
@@ -168,6 +168,13 @@ static void try_immediate(ecs_iter_t *it)
     b->rc[3] = ecs_cmd_pair_set(it->commands, 77, b->a, b->b, NULL);     /* unknown relation */
     b->rc[4] = ecs_cmd_pair_set(it->commands, b->rel, b->a, b->b, NULL);
     b->rc[5] = ecs_cmd_pair_set(NULL, b->rel, b->a, b->b, NULL);
+    /* Stale ends: refused when recorded, nothing recorded. */
+    b->rc[6] = ecs_cmd_pair_set(it->commands, b->rel, b->dead, b->b, NULL);
+    b->rc[7] = ecs_cmd_pair_set(it->commands, b->rel, b->b, b->dead, NULL);
+    b->rc[8] = ecs_cmd_pair_set(it->commands, b->rel, ECS_NULL, b->b, NULL);
+    b->rc[9] = ecs_cmd_pair_remove(it->commands, b->rel, b->dead, b->a);
+    b->rc[10] = ecs_cmd_pair_remove(it->commands, b->rel, b->b, ECS_NULL);
+    b->rc[11] = ecs_cmd_pair_remove(it->commands, 77, b->a, b->b);
 }
 
 static void pairs_errors(void **state)
@@ -201,7 +208,7 @@ static void pairs_errors(void **state)
     assert_null(ecs_pair_get(w, r, dead, e[1]));
     /* Inside a non-exclusive system: immediate calls are refused,
      * commands checked when recorded. */
-    busy_t b = {.rel = r, .a = e[0], .b = e[1]};
+    busy_t b = {.rel = r, .a = e[0], .b = e[1], .dead = dead};
     ecs_system_register(w, &(ecs_system_desc_t){.run = try_immediate, .ctx = &b});
     frame(w);
     assert_int_equal(b.rc[0], ECS_EBUSY);
@@ -210,7 +217,10 @@ static void pairs_errors(void **state)
     assert_int_equal(b.rc[3], ECS_EINVAL);
     assert_int_equal(b.rc[4], ECS_OK);
     assert_int_equal(b.rc[5], ECS_EINVAL);
+    for (int k = 6; k <= 10; k++) assert_int_equal(b.rc[k], ECS_ESTALE);
+    assert_int_equal(b.rc[11], ECS_EINVAL);
     expect_targets(w, r, e[0], &e[1], 1); /* the command was applied */
+    expect_targets(w, r, e[1], NULL, 0);  /* and only it */
     free(e);
     ecs_world_destroy(w);
 }
@@ -530,40 +540,52 @@ static void pair_and_despawn(ecs_iter_t *it)
 static void pairs_command_and_target_despawn_in_one_flush(void **state)
 {
     (void)state;
-    for (int order = 0; order < 2; order++) {
-        for (int policy = 0; policy < 3; policy++) {
-            ecs_world_t *w = world_new();
-            flush_t f = {.order = order, .armed = true};
-            char name[16];
-            for (int k = 0; k < 3; k++) {
-                snprintf(name, sizeof(name), "R%d", k);
-                f.rel[k] = ecs_relation_register(
-                    w, &(ecs_relation_desc_t){.name = name, .on_target_despawn = (ecs_cleanup_t)(k == 0 ? policy : 0)});
+    for (int excl = 0; excl < 2; excl++) {
+        for (int order = 0; order < 2; order++) {
+            for (int policy = 0; policy < 3; policy++) {
+                ecs_world_t *w = world_new();
+                flush_t f = {.order = order, .armed = true};
+                char name[16];
+                for (int k = 0; k < 3; k++) {
+                    snprintf(name, sizeof(name), "R%d", k);
+                    f.rel[k] = ecs_relation_register(
+                        w, &(ecs_relation_desc_t){.name = name,
+                                                  .exclusive = excl,
+                                                  .on_target_despawn = (ecs_cleanup_t)(k == 0 ? policy : 0)});
+                }
+                f.src = ecs_spawn(w);
+                f.tgt = ecs_spawn(w);
+                /* Exclusive: the command's pair replaces one to `keep`. */
+                ecs_entity_t keep = ecs_spawn(w);
+                if (excl) assert_int_equal(ecs_pair_set(w, f.rel[0], f.src, keep, NULL), ECS_OK);
+                ecs_system_register(w, &(ecs_system_desc_t){.run = pair_and_despawn, .ctx = &f});
+                frame(w);
+                assert_false(ecs_is_alive(w, f.tgt));
+                ecs_component_t sm = ecs_relation_source_marker(w, f.rel[0]);
+                const ecs_entity_t *t = NULL;
+                int n = ecs_is_alive(w, f.src) ? ecs_pair_targets(w, f.rel[0], f.src, &t, NULL) : -1;
+                if (order == 1) {
+                    /* The target was dead when the pairs came: none made
+                     * (and an exclusive source keeps the pair it had). */
+                    assert_int_equal(n, excl);
+                    assert_true(ecs_has(w, f.src, sm) == (bool)excl);
+                    if (excl) assert_true(t[0] == keep);
+                } else if (policy == ECS_CASCADE_SOURCE) {
+                    assert_false(ecs_is_alive(w, f.src)); /* the cascade applied */
+                } else if (policy == ECS_IGNORE) {
+                    assert_int_equal(n, 1); /* the pair stays, with the stale handle */
+                    assert_true(t[0] == f.tgt);
+                    assert_true(ecs_has(w, f.src, sm));
+                } else {
+                    assert_int_equal(n, 0);
+                    assert_false(ecs_has(w, f.src, sm));
+                }
+                if (excl) assert_int_equal(ecs_pair_sources(w, f.rel[0], keep, NULL), order == 1);
+                for (int k = 1; k < 3 && ecs_is_alive(w, f.src); k++)
+                    assert_int_equal(ecs_pair_targets(w, f.rel[k], f.src, NULL, NULL), 0);
+                assert_int_equal(w->relations[f.rel[1] - 1].store.pairs, 0);
+                ecs_world_destroy(w);
             }
-            f.src = ecs_spawn(w);
-            f.tgt = ecs_spawn(w);
-            ecs_system_register(w, &(ecs_system_desc_t){.run = pair_and_despawn, .ctx = &f});
-            frame(w);
-            assert_false(ecs_is_alive(w, f.tgt));
-            ecs_component_t sm = ecs_relation_source_marker(w, f.rel[0]);
-            int n = ecs_is_alive(w, f.src) ? ecs_pair_targets(w, f.rel[0], f.src, NULL, NULL) : -1;
-            if (order == 1) {
-                /* The target was dead when the pairs came: none made. */
-                assert_int_equal(n, 0);
-                assert_false(ecs_has(w, f.src, sm));
-            } else if (policy == ECS_CASCADE_SOURCE) {
-                assert_false(ecs_is_alive(w, f.src)); /* the cascade applied */
-            } else if (policy == ECS_IGNORE) {
-                assert_int_equal(n, 1); /* the pair stays, with the stale handle */
-                assert_true(ecs_has(w, f.src, sm));
-            } else {
-                assert_int_equal(n, 0);
-                assert_false(ecs_has(w, f.src, sm));
-            }
-            for (int k = 1; k < 3 && ecs_is_alive(w, f.src); k++)
-                assert_int_equal(ecs_pair_targets(w, f.rel[k], f.src, NULL, NULL), 0);
-            assert_int_equal(w->relations[f.rel[1] - 1].store.pairs, 0);
-            ecs_world_destroy(w);
         }
     }
 }
@@ -1261,13 +1283,32 @@ static void pos_reader(ecs_iter_t *it) /* per pair, role SOURCE, far-end R Pos *
     note_time(o, 1, t0, now_ns());
 }
 
-static void pairs_far_end_reads_conflict_with_writers(void **state)
+static void pos_reader_targets(ecs_iter_t *it) /* per pair, role TARGET, far-end (the source's) R Pos */
 {
-    (void)state;
+    overlap_t *o = it->ctx;
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < it->count; i++) {
+        const Vec2 *sp = ecs_field_target(it, 0, i);
+        if (!sp || ecs_pair_row(it, i) < 0 || it->entities[ecs_pair_row(it, i)] != ecs_pair_target_of(it, i))
+            atomic_fetch_add(&o->bad, 1);
+        if (*(const int32_t *)ecs_pair_field(it, i) != 7) atomic_fetch_add(&o->bad, 1);
+    }
+    atomic_fetch_add(&o->pairs, (uint64_t)it->count);
+    spin_for(20000);
+    note_time(o, 1, t0, now_ns());
+}
+
+/* Role SOURCE reads the targets' Pos, role TARGET the sources': either
+ * way the writer of Pos, whose WITHOUT term keeps it off the reader's own
+ * rows, must not overlap the reader (its far ends are the writer's rows). */
+static void far_end_conflict(ecs_pair_role_t role)
+{
+    bool targets = role == ECS_ROLE_TARGET;
     ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 4});
     ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "Pos", .size = sizeof(Vec2)});
     ecs_relation_t h = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts", .size = 4});
-    ecs_component_t hunter = ecs_relation_source_marker(w, h);
+    /* The writer stays off the reader's rows: hunters, or the hunted. */
+    ecs_component_t mine = targets ? ecs_relation_target_marker(w, h) : ecs_relation_source_marker(w, h);
     enum { NPRED = 3000, NPREY = 3000 };
     ecs_entity_t *pred = malloc(NPRED * sizeof(*pred)), *prey = malloc(NPREY * sizeof(*prey));
     assert_int_equal(ecs_spawn_batch(w, NPRED, 1, &pos, NULL, pred), ECS_OK);
@@ -1275,12 +1316,13 @@ static void pairs_far_end_reads_conflict_with_writers(void **state)
     for (int i = 0; i < NPRED; i++) assert_int_equal(ecs_pair_set(w, h, pred[i], prey[(i * 7) % NPREY], &(int32_t){7}), ECS_OK);
     overlap_t o = {.pos = pos};
     ecs_system_t wr = ecs_system_register(
-        w, &(ecs_system_desc_t){.terms = {{.component = pos, .access = ECS_WRITE}, {.component = hunter, .access = ECS_WITHOUT}},
+        w, &(ecs_system_desc_t){.terms = {{.component = pos, .access = ECS_WRITE}, {.component = mine, .access = ECS_WITHOUT}},
                                 .run = pos_writer, .ctx = &o});
     ecs_system_t rd = ecs_system_register(
         w, &(ecs_system_desc_t){.terms = {{.component = pos, .access = ECS_READ}},
-                                .pairs = {.relation = h, .mode = ECS_PAIRS_EACH, .target_terms = {{.component = pos}}},
-                                .run = pos_reader, .ctx = &o});
+                                .pairs = {.relation = h, .mode = ECS_PAIRS_EACH, .role = role,
+                                          .target_terms = {{.component = pos}}},
+                                .run = targets ? pos_reader_targets : pos_reader, .ctx = &o});
     assert_true(wr && rd);
     const ecs__scheduler_t *s = w->scheduler;
     assert_true(ecs__systems_conflict(&s->systems[wr - 1], &s->systems[rd - 1]));
@@ -1299,6 +1341,18 @@ static void pairs_far_end_reads_conflict_with_writers(void **state)
     free(pred);
     free(prey);
     ecs_world_destroy(w);
+}
+
+static void pairs_far_end_reads_conflict_with_writers(void **state)
+{
+    (void)state;
+    far_end_conflict(ECS_ROLE_SOURCE);
+}
+
+static void pairs_far_end_reads_of_sources_conflict_with_writers(void **state)
+{
+    (void)state;
+    far_end_conflict(ECS_ROLE_TARGET);
 }
 
 /* Predators hunt prey: a per-source system, a per-pair system on each
@@ -2715,6 +2769,7 @@ int main(void)
         cmocka_unit_test(pairs_exclusive_walk_survives_its_own_writes),
         cmocka_unit_test(pairs_change_filters),
         cmocka_unit_test(pairs_far_end_reads_conflict_with_writers),
+        cmocka_unit_test(pairs_far_end_reads_of_sources_conflict_with_writers),
         cmocka_unit_test(pairs_same_for_any_worker_count),
         cmocka_unit_test(pairs_random_against_model),
         cmocka_unit_test(pairs_walks_survive_wrong_slot_hints),
