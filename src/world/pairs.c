@@ -347,16 +347,15 @@ static void plan_init(plan_t *p)
     p->moves = p->stack;
     p->count = 0;
     p->cap = 8;
-    ecs__map_init(&p->planned);
-    ecs__map_init(&p->dsts);
-    p->indexed = false;
+    p->indexed = false; /* the maps are set up when it leaves the stack */
 }
 
 static inline bool plan_indexed(const plan_t *p) { return p->indexed; }
 
 static void plan_fini(ecs_world_t *w, plan_t *p)
 {
-    if (p->moves != p->stack) ecs__free(&w->allocator, p->moves);
+    if (p->moves == p->stack) return; /* the common case: nothing allocated */
+    ecs__free(&w->allocator, p->moves);
     ecs__map_fini(&p->planned, &w->allocator);
     ecs__map_fini(&p->dsts, &w->allocator);
 }
@@ -378,7 +377,12 @@ ECS__NOINLINE bool plan_grow(ecs_world_t *w, plan_t *p)
     move_t *m = ecs__alloc(&w->allocator, cap * sizeof(*m), _Alignof(move_t));
     if (!m) return false;
     memcpy(m, p->moves, p->count * sizeof(*m));
-    if (p->moves != p->stack) ecs__free(&w->allocator, p->moves);
+    if (p->moves != p->stack) {
+        ecs__free(&w->allocator, p->moves);
+    } else {
+        ecs__map_init(&p->planned);
+        ecs__map_init(&p->dsts);
+    }
     p->moves = m;
     p->cap = cap;
     if (p->indexed) return true;
