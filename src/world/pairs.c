@@ -361,7 +361,7 @@ static void plan_fini(ecs_world_t *w, plan_t *p)
 }
 
 /* Indexes move m. false on OOM, with m's destination not counted. */
-static bool plan_index(ecs_world_t *w, plan_t *p, const move_t *m)
+ECS__NOINLINE bool plan_index(ecs_world_t *w, plan_t *p, const move_t *m)
 {
     uint64_t *v = ecs__map_ensure(&p->planned, &w->allocator, m->e, NULL);
     uint64_t *n = v ? ecs__map_ensure(&p->dsts, &w->allocator, (uint64_t)(uintptr_t)m->dst, NULL) : NULL;
@@ -399,9 +399,10 @@ static inline bool plan_add(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__reco
                             const ecs__edge_t *edge, ecs_component_t marker, uint32_t hint)
 {
     if (ECS__UNLIKELY(p->count == p->cap) && !plan_grow(w, p)) return false;
-    move_t m = {e, rec, dst, edge, marker, hint};
-    if (plan_indexed(p) && !plan_index(w, p, &m)) return false;
-    p->moves[p->count++] = m;
+    move_t *m = &p->moves[p->count];
+    *m = (move_t){e, rec, dst, edge, marker, hint};
+    if (ECS__UNLIKELY(plan_indexed(p)) && !plan_index(w, p, m)) return false; /* not counted */
+    p->count++;
     return true;
 }
 
@@ -415,13 +416,17 @@ static bool plan_has(const plan_t *p, ecs_entity_t e)
     return false;
 }
 
-/* How many planned moves go to dst. */
-static uint32_t plan_to(const plan_t *p, const ecs__archetype_t *dst)
+ECS__NOINLINE uint32_t plan_to_indexed(const plan_t *p, const ecs__archetype_t *dst)
 {
-    if (plan_indexed(p)) {
-        const uint64_t *n = ecs__map_get(&p->dsts, (uint64_t)(uintptr_t)dst);
-        return n ? (uint32_t)*n : 0;
-    }
+    const uint64_t *n = ecs__map_get(&p->dsts, (uint64_t)(uintptr_t)dst);
+    return n ? (uint32_t)*n : 0;
+}
+
+/* How many planned moves go to dst. Inlined: an immediate pair write
+ * reserves through it for its one to three moves. */
+ECS__INLINE uint32_t plan_to(const plan_t *p, const ecs__archetype_t *dst)
+{
+    if (ECS__UNLIKELY(plan_indexed(p))) return plan_to_indexed(p, dst);
     uint32_t same = 0;
     for (uint32_t k = 0; k < p->count; k++) same += p->moves[k].dst == dst;
     return same;
@@ -458,7 +463,7 @@ static inline bool plan_step(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__rec
  * made one move at a time would count from the same log length), plus
  * `extra` entries the caller logs in the same step (a despawn's doomed
  * entities), before any row. */
-static inline bool plan_reserve(ecs_world_t *w, plan_t *p, uint32_t extra)
+ECS__INLINE bool plan_reserve(ecs_world_t *w, plan_t *p, uint32_t extra)
 {
     if (!p->count) return true; /* a write that moves nobody: mostly */
     for (uint32_t i = 0; i < p->count; i++) {
