@@ -350,8 +350,6 @@ static void plan_init(plan_t *p)
     p->indexed = false; /* the maps are set up when it leaves the stack */
 }
 
-static inline bool plan_indexed(const plan_t *p) { return p->indexed; }
-
 static void plan_fini(ecs_world_t *w, plan_t *p)
 {
     if (p->moves == p->stack) return; /* the common case: nothing allocated */
@@ -401,7 +399,7 @@ static inline bool plan_add(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__reco
     if (ECS__UNLIKELY(p->count == p->cap) && !plan_grow(w, p)) return false;
     move_t *m = &p->moves[p->count];
     *m = (move_t){e, rec, dst, edge, marker, hint};
-    if (ECS__UNLIKELY(plan_indexed(p)) && !plan_index(w, p, m)) return false; /* not counted */
+    if (ECS__UNLIKELY(p->indexed) && !plan_index(w, p, m)) return false; /* not counted */
     p->count++;
     return true;
 }
@@ -409,7 +407,7 @@ static inline bool plan_add(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__reco
 /* Whether e is planned already (several doomed neighbours). */
 static bool plan_has(const plan_t *p, ecs_entity_t e)
 {
-    if (plan_indexed(p)) return ecs__map_get(&p->planned, e) != NULL;
+    if (p->indexed) return ecs__map_get(&p->planned, e) != NULL;
     for (uint32_t i = 0; i < p->count; i++) {
         if (p->moves[i].e == e) return true;
     }
@@ -426,7 +424,7 @@ ECS__NOINLINE uint32_t plan_to_indexed(const plan_t *p, const ecs__archetype_t *
  * reserves through it for its one to three moves. */
 ECS__INLINE uint32_t plan_to(const plan_t *p, const ecs__archetype_t *dst)
 {
-    if (ECS__UNLIKELY(plan_indexed(p))) return plan_to_indexed(p, dst);
+    if (ECS__UNLIKELY(p->indexed)) return plan_to_indexed(p, dst);
     uint32_t same = 0;
     for (uint32_t k = 0; k < p->count; k++) same += p->moves[k].dst == dst;
     return same;
@@ -483,7 +481,7 @@ static void plan_discard(ecs_world_t *w, plan_t *p)
 {
     for (uint32_t i = p->count; i-- > 0;) {
         bool later = false;
-        if (plan_indexed(p)) {
+        if (p->indexed) {
             /* The first seen from the end is its last move: its count is
              * zeroed, so the moves before it find it done. */
             uint64_t *n = ecs__map_get(&p->dsts, (uint64_t)(uintptr_t)p->moves[i].dst);
