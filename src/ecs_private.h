@@ -172,4 +172,83 @@ bool ecs__systems_conflict(const ecs__system_t *a, const ecs__system_t *b);
 uint64_t ecs__ticks(void);
 uint64_t ecs__ticks_to_ns(const ecs__scheduler_t *s, uint64_t ticks);
 
+/* ---------------------------------------------------------------------- */
+/* A system's walk (frame.c), and its per-pair dispatch (frame_pairs.c)   */
+/* ---------------------------------------------------------------------- */
+
+/* A per-pair system's batch (frame_pairs.c): opaque to frame.c. */
+typedef struct ecs__pair_batch ecs__pair_batch_t;
+
+/* One system's walk over chunks, shared by jobs and the inline path. */
+typedef struct {
+    ecs__plan_node_t *node;
+    const ecs__system_t *sys;
+    const ecs_query_t *q;
+    ecs_iter_t *it;
+    ecs_commands_t *cmd;
+    uint16_t *rows; /* ECS__CHUNK_MAX_ROWS: the selected rows of one chunk */
+    bool scan;      /* a filtered system's first run */
+    bool list_now;  /* single-threaded: list written chunks right away */
+    bool added0;    /* the first filter tests added ticks */
+    bool marks;     /* WRITE terms mark whole chunks (not MANUAL_CHANGE_MARKS) */
+    uint32_t change_count;
+    uint64_t since, this_run; /* the window, copied: callbacks may write anything */
+    uint64_t handed;
+    /* An EXCLUSIVE filtered system (see run_exclusive_filtered): the
+     * entities due this run, whether the walk collects them (no callback)
+     * or hands them over, and how many the current pass handed. */
+    ecs__scheduler_t *due;
+    ecs_world_t *world;
+    bool collecting;
+    uint64_t fresh;
+    /* A filtered walk meets chunks in dirty-list order, not chunk order:
+     * its commands are keyed by the position of the chunk in that order
+     * (visit: the next one's), so the flush plays them back in the order
+     * they were recorded (a provisional handle's spawn before its uses),
+     * the same for the inline walk and any split into jobs. */
+    bool by_visit;
+    uint64_t visit;
+    ecs__pair_batch_t *batch; /* ECS_PAIRS_EACH */
+    uint32_t first, last; /* a job's chunks: [first, last) of the node's list */
+    bool exclusive;       /* run inline as an EXCLUSIVE system */
+#ifndef NDEBUG
+    ecs__read_set_t *reads;
+#endif
+} ecs__walk_t;
+
+/* Lists chunk ch in the dirty-chunk lists of the columns the system
+ * writes, where it has marks (single-threaded: see tracking.c). */
+static inline void ecs__list_written(const ecs__system_t *sys, const ecs__query_match_t *m, ecs__chunk_t *ch)
+{
+    for (uint32_t k = 0; k < sys->nwrite_terms; k++) {
+        int16_t col = m->columns[sys->write_terms[k]];
+        if (col >= 0 && ch->trackers[col]) ecs__chunk_list(ch, (uint32_t)col);
+    }
+}
+
+/* A chunk-level mark with the system's tick on each column of ch that it
+ * writes (it covers the rows present; an EXCLUSIVE callback may change
+ * them). Its job owns the chunk: no other thread touches these trackers
+ * while the system runs (writers of a component are serialised, and its
+ * filtered readers run after it). */
+static inline void ecs__mark_written(const ecs__walk_t *wk, const ecs__query_match_t *match, ecs__chunk_t *ch)
+{
+    for (uint32_t k = 0; k < wk->sys->nwrite_terms; k++) {
+        int16_t col = match->columns[wk->sys->write_terms[k]];
+        if (col >= 0 && ch->trackers[col]) ch->trackers[col]->chunk_changed = wk->this_run;
+    }
+}
+
+/* Hands an ECS_PAIRS_EACH system the pairs of the selected rows of ch (n
+ * rows in it->rows, or -1: every row), a batch at a time. */
+void ecs__walk_pairs(ecs__walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32_t n);
+
+/* A pair-filtered system past its first run: the pairs in its window from
+ * the relation's dirty sources. */
+void ecs__walk_dirty_pairs(ecs__walk_t *wk);
+
+/* Runs walk with a per-pair system's batch in wk->batch (NULL for a
+ * system of another kind). */
+void ecs__with_pair_batch(ecs__walk_t *wk, void (*walk)(ecs__walk_t *));
+
 #endif /* ECS_PRIVATE_H */
