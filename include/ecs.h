@@ -24,7 +24,8 @@
  *   ecs_add, ecs_remove, ecs_set, ecs_get_mut) are for use outside
  *   ecs_world_progress() and inside ECS_SYSTEM_EXCLUSIVE systems. From any
  *   other system they fail and change nothing (ECS_EBUSY, ECS_NULL or NULL);
- *   such systems use it->commands instead.
+ *   such systems use it->commands instead. From inside a type hook
+ *   (ctor, dtor, move, copy) they fail the same way.
  */
 #ifndef ECS_H
 #define ECS_H
@@ -167,8 +168,8 @@ ECS_API void ecs_world_destroy(ecs_world_t *world);
  * ecs_system_register), with each stage's deferred commands applied at
  * its end (and around every EXCLUSIVE system).
  * Returns ECS_OK; ECS_EINVAL for a NULL world; ECS_EBUSY when called from
- * inside a system, an ecs_query_each() callback or a dtor run by
- * ecs_world_destroy; ECS_ENOMEM when a deferred command could not be
+ * inside a system, an ecs_query_each() callback or a type hook (a dtor run
+ * by ecs_world_destroy included); ECS_ENOMEM when a deferred command could not be
  * applied for lack of memory (that command is skipped, the others are
  * applied), when a relation marker could not be moved at a flush's end
  * (tried again at the next flush), or when the frame's plan could not be
@@ -262,6 +263,11 @@ typedef struct {
  * - copy(dst, src, count): construct copies of src in uninitialised dst
  *   (ecs_set on an existing value runs dtor, then copy). ecs_cmd_set calls
  *   copy from inside systems, so copy must be thread-safe.
+ * A hook runs in the middle of a structural change, so from inside one
+ * every call that would change the world, run a frame, register anything
+ * or destroy the world is refused as inside a system (ECS_EBUSY, ECS_NULL,
+ * 0 or NULL) and changes nothing. Reads work; the entity whose value the
+ * hook handles may be half moved.
  */
 typedef struct {
     void (*ctor)(void *ptr, int32_t count, const ecs_type_info_t *info);

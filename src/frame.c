@@ -961,9 +961,9 @@ static void prune_changes(ecs_world_t *w, ecs__scheduler_t *s)
 int ecs_world_progress(ecs_world_t *w, float delta_time)
 {
     if (!w) return ECS_EINVAL;
-    /* Not from a system, nor from an ecs_query_each callback (whose walk
-     * must not see chunks released under it). */
-    if (w->phase != ECS__PHASE_IDLE || w->defer_chunk_release) return ECS_EBUSY;
+    /* Not from a system or a type hook, nor from an ecs_query_each
+     * callback (whose walk must not see chunks released under it). */
+    if (!ecs__world_idle(w) || w->defer_chunk_release) return ECS_EBUSY;
     ecs__scheduler_t *s = w->scheduler;
     if (ecs__plan_ensure(w, s) != ECS_OK) return ECS_ENOMEM;
     /* The frame's ticks: one per plan slot, above every mark so far. */

@@ -93,7 +93,7 @@ void ecs__scheduler_destroy(ecs_world_t *w, ecs__scheduler_t *s)
 int ecs_stage_add(ecs_world_t *w, const char *name, const char *after_stage)
 {
     if (!w || !name || !name[0]) return ECS_EINVAL;
-    if (w->phase != ECS__PHASE_IDLE) return ECS_EBUSY;
+    if (!ecs__world_idle(w)) return ECS_EBUSY;
     ecs__scheduler_t *s = w->scheduler;
     if (stage_find(s, name) >= 0) return ECS_EEXIST;
     uint32_t at = s->stage_count;
@@ -248,7 +248,7 @@ static bool explicit_reaches(const ecs__scheduler_t *s, const ecs__stage_t *st, 
 ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
 {
     if (!w || !desc) return register_fail(desc, "NULL world or descriptor", NULL);
-    if (w->phase != ECS__PHASE_IDLE) return register_fail(desc, "called inside a frame", NULL);
+    if (!ecs__world_idle(w)) return register_fail(desc, "called inside a frame or a type hook", NULL);
     if (!desc->run) return register_fail(desc, "no run callback", NULL);
     if (desc->flags & ~(uint32_t)(ECS_SYSTEM_EXCLUSIVE | ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD |
                                   ECS_SYSTEM_MANUAL_CHANGE_MARKS))

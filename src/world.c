@@ -87,7 +87,7 @@ ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc)
 
 void ecs_world_destroy(ecs_world_t *w)
 {
-    if (!w || w->phase != ECS__PHASE_IDLE || w->defer_chunk_release) return;
+    if (!w || !ecs__world_idle(w) || w->defer_chunk_release) return;
     /* The dtors run first, on a whole world that refuses every change: a
      * dtor that calls back into the world reads it as it was, and a call
      * that would change it (or run a frame, or destroy it) is refused, as

@@ -706,6 +706,142 @@ static void hooks_dtor_calling_the_world_during_destroy_is_refused(void **state)
     assert_int_equal(reentry.reads_ok, 3);
 }
 
+/* Hooks that call back into the world in immediate mode: a hook runs in
+ * the middle of a structural change (a row half moved, a record not yet
+ * updated), so every call that would change the world, run a frame or
+ * register anything is refused as inside a system, and reads work. A ctor
+ * that despawned its own entity mid-add used to corrupt the chunk (ASan:
+ * SEGV in the next despawn). */
+typedef struct {
+    ecs_world_t *w;
+    ecs_entity_t self, other;
+    ecs_component_t plain, extra;
+    int hook_calls[4]; /* ctor, dtor, move, copy */
+    int calls, refused, reads_ok;
+} in_hook_t;
+
+static in_hook_t in_hook;
+
+static void noop_run(ecs_iter_t *it) { (void)it; }
+
+/* Every changing call the public API has, from inside hook kind k. */
+static void in_hook_probe(int k)
+{
+    in_hook_t *h = &in_hook;
+    h->hook_calls[k]++;
+    ecs_world_t *w = h->w;
+    int refused = 0, calls = 0;
+#define REFUSED(expr) (calls++, refused += (expr))
+    REFUSED(ecs_world_progress(w, 0.1f) == ECS_EBUSY);
+    REFUSED(ecs_spawn(w) == ECS_NULL);
+    REFUSED(ecs_spawn_with(w, 1, &h->plain, NULL) == ECS_NULL);
+    REFUSED(ecs_despawn(w, h->self) == ECS_EBUSY);
+    REFUSED(ecs_despawn(w, h->other) == ECS_EBUSY);
+    REFUSED(ecs_add(w, h->self, h->extra) == ECS_EBUSY);
+    REFUSED(ecs_remove(w, h->other, h->plain) == ECS_EBUSY);
+    REFUSED(ecs_set(w, h->other, h->plain, &(Position){9, 9}) == ECS_EBUSY);
+    REFUSED(ecs_get_mut(w, h->other, h->plain) == NULL);
+    REFUSED(ecs_component_register(w, &(ecs_component_desc_t){.name = "LateInHook", .size = 4}) == 0);
+    REFUSED(ecs_query_create(w, &(ecs_query_desc_t){.terms = {{.component = h->plain}}}) == NULL);
+    REFUSED(ecs_relation_register(w, &(ecs_relation_desc_t){.name = "LateRel"}) == 0);
+    REFUSED(ecs_stage_add(w, "late_stage", NULL) == ECS_EBUSY);
+    REFUSED(ecs_system_register(w, &(ecs_system_desc_t){.run = noop_run}) == 0);
+#undef REFUSED
+    ecs_world_destroy(w); /* ignored */
+    h->calls += calls;
+    h->refused += refused;
+    const Position *p = ecs_get(w, h->other, h->plain);
+    h->reads_ok += ecs_is_alive(w, h->other) && p && p->x == 1 && p->y == 2;
+}
+
+static void in_hook_ctor(void *ptr, int32_t count, const ecs_type_info_t *info)
+{
+    (void)info;
+    memset(ptr, 0, sizeof(int) * (size_t)count);
+    in_hook_probe(0);
+}
+
+static void in_hook_dtor(void *ptr, int32_t count, const ecs_type_info_t *info)
+{
+    (void)ptr;
+    (void)count;
+    (void)info;
+    in_hook_probe(1);
+}
+
+static void in_hook_move(void *dst, void *src, int32_t count, const ecs_type_info_t *info)
+{
+    (void)info;
+    memcpy(dst, src, sizeof(int) * (size_t)count);
+    in_hook_probe(2);
+}
+
+static void in_hook_copy(void *dst, const void *src, int32_t count, const ecs_type_info_t *info)
+{
+    (void)info;
+    memcpy(dst, src, sizeof(int) * (size_t)count);
+    in_hook_probe(3);
+}
+
+static void hooks_calling_the_world_are_refused(void **state)
+{
+    (void)state;
+    memset(&in_hook, 0, sizeof(in_hook));
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 2});
+    assert_non_null(w);
+    in_hook_t *h = &in_hook;
+    h->w = w;
+    h->plain = ECS_COMPONENT(w, Position);
+    h->extra = ecs_component_register(w, &(ecs_component_desc_t){.name = "Extra", .size = 8, .align = 8});
+    ecs_component_t hooked = ecs_component_register(
+        w, &(ecs_component_desc_t){
+               .name = "InHook",
+               .size = sizeof(int),
+               .align = sizeof(int),
+               .hooks = {.ctor = in_hook_ctor, .dtor = in_hook_dtor, .move = in_hook_move, .copy = in_hook_copy}});
+    assert_true(h->extra && hooked);
+    ecs_entity_t crowd[16];
+    for (int i = 0; i < 16; i++) {
+        crowd[i] = ecs_spawn_with(w, 1, &h->plain, NULL);
+        assert_int_not_equal(crowd[i], ECS_NULL);
+    }
+    h->other = crowd[3];
+    assert_int_equal(ecs_set(w, h->other, h->plain, &(Position){1, 2}), ECS_OK);
+    h->self = crowd[8];
+    /* ctor: adding the hooked component. */
+    assert_int_equal(ecs_add(w, h->self, hooked), ECS_OK);
+    assert_int_equal(h->hook_calls[0], 1);
+    /* move: an archetype move of an entity holding it. */
+    assert_int_equal(ecs_add(w, h->self, h->extra), ECS_OK);
+    assert_true(h->hook_calls[2] >= 1);
+    /* copy (dtor first) on a set of an existing value; copy alone on a
+     * set that adds it. */
+    assert_int_equal(ecs_set(w, h->self, hooked, &(int){7}), ECS_OK);
+    assert_int_equal(ecs_set(w, crowd[9], hooked, &(int){8}), ECS_OK);
+    assert_int_equal(h->hook_calls[3], 2);
+    assert_true(h->hook_calls[1] >= 1);
+    /* dtor: removing it, and despawning an entity that has it. */
+    int dtors = h->hook_calls[1];
+    assert_int_equal(ecs_remove(w, h->self, hooked), ECS_OK);
+    assert_int_equal(ecs_despawn(w, crowd[9]), ECS_OK);
+    assert_int_equal(h->hook_calls[1], dtors + 2);
+
+    int hooks = h->hook_calls[0] + h->hook_calls[1] + h->hook_calls[2] + h->hook_calls[3];
+    assert_int_equal(h->calls, hooks * 14);
+    assert_int_equal(h->refused, h->calls);
+    assert_int_equal(h->reads_ok, hooks);
+    /* The world is whole and works: everything else alive, in place. */
+    for (int i = 0; i < 16; i++) assert_int_equal(ecs_is_alive(w, crowd[i]), i != 9);
+    assert_true(ecs_has(w, h->self, h->extra) && ecs_has(w, h->self, h->plain) && !ecs_has(w, h->self, hooked));
+    const Position *p = ecs_get(w, h->other, h->plain);
+    assert_true(p && p->x == 1 && p->y == 2);
+    assert_int_equal(ecs_world_progress(w, 0.1f), ECS_OK);
+    assert_int_not_equal(ecs_spawn(w), ECS_NULL);
+    for (int i = 0; i < 16; i++)
+        if (i != 9) assert_int_equal(ecs_despawn(w, crowd[i]), ECS_OK);
+    ecs_world_destroy(w);
+}
+
 static void hooks_dtor_on_world_destroy_across_archetypes(void **state)
 {
     (void)state;
@@ -1281,6 +1417,7 @@ int main(void)
         cmocka_unit_test(hooks_dtor_runs_once_per_value),
         cmocka_unit_test(hooks_dtor_on_world_destroy_across_archetypes),
         cmocka_unit_test(hooks_dtor_calling_the_world_during_destroy_is_refused),
+        cmocka_unit_test(hooks_calling_the_world_are_refused),
         cmocka_unit_test(hooks_move_on_archetype_move),
         cmocka_unit_test(hooks_move_on_swap_remove),
         cmocka_unit_test(hooks_copy_on_set_and_spawn_with),

@@ -532,7 +532,7 @@ void ecs__chunk_move_row_hooked(ecs__chunk_t *ch, uint32_t dst, uint32_t src)
         const ecs__column_t *col = &a->columns[c];
         unsigned char *base = ch->cols[c];
         void *d = base + (size_t)dst * col->size, *s = base + (size_t)src * col->size;
-        if (col->hooks & ECS__HOOK_MOVE) col->comp->hooks.move(d, s, 1, &col->comp->info);
+        if (col->hooks & ECS__HOOK_MOVE) ECS__HOOK_CALL(col->comp->hooks.move(d, s, 1, &col->comp->info));
         else ecs__copy_bytes(d, s, col->size);
     }
 }

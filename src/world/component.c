@@ -2,32 +2,35 @@
  * component.c: the component registry. Components are registered at run
  * time with a name, a size, an alignment and optional array hooks; there
  * is no fixed limit on their number. Each component also keeps its slice
- * of the component index: the archetypes that hold it. The value helpers
- * here are the only place hooks are called from, so "no hook" always
- * means zero / memcpy / nothing.
+ * of the component index: the archetypes that hold it. Hooks are called
+ * from the value helpers here and their one-value versions (entity.c,
+ * archetype.c), always through ECS__HOOK_CALL, and "no hook" always means
+ * zero / memcpy / nothing.
  */
 #include "world/world.h"
 
+_Thread_local uint32_t ecs__tls_in_hook;
+
 void ecs__value_init(const ecs__component_t *c, void *dst, int32_t n)
 {
-    if (c->hooks.ctor) c->hooks.ctor(dst, n, &c->info);
+    if (c->hooks.ctor) ECS__HOOK_CALL(c->hooks.ctor(dst, n, &c->info));
     else memset(dst, 0, c->info.size * (size_t)n);
 }
 
 void ecs__value_fini(const ecs__component_t *c, void *ptr, int32_t n)
 {
-    if (c->hooks.dtor) c->hooks.dtor(ptr, n, &c->info);
+    if (c->hooks.dtor) ECS__HOOK_CALL(c->hooks.dtor(ptr, n, &c->info));
 }
 
 void ecs__value_move(const ecs__component_t *c, void *dst, void *src, int32_t n)
 {
-    if (c->hooks.move) c->hooks.move(dst, src, n, &c->info);
+    if (c->hooks.move) ECS__HOOK_CALL(c->hooks.move(dst, src, n, &c->info));
     else memcpy(dst, src, c->info.size * (size_t)n);
 }
 
 void ecs__value_copy(const ecs__component_t *c, void *dst, const void *src, int32_t n)
 {
-    if (c->hooks.copy) c->hooks.copy(dst, src, n, &c->info);
+    if (c->hooks.copy) ECS__HOOK_CALL(c->hooks.copy(dst, src, n, &c->info));
     else memcpy(dst, src, c->info.size * (size_t)n);
 }
 

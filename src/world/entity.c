@@ -19,25 +19,29 @@ static inline void *column_row(const ecs__chunk_t *ch, uint32_t col, uint32_t ro
 /* Default-constructs one value: ctor, or zero. */
 static inline void value_init1(const ecs__column_t *col, void *dst)
 {
-    if (ECS__UNLIKELY(col->hooks & ECS__HOOK_CTOR)) col->comp->hooks.ctor(dst, 1, &col->comp->info);
+    if (ECS__UNLIKELY(col->hooks & ECS__HOOK_CTOR)) ECS__HOOK_CALL(col->comp->hooks.ctor(dst, 1, &col->comp->info));
     else ecs__zero_bytes(dst, col->size);
 }
 
 static inline void value_fini1(const ecs__column_t *col, void *ptr)
 {
-    if (ECS__UNLIKELY(col->hooks & ECS__HOOK_DTOR)) col->comp->hooks.dtor(ptr, 1, &col->comp->info);
+    if (ECS__UNLIKELY(col->hooks & ECS__HOOK_DTOR)) ECS__HOOK_CALL(col->comp->hooks.dtor(ptr, 1, &col->comp->info));
 }
 
 static inline void value_move1(const ecs__column_t *col, void *dst, void *src)
 {
-    if (ECS__UNLIKELY(col->hooks & ECS__HOOK_MOVE)) col->comp->hooks.move(dst, src, 1, &col->comp->info);
-    else ecs__copy_bytes(dst, src, col->size);
+    if (ECS__UNLIKELY(col->hooks & ECS__HOOK_MOVE))
+        ECS__HOOK_CALL(col->comp->hooks.move(dst, src, 1, &col->comp->info));
+    else
+        ecs__copy_bytes(dst, src, col->size);
 }
 
 static inline void value_copy1(const ecs__column_t *col, void *dst, const void *src)
 {
-    if (ECS__UNLIKELY(col->hooks & ECS__HOOK_COPY)) col->comp->hooks.copy(dst, src, 1, &col->comp->info);
-    else ecs__copy_bytes(dst, src, col->size);
+    if (ECS__UNLIKELY(col->hooks & ECS__HOOK_COPY))
+        ECS__HOOK_CALL(col->comp->hooks.copy(dst, src, 1, &col->comp->info));
+    else
+        ecs__copy_bytes(dst, src, col->size);
 }
 
 static inline const ecs__init_t *init_find(const ecs__init_t *inits, uint32_t n, ecs_component_t c)

@@ -38,8 +38,9 @@ ecs_relation_t ecs_relation_register(ecs_world_t *w, const ecs_relation_desc_t *
 {
     if (!w || !desc || !desc->name || !desc->name[0]) return 0;
     /* Not while a frame runs systems, EXCLUSIVE ones included: walks and
-     * readers hold pointers into the relation array, which may move. */
-    if (w->phase != ECS__PHASE_IDLE) return 0;
+     * readers hold pointers into the relation array, which may move (nor
+     * from a type hook, as any change). */
+    if (!ecs__world_idle(w)) return 0;
     if ((unsigned)desc->on_target_despawn > ECS_IGNORE) return 0;
     for (uint32_t i = 0; i < w->relation_count; i++) {
         if (!strcmp(w->relations[i].name, desc->name)) return 0;

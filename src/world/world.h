@@ -892,10 +892,31 @@ typedef struct {
 extern _Thread_local const ecs__read_set_t *ecs__tls_reads;
 #endif
 
-/* Immediate mode is open outside frames and inside EXCLUSIVE systems. */
+/* Type hooks running on this thread (ctor, dtor, move, copy). A hook runs
+ * in the middle of a structural change (a row half moved, a record not
+ * yet updated), so while one runs the world refuses every change, frame
+ * and registration as inside a system. Per thread, since a copy hook also
+ * runs on workers (ecs_cmd_set); initial-exec, since writes test it. */
+extern _Thread_local uint32_t ecs__tls_in_hook __attribute__((tls_model("initial-exec")));
+#define ECS__HOOK_CALL(call)                                                                               \
+    do {                                                                                                   \
+        ecs__tls_in_hook++;                                                                                \
+        call;                                                                                              \
+        ecs__tls_in_hook--;                                                                                \
+    } while (0)
+
+/* Immediate mode is open outside frames and inside EXCLUSIVE systems,
+ * and not from inside a type hook. */
 static inline bool ecs__world_immediate_ok(const ecs_world_t *w)
 {
-    return w->phase == ECS__PHASE_IDLE || w->phase == ECS__PHASE_EXCLUSIVE;
+    return (w->phase == ECS__PHASE_IDLE || w->phase == ECS__PHASE_EXCLUSIVE) && !ecs__tls_in_hook;
+}
+
+/* Outside any frame and any type hook: what frames, registrations of
+ * systems, stages and relations, and ecs_world_destroy need. */
+static inline bool ecs__world_idle(const ecs_world_t *w)
+{
+    return w->phase == ECS__PHASE_IDLE && !ecs__tls_in_hook;
 }
 
 /* The world's storage (everything but the scheduler and the pool), with
