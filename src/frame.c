@@ -944,7 +944,10 @@ static void prune_changes(ecs_world_t *w, ecs__scheduler_t *s)
         if (sys->last_run < r->prune_min) r->prune_min = sys->last_run;
     }
     for (uint32_t i = 0; i < w->relation_count; i++) {
-        if (w->relations[i].filter_systems) ecs__store_prune_dirty(&w->relations[i].store, w->relations[i].prune_min);
+        /* Not while markers are late (a flush ran out of memory): their
+         * sources stay listed for restamp_late (pairs.c). */
+        if (w->relations[i].filter_systems && !w->pending_count)
+            ecs__store_prune_dirty(&w->relations[i].store, w->relations[i].prune_min);
     }
     /* prune_min 0 marks a component done (a real minimum is >= 1). */
     for (uint32_t i = 0; i < s->system_count; i++) {

@@ -148,6 +148,12 @@ bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t
  * pair (the replacement too) is Added at tick, an updated one Changed. */
 void ecs__store_set_at(ecs__store_t *st, ecs__pair_slots_t slots, ecs_entity_t src, ecs_entity_t tgt,
                        const void *payload, uint64_t tick, ecs__pair_set_t *out);
+/* Stamps every pair of src again at tick (Added; Changed where it was
+ * Changed) and lists src, while tracked: for pairs that no filter could
+ * see so far (their source's marker came late). false on OOM, with
+ * nothing changed. */
+bool ecs__store_restamp(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, uint64_t tick);
+
 /* Drops dirty sources none of whose pairs has a tick above min (and
  * sources that are gone). */
 void ecs__store_prune_dirty(ecs__store_t *st, uint64_t min);

@@ -364,6 +364,21 @@ void ecs__store_drop_target(ecs__store_t *st, const ecs_allocator_t *a, ecs_enti
     rev_slot_release(st, a, tgt, slot);
 }
 
+bool ecs__store_restamp(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, uint64_t tick)
+{
+    ecs__target_slice_t *fs = st->tracked ? ecs__store_targets(st, src) : NULL;
+    if (!fs || !fs->count) return true;
+    if (!fs->listed && !ecs__array_reserve(a, (void **)&st->dirty, &st->dirty_cap, st->dirty_count + 1,
+                                           sizeof(ecs_entity_t), _Alignof(ecs_entity_t)))
+        return false;
+    for (uint32_t i = 0; i < fs->count; i++) {
+        bool changed = fs->ticks[i].changed != 0;
+        track(st, fs, src, i, tick, true);
+        if (changed) track(st, fs, src, i, tick, false);
+    }
+    return true;
+}
+
 void ecs__store_prune_dirty(ecs__store_t *st, uint64_t min)
 {
     uint32_t keep = 0;

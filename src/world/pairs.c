@@ -546,13 +546,30 @@ static inline bool pending_reserve(ecs_world_t *w, uint32_t n)
                               sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
 }
 
+/* A source whose marker comes late: no per-pair system saw its pairs (it
+ * needs the marker), yet change-filtered ones moved their windows on. Its
+ * pairs are stamped again with this flush's tick, before the move (which
+ * may still fail: then they are stamped again next time), so that such a
+ * filter sees them Added once. */
+static bool restamp_late(ecs_world_t *w, ecs_entity_t e)
+{
+    const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
+    if (!rec) return true;
+    for (uint32_t i = 0; i < w->relation_count; i++) {
+        ecs__relation_t *r = &w->relations[i];
+        if (!r->source_marker || ecs__archetype_type_index(rec->chunk->archetype, r->source_marker) >= 0) continue;
+        if (!ecs__store_restamp(&r->store, &w->allocator, e, w->tick_now)) return false;
+    }
+    return true;
+}
+
 int ecs__pairs_flush_markers(ecs_world_t *w)
 {
     int result = ECS_OK;
-    uint32_t keep = 0;
+    uint32_t keep = 0, late = w->pending_late;
     for (uint32_t i = 0; i < w->pending_count; i++) {
         ecs_entity_t e = w->pending[i];
-        if (marker_sync(w, e) == ECS_OK) continue;
+        if ((i >= late || restamp_late(w, e)) && marker_sync(w, e) == ECS_OK) continue;
         result = ECS_ENOMEM;
         /* Tried again at the next flush, listed once: entities kept while
          * memory stays short must not pile up flush after flush. Only
@@ -561,7 +578,7 @@ int ecs__pairs_flush_markers(ecs_world_t *w)
         for (uint32_t k = 0; k < keep && !listed; k++) listed = w->pending[k] == e;
         if (!listed) w->pending[keep++] = e;
     }
-    w->pending_count = keep;
+    w->pending_count = w->pending_late = keep;
     return result;
 }
 

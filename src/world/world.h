@@ -834,6 +834,7 @@ struct ecs_world {
     uint32_t relation_count, relation_cap;
     ecs_entity_t *pending, *doomed;
     uint32_t pending_count, pending_cap, doomed_count, doomed_cap;
+    uint32_t pending_late; /* pending[0, late): left by a flush that ran out of memory */
     ecs__map_t doomed_set;
 
     /* The tick a mark made now takes (docs/change-detection.md, Ticks):
