@@ -417,7 +417,8 @@ int main(int argc, char **argv)
     static Mood mood_on = {&sim, true}, mood_off = {&sim, false};
     static Census census[2]; /* [has Bouncy] */
 
-    /* Registration order is the run order within a stage. */
+    /* Within a stage, systems run in registration order where their
+     * access conflicts; systems that do not conflict may run at once. */
     const ecs_term_t any_color = {.component = C, .access = ECS_READ, .optional = true};
     const ecs_system_desc_t systems[] = {
         {.name = "spawner", .stage = "PreUpdate", .run = spawner, .ctx = &sim},

@@ -167,7 +167,10 @@ ECS_API void ecs_world_destroy(ecs_world_t *world);
  * systems whose access does not conflict may run at the same time: see
  * ecs_system_register), with each stage's deferred commands applied at
  * its end (and around every EXCLUSIVE system).
- * Returns ECS_OK; ECS_EINVAL for a NULL world; ECS_EBUSY when called from
+ * delta_time reaches the callbacks as it is (it->delta_time), negative
+ * included; NaN and infinities are refused.
+ * Returns ECS_OK; ECS_EINVAL for a NULL world or a NaN or infinite
+ * delta_time (no system runs); ECS_EBUSY when called from
  * inside a system, an ecs_query_each() callback or a type hook (a dtor run
  * by ecs_world_destroy included); ECS_ENOMEM when a deferred command could not be
  * applied for lack of memory (that command is skipped, the others are
@@ -212,7 +215,8 @@ typedef struct {
 typedef struct {
     uint64_t jobs_run; /* jobs it ran */
     uint64_t steals;   /* of them, taken from another worker */
-    uint64_t idle_ns;  /* time spent looking for work or asleep; worker 0
+    uint64_t idle_ns;  /* time spent looking for work or asleep (a sleep
+                          still going on included); worker 0
                           (the thread in ecs_world_progress): waiting for
                           the other workers' jobs */
 } ecs_worker_stats_t;

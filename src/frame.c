@@ -32,6 +32,7 @@
  */
 #include "ecs_private.h"
 
+#include <math.h>
 #include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -908,7 +909,12 @@ static void record_stats(ecs__scheduler_t *s)
                 st->time_ns = ns;
             }
             st->rows = node->rows;
-            st->jobs = node->job_count;
+            /* A filtered or per-pair system's jobs may all find nothing
+             * to hand over: then no callback ran (the inline path knows
+             * that already; jobs only when they are done). */
+            const ecs__system_t *sys = node->sys;
+            bool handed = (sys->query && sys->query->change_count) || sys->pair_mode == ECS_PAIRS_EACH;
+            st->jobs = handed && !node->rows ? 0 : node->job_count;
             sum += node->last_ns;
             all = all && node->last_ns;
         }
@@ -963,7 +969,9 @@ static void prune_changes(ecs_world_t *w, ecs__scheduler_t *s)
 
 int ecs_world_progress(ecs_world_t *w, float delta_time)
 {
-    if (!w) return ECS_EINVAL;
+    /* A NaN or infinite step would spread through every integration; a
+     * negative one is the caller's business (a rewind). */
+    if (!w || !isfinite(delta_time)) return ECS_EINVAL;
     /* Not from a system or a type hook, nor from an ecs_query_each
      * callback (whose walk must not see chunks released under it). */
     if (!ecs__world_idle(w) || w->defer_chunk_release) return ECS_EBUSY;

@@ -1390,6 +1390,54 @@ static void changes_cached_query_new_iteration_ends_the_previous(void **state)
     obs_fini(&o);
 }
 
+/* The stats of a filtered system whose jobs all found nothing to hand
+ * over: 0 jobs, 0 rows, as for one that did not run. Its jobs come from
+ * its first filter's dirty chunks (Health, written everywhere), and its
+ * second filter (Pos, never written) passes no row. Regression: with
+ * several workers the jobs it was split into were reported (review). */
+static atomic_long nothing_calls;
+static void write_health_slowly(ecs_iter_t *it)
+{
+    Health *h = ECS_FIELD(it, Health, 0);
+    for (int i = 0; i < it->count; i++) {
+        h[i].v += 1.0f;
+        for (volatile int k = 0; k < 20; k++) {
+        }
+    }
+}
+static void count_calls(ecs_iter_t *it)
+{
+    (void)it;
+    atomic_fetch_add(&nothing_calls, 1);
+}
+
+static void changes_stats_of_a_filter_that_passed_nothing(void **state)
+{
+    (void)state;
+    guard(__func__);
+    atomic_store(&nothing_calls, 0);
+    fix_t f = fix_new(4);
+    enum { N = 60000 };
+    static ecs_entity_t e[N];
+    spawn_health(&f, N, true, e);
+    ecs_system_t wr = reg(&f, &(ecs_system_desc_t){.terms = {TW(f.health)}, .run = write_health_slowly});
+    ecs_system_t flt = reg(&f, &(ecs_system_desc_t){.terms = {TR(f.health)},
+                                                   .changes = {CHANGED(f.health), CHANGED(f.pos)},
+                                                   .run = count_calls});
+    int parallel = 0;
+    for (int fr = 0; fr < 6; fr++) {
+        frame(&f);
+        ecs_world_stats_t st;
+        assert_int_equal(ecs_world_stats(f.w, &st), ECS_OK);
+        parallel += st.system_stats[wr - 1].jobs > 1;
+        assert_int_equal(st.system_stats[flt - 1].rows, 0);
+        assert_int_equal(st.system_stats[flt - 1].jobs, 0);
+    }
+    assert_int_equal(atomic_load(&nothing_calls), 0);
+    assert_true(parallel > 0); /* the parallel path ran */
+    ecs_world_destroy(f.w);
+}
+
 static void changes_filtered_query_inside_systems(void **state)
 {
     (void)state;
@@ -1999,6 +2047,7 @@ int main(void)
         cmocka_unit_test_teardown(changes_cached_query_filters, unguard),
         cmocka_unit_test_teardown(changes_cached_query_new_iteration_ends_the_previous, unguard),
         cmocka_unit_test_teardown(changes_filtered_query_inside_systems, unguard),
+        cmocka_unit_test_teardown(changes_stats_of_a_filter_that_passed_nothing, unguard),
         cmocka_unit_test_teardown(changes_bad_filters_are_rejected, unguard),
         cmocka_unit_test_teardown(changes_iter_changed_misuse_gets_einval, unguard),
         cmocka_unit_test_teardown(changes_filter_conflicts_with_writers, unguard),

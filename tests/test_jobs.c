@@ -1505,6 +1505,38 @@ static void pool_waiting_caller_counts_idle_time(void **state)
     pool_free(p, &c);
 }
 
+/* A worker asleep now counts the sleep it is in when its stats are read,
+ * not only once it wakes. Regression: a read between frames left out
+ * the current sleep (worker 1's idle_ns stood still for a second, then
+ * jumped at the next read). */
+static void pool_stats_count_the_current_sleep(void **state)
+{
+    (void)state;
+    guard(__func__);
+    counter_t c;
+    ecs__job_pool_t *p = pool_new(&c, 2, 0); /* no spinning: idle workers sleep */
+    sleep_job_t j = {.job = {sleep_run, NULL}, .worker = 99};
+    JOB_COUNTER(jc);
+    ecs__job_pool_submit_to(p, 1, &j.job, &jc);
+    ecs__job_pool_wait(p, 0, &jc);
+    assert_int_equal(j.worker, 1);
+    ecs__worker_stats_t a, b;
+    ecs__job_pool_stats(p, 1, &a);
+    uint64_t t0 = now_ns();
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    ecs__job_pool_stats(p, 1, &b);
+    uint64_t slept = now_ns() - t0;
+    /* Nothing woke worker 1 meanwhile: it was idle the whole time. */
+    assert_true(b.idle_ns - a.idle_ns >= 90 * 1000 * 1000);
+    assert_true(b.idle_ns - a.idle_ns <= slept + 10 * 1000 * 1000);
+    /* And reads do not run ahead: a later read is never below. */
+    ecs__worker_stats_t d;
+    ecs__job_pool_stats(p, 1, &d);
+    assert_true(d.idle_ns >= b.idle_ns);
+    pool_free(p, &c);
+}
+
 /* Without spinning, idle workers sleep; work submitted later wakes them
  * (the submitter here does not help: it only watches the counter, so a
  * lost wake-up shows as work that nobody runs). */
@@ -1672,6 +1704,7 @@ int main(void)
         cmocka_unit_test_teardown(pool_create_fails_cleanly_without_memory, unguard),
         cmocka_unit_test_teardown(pool_spreads_jobs_over_workers, unguard),
         cmocka_unit_test_teardown(pool_waiting_caller_counts_idle_time, unguard),
+        cmocka_unit_test_teardown(pool_stats_count_the_current_sleep, unguard),
         cmocka_unit_test_teardown(pool_sleeping_workers_wake_for_new_work, unguard),
         cmocka_unit_test_teardown(pool_wake_up_is_never_lost, unguard),
         cmocka_unit_test_teardown(pool_create_destroy_repeatedly, unguard),

@@ -16,6 +16,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -454,6 +455,12 @@ static void system_iter_carries_frame_context(void **state)
     assert_true(g.delta_seen == 1.5f);
     assert_int_equal(ecs_world_progress(f.w, -3.0f), ECS_OK);
     assert_true(g.delta_seen == -3.0f);
+    /* NaN and infinities are refused, and no system runs. */
+    int calls = g.calls;
+    assert_int_equal(ecs_world_progress(f.w, NAN), ECS_EINVAL);
+    assert_int_equal(ecs_world_progress(f.w, INFINITY), ECS_EINVAL);
+    assert_int_equal(ecs_world_progress(f.w, -INFINITY), ECS_EINVAL);
+    assert_int_equal(g.calls, calls);
     ecs_world_destroy(f.w);
 }
 

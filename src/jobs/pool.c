@@ -51,6 +51,9 @@ typedef struct {
      * writer; a plain add on x86). */
     struct {
         _Atomic uint64_t jobs_run, steals, sleeps, idle_ns;
+        /* The start of the idle stretch it is in (0: none), so that a
+         * read counts a sleep still going on (ecs__job_pool_stats). */
+        _Atomic uint64_t idle_since;
     } stats;
 } worker_t;
 
@@ -246,6 +249,7 @@ static void *worker_main(void *arg)
 
         /* Spin for a while: work usually comes back soon within a frame. */
         uint64_t idle_start = now_ns(), deadline = idle_start + p->spin_ns;
+        atomic_store_explicit(&self->stats.idle_since, idle_start, memory_order_relaxed);
         for (uint32_t i = 1; p->spin_ns && !job; i++) {
             cpu_relax();
             job = find_work(p, self);
@@ -266,7 +270,11 @@ static void *worker_main(void *arg)
             }
             atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_seq_cst);
         }
-        stat_add(&self->stats.idle_ns, now_ns() - idle_start);
+        /* The stretch ends before it is added: a reader that sees the
+         * new total sees it ended, and never counts it twice. */
+        atomic_store_explicit(&self->stats.idle_since, 0, memory_order_relaxed);
+        uint64_t total = atomic_load_explicit(&self->stats.idle_ns, memory_order_relaxed) + now_ns() - idle_start;
+        atomic_store_explicit(&self->stats.idle_ns, total, memory_order_release);
         if (job) run_job(self, job);
     }
     return NULL;
@@ -346,7 +354,13 @@ void ecs__job_pool_stats(const ecs__job_pool_t *p, uint32_t worker, ecs__worker_
     out->jobs_run = atomic_load_explicit(&wk->stats.jobs_run, memory_order_relaxed);
     out->steals = atomic_load_explicit(&wk->stats.steals, memory_order_relaxed);
     out->sleeps = atomic_load_explicit(&wk->stats.sleeps, memory_order_relaxed);
-    out->idle_ns = atomic_load_explicit(&wk->stats.idle_ns, memory_order_relaxed);
+    /* Plus the stretch it is idle in now. Read in this order, a stretch
+     * is counted at most once; one that ends during the read may be
+     * missed this time (it is in the next read). */
+    out->idle_ns = atomic_load_explicit(&wk->stats.idle_ns, memory_order_acquire);
+    uint64_t since = atomic_load_explicit(&wk->stats.idle_since, memory_order_relaxed);
+    uint64_t now = since ? now_ns() : 0;
+    if (since && now > since) out->idle_ns += now - since;
 }
 
 /* ---------------------------------------------------------------------- */
