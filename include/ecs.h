@@ -127,9 +127,9 @@ typedef struct {
  *   one per online CPU. At most ECS_MAX_WORKERS.
  * - spin_us: microseconds an idle worker keeps looking for work before it
  *   sleeps; -1 here means no spinning phase. Environment ECS_SPIN_US (0
- *   there means no spinning phase). Default 50. Without it a worker still
- *   checks its wake-up counter about a thousand times (ck_ec's short busy
- *   wait, a few microseconds) before the futex sleep.
+ *   there means no spinning phase). Default 50. With spinning, a worker
+ *   also checks its wake-up word about a thousand times (a few
+ *   microseconds) before the futex sleep; without, it sleeps at once.
  * A malformed environment value is reported on stderr and ignored.
  */
 typedef struct {
