@@ -1580,6 +1580,45 @@ static void pool_sleeping_workers_wake_for_new_work(void **state)
     }
 }
 
+/* A submit of one job wakes one sleeper, not all of them: with 8 workers
+ * asleep (no spinning), each woken worker that finds nothing goes back to
+ * sleep, which its stats count. Waking all seven for each of 50 single
+ * jobs made about 350 sleeps; waking one makes about 50 (more only where
+ * a wake reached a worker still on its way into the wait). The job is
+ * only watched by the submitter, so a sleeper must run it. */
+static void pool_submit_wakes_one_sleeper_per_job(void **state)
+{
+    (void)state;
+    guard(__func__);
+    counter_t c;
+    ecs__job_pool_t *p = pool_new(&c, 8, 0);
+    flat_job_t job = {.job = {flat_run, NULL}};
+    ecs__job_t *ptr = &job.job;
+    JOB_COUNTER(jc);
+    struct timespec settle = {0, 3 * 1000 * 1000};
+    nanosleep(&settle, NULL);
+    uint64_t before = stats_sum(p).sleeps;
+    enum { JOBS = 50 };
+    for (int k = 0; k < JOBS; k++) {
+        job.worker = 0;
+        ecs__job_pool_submit(p, 0, &ptr, 1, &jc);
+        uint64_t deadline = now_ns() + 2000000000u;
+        while (atomic_load(&jc.pending) > 0 && now_ns() < deadline) sched_yield();
+        if (atomic_load(&jc.pending) > 0) {
+            ecs__job_pool_wait(p, 0, &jc);
+            pool_free(p, &c);
+            fail_msg("job %d: not run for 2 s while the workers slept: a lost wake-up", k);
+        }
+        assert_int_not_equal(job.worker, 0);
+        nanosleep(&settle, NULL); /* everyone back asleep */
+    }
+    uint64_t sleeps = stats_sum(p).sleeps - before;
+    print_message("%llu sleeps for %d jobs\n", (unsigned long long)sleeps, JOBS);
+    assert_true(sleeps >= JOBS);
+    assert_true(sleeps < 3 * JOBS);
+    pool_free(p, &c);
+}
+
 /* The race the sleep protocol must win: the only other worker finishes a
  * job and heads for sleep just as the next job is submitted. Either the
  * submitter sees the sleeper and wakes it, or the sleeper's last look
@@ -1706,6 +1745,7 @@ int main(void)
         cmocka_unit_test_teardown(pool_waiting_caller_counts_idle_time, unguard),
         cmocka_unit_test_teardown(pool_stats_count_the_current_sleep, unguard),
         cmocka_unit_test_teardown(pool_sleeping_workers_wake_for_new_work, unguard),
+        cmocka_unit_test_teardown(pool_submit_wakes_one_sleeper_per_job, unguard),
         cmocka_unit_test_teardown(pool_wake_up_is_never_lost, unguard),
         cmocka_unit_test_teardown(pool_create_destroy_repeatedly, unguard),
     };
