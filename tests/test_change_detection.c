@@ -1390,11 +1390,8 @@ static void changes_cached_query_new_iteration_ends_the_previous(void **state)
     obs_fini(&o);
 }
 
-/* The stats of a filtered system whose jobs all found nothing to hand
- * over: 0 jobs, 0 rows, as for one that did not run. Its jobs come from
- * its first filter's dirty chunks (Health, written everywhere), and its
- * second filter (Pos, never written) passes no row. Regression: with
- * several workers the jobs it was split into were reported (review). */
+/* Helpers of the next test: a slow writer of Health, and a callback
+ * that counts its calls. */
 static atomic_long nothing_calls;
 static void write_health_slowly(ecs_iter_t *it)
 {
@@ -1405,12 +1402,18 @@ static void write_health_slowly(ecs_iter_t *it)
         }
     }
 }
+
 static void count_calls(ecs_iter_t *it)
 {
     (void)it;
     atomic_fetch_add(&nothing_calls, 1);
 }
 
+/* The stats of a filtered system whose jobs all found nothing to hand
+ * over: 0 jobs, 0 rows, as for one that did not run. Its jobs come from
+ * its first filter's dirty chunks (Health, written everywhere), and its
+ * second filter (Pos, never written) passes no row. Regression: with
+ * several workers the jobs it was split into were reported (review). */
 static void changes_stats_of_a_filter_that_passed_nothing(void **state)
 {
     (void)state;

@@ -1574,13 +1574,6 @@ static void pseen_expect(pseen_t *p, const ecs_entity_t *pairs, int n, const cha
     p->n = 0;
 }
 
-/* A marker move at the end of a flush that runs out of memory leaves its
- * source without the marker until a later flush: a pair-filtered system
- * (which needs the marker) cannot see the pair meanwhile, yet its window
- * moves on. The pairs are stamped again when their marker arrives, so
- * the filter sees each new pair Added once, late. Every allocation of the
- * first frame fails in turn, in a fresh world; regression: such a pair
- * was never seen (review). */
 /* Whether some source has pairs but not yet its marker, seen from a
  * system between the flushes of one frame. */
 typedef struct {
@@ -1598,6 +1591,13 @@ static void lag_watch(ecs_iter_t *it)
                       (ecs_pair_targets(it->world, l->r, l->e[i], NULL, NULL) > 0);
 }
 
+/* A marker move at the end of a flush that runs out of memory leaves its
+ * source without the marker until a later flush: a pair-filtered system
+ * (which needs the marker) cannot see the pair meanwhile, yet its window
+ * moves on. The pairs are stamped again when their marker arrives, so
+ * the filter sees each new pair Added once, late. Every allocation of the
+ * first frame fails in turn, in a fresh world; regression: such a pair
+ * was never seen (review). */
 static void pairs_flush_out_of_memory_loses_no_added_pair(void **state)
 {
     (void)state;
