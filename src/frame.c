@@ -599,10 +599,12 @@ static void node_done(ecs__plan_node_t *node)
         }
     }
     /* What the callbacks were handed, where that is not the chunks' rows
-     * collect_chunks counted: filtered rows, or pairs. */
+     * collect_chunks counted: filtered rows, or pairs. None: no callback
+     * ran, whatever the jobs it was split into (as on the inline path). */
     if ((sys->query && sys->query->change_count) || sys->pair_mode == ECS_PAIRS_EACH) {
         node->rows = 0;
         for (uint32_t k = 0; k < node->job_count; k++) node->rows += node->jobs[k].rows;
+        if (!node->rows) node->job_count = 0;
     }
     sys->last_run = node->this_run;
 }
@@ -643,11 +645,14 @@ static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_
         ecs__job_pool_submit_to(pool, 0, &node->jobs[0].job, &f->counter);
         return NULL;
     }
+    /* Read once: after the last submit the jobs may all be done, and
+     * node_done (on the thread that ran the last one) rewrite it. */
+    const uint32_t count = node->job_count;
     uint32_t from = keep ? 1 : 0;
     ecs__job_t *batch[64];
-    for (uint32_t k = from; k < node->job_count;) {
+    for (uint32_t k = from; k < count;) {
         uint32_t n = 0;
-        while (k < node->job_count && n < 64) batch[n++] = &node->jobs[k++].job;
+        while (k < count && n < 64) batch[n++] = &node->jobs[k++].job;
         ecs__job_pool_submit(pool, worker, batch, n, &f->counter);
     }
     return keep ? &node->jobs[0] : NULL;
@@ -909,12 +914,7 @@ static void record_stats(ecs__scheduler_t *s)
                 st->time_ns = ns;
             }
             st->rows = node->rows;
-            /* A filtered or per-pair system's jobs may all find nothing
-             * to hand over: then no callback ran (the inline path knows
-             * that already; jobs only when they are done). */
-            const ecs__system_t *sys = node->sys;
-            bool handed = (sys->query && sys->query->change_count) || sys->pair_mode == ECS_PAIRS_EACH;
-            st->jobs = handed && !node->rows ? 0 : node->job_count;
+            st->jobs = node->job_count;
             sum += node->last_ns;
             all = all && node->last_ns;
         }
