@@ -1619,6 +1619,36 @@ static void pool_submit_wakes_one_sleeper_per_job(void **state)
     pool_free(p, &c);
 }
 
+/* A job for worker 0's mailbox (a MAIN_THREAD system's) wakes no
+ * sleeper: worker 0 is the caller, which polls its mailbox while it
+ * waits. 50 such jobs to a pool of 8 sleeping workers run on worker 0
+ * and leave the others asleep. Regression: every one woke all 7 (350
+ * sleeps), each to find nothing and sleep again. */
+static void pool_job_for_the_caller_wakes_nobody(void **state)
+{
+    (void)state;
+    guard(__func__);
+    counter_t c;
+    ecs__job_pool_t *p = pool_new(&c, 8, 0);
+    flat_job_t job = {.job = {flat_run, NULL}};
+    JOB_COUNTER(jc);
+    struct timespec settle = {0, 3 * 1000 * 1000};
+    nanosleep(&settle, NULL);
+    uint64_t before = stats_sum(p).sleeps;
+    enum { JOBS = 50 };
+    for (int k = 0; k < JOBS; k++) {
+        job.worker = 99;
+        ecs__job_pool_submit_to(p, 0, &job.job, &jc);
+        ecs__job_pool_wait(p, 0, &jc);
+        assert_int_equal(job.worker, 0);
+        nanosleep(&settle, NULL); /* time for woken workers to sleep again */
+    }
+    uint64_t sleeps = stats_sum(p).sleeps - before;
+    print_message("%llu sleeps for %d jobs to worker 0\n", (unsigned long long)sleeps, JOBS);
+    assert_true(sleeps < JOBS / 5);
+    pool_free(p, &c);
+}
+
 /* The race the sleep protocol must win: the only other worker finishes a
  * job and heads for sleep just as the next job is submitted. Either the
  * submitter sees the sleeper and wakes it, or the sleeper's last look
@@ -1746,6 +1776,7 @@ int main(void)
         cmocka_unit_test_teardown(pool_stats_count_the_current_sleep, unguard),
         cmocka_unit_test_teardown(pool_sleeping_workers_wake_for_new_work, unguard),
         cmocka_unit_test_teardown(pool_submit_wakes_one_sleeper_per_job, unguard),
+        cmocka_unit_test_teardown(pool_job_for_the_caller_wakes_nobody, unguard),
         cmocka_unit_test_teardown(pool_wake_up_is_never_lost, unguard),
         cmocka_unit_test_teardown(pool_create_destroy_repeatedly, unguard),
     };

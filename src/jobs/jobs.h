@@ -208,7 +208,9 @@ void ecs__job_pool_submit(ecs__job_pool_t *pool, uint32_t worker, ecs__job_t *co
 /* Hands one job to worker `target` only (its mailbox: a lock-free stack
  * that only `target` empties, before it looks at any deque). For work
  * that must run on a given thread, such as the caller's (worker 0).
- * counter is raised by one first. */
+ * counter is raised by one first. A job for worker 0 wakes no sleeper:
+ * worker 0 must be, or come to be, in ecs__job_pool_wait on a counter
+ * the job holds up (it has no thread of the pool's to sleep in). */
 void ecs__job_pool_submit_to(ecs__job_pool_t *pool, uint32_t target, ecs__job_t *job, ecs__job_counter_t *counter);
 
 /* Runs jobs (the own mailbox, the own deque, then stolen ones) until

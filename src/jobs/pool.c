@@ -385,10 +385,12 @@ void ecs__job_pool_submit_to(ecs__job_pool_t *p, uint32_t target, ecs__job_t *jo
         job->next = head;
     } while (!atomic_compare_exchange_weak_explicit(&t->mailbox, &head, job, memory_order_release,
                                                     memory_order_relaxed));
-    /* The target may be asleep (it is not when it is the waiting caller).
-     * Only it can run the job, and a wake cannot choose its sleeper: all
+    /* Worker 0 never sleeps here: it is the calling thread, whose waits
+     * (ecs__job_pool_wait) poll its mailbox, so a job for it (a
+     * MAIN_THREAD system's) wakes nobody. Another target may be asleep;
+     * only it can run the job, and a wake cannot choose its sleeper: all
      * are woken. This also orders the push before the sleepers check. */
-    wake_sleepers(p, INT_MAX);
+    if (target != 0) wake_sleepers(p, INT_MAX);
 }
 
 void ecs__job_pool_wait(ecs__job_pool_t *p, uint32_t worker, ecs__job_counter_t *counter)
