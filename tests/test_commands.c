@@ -1529,6 +1529,156 @@ static void commands_spawn_run_creates_no_intermediate_archetypes(void **state)
     ecs_world_destroy(f.w);
 }
 
+/* A folded run marks changes as one-by-one application would: a set that
+ * finds its component present, added earlier in the run included, marks
+ * it Changed beside any Added. Each sequence runs twice, as commands (one
+ * run, folded) and immediately between frames (the reference), and
+ * systems filtering ADDED and CHANGED on Vel count what they are handed.
+ * Regression: add then set, or set then set, of an absent component was
+ * Added only when folded. (Remove then add of a present component is the
+ * documented exception: Changed, not Added; docs/change-detection.md.) */
+typedef struct {
+    const char *name;
+    bool has_vel;   /* the entity starts with Vel */
+    bool spawn;     /* the run follows its entity's spawn (commands) */
+    const char *ops; /* a: add Vel, s: set Vel, r: remove Vel, t: add Tag */
+} mark_case_t;
+
+static struct {
+    const mark_case_t *c;
+    ecs_component_t pos, vel, tag;
+    ecs_entity_t e;
+    bool record;
+    int added, changed;
+} marks;
+
+static void marks_apply(ecs_world_t *w, ecs_commands_t *cmd, ecs_entity_t e)
+{
+    for (const char *op = marks.c->ops; *op; op++) {
+        Vel v = {(float)(op - marks.c->ops), 1};
+        int rc = ECS_OK;
+        switch (*op) {
+        case 'a': rc = cmd ? ecs_cmd_add(cmd, e, marks.vel) : ecs_add(w, e, marks.vel); break;
+        case 's': rc = cmd ? ecs_cmd_set(cmd, e, marks.vel, &v) : ecs_set(w, e, marks.vel, &v); break;
+        case 'r': rc = cmd ? ecs_cmd_remove(cmd, e, marks.vel) : ecs_remove(w, e, marks.vel); break;
+        case 't': rc = cmd ? ecs_cmd_add(cmd, e, marks.tag) : ecs_add(w, e, marks.tag); break;
+        }
+        assert_int_equal(rc, ECS_OK);
+    }
+}
+
+static void marks_record(ecs_iter_t *it)
+{
+    if (!marks.record) return;
+    marks.record = false;
+    ecs_entity_t e = marks.c->spawn ? ecs_cmd_spawn(it->commands) : marks.e;
+    if (marks.c->spawn) assert_int_equal(ecs_cmd_add(it->commands, e, marks.pos), ECS_OK);
+    marks_apply(NULL, it->commands, e);
+}
+
+static void marks_added(ecs_iter_t *it) { marks.added += it->count; }
+static void marks_changed(ecs_iter_t *it) { marks.changed += it->count; }
+
+/* What the filters saw of the case, recorded (folded) or applied
+ * immediately: added * 10 + changed. */
+static int marks_seen(const mark_case_t *c, bool record)
+{
+    memset(&marks, 0, sizeof(marks));
+    marks.c = c;
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
+    marks.pos = ECS_COMPONENT(w, Pos);
+    marks.vel = ECS_COMPONENT(w, Vel);
+    marks.tag = ecs_component_register(w, &(ecs_component_desc_t){.name = "Tag"});
+    ecs_component_t ids[2] = {marks.pos, marks.vel};
+    marks.e = ecs_spawn_with(w, c->has_vel ? 2 : 1, ids, NULL);
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.stage = "PreUpdate", .run = marks_record}) != 0);
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.terms = {{.component = marks.vel}},
+                                                            .changes = {{ECS_ADDED, marks.vel}},
+                                                            .run = marks_added}) != 0);
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.terms = {{.component = marks.vel}},
+                                                            .changes = {{ECS_CHANGED, marks.vel}},
+                                                            .run = marks_changed}) != 0);
+    assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK); /* the filters' first run */
+    marks.added = marks.changed = 0;
+    if (record) {
+        marks.record = true;
+    } else {
+        ecs_entity_t e = marks.e;
+        if (c->spawn) {
+            e = ecs_spawn(w);
+            assert_int_equal(ecs_add(w, e, marks.pos), ECS_OK);
+        }
+        marks_apply(w, NULL, e);
+    }
+    assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
+    assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK); /* nothing new: nothing seen */
+    assert_int_equal(stats_of(w).commands_skipped, 0);
+    ecs_world_destroy(w);
+    return marks.added * 10 + marks.changed;
+}
+
+static void commands_folded_run_marks_changes_as_one_by_one(void **state)
+{
+    (void)state;
+    static const mark_case_t cases[] = {
+        {"add, set", false, false, "as"},
+        {"set, set", false, false, "ss"},
+        {"add, set, and a tag (another archetype)", false, false, "tas"},
+        {"set, remove, set", false, false, "srs"},
+        {"set, set of a present component", true, false, "ss"},
+        {"add, set after a spawn", false, true, "as"},
+        {"set, set after a spawn", false, true, "ss"},
+        {"set after a spawn", false, true, "s"},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        int folded = marks_seen(&cases[k], true), reference = marks_seen(&cases[k], false);
+        print_message("%s: added/changed %d/%d folded, %d/%d one by one\n", cases[k].name, folded / 10,
+                      folded % 10, reference / 10, reference % 10);
+        assert_int_equal(folded, reference);
+    }
+}
+
+/* A folded run on an entity with many components (its final type set
+ * does not fit the stack scratch) allocates nothing once warm: the
+ * scratch is kept. Regression: it was allocated and freed every flush. */
+enum { WIDE = 70 };
+static struct {
+    ecs_component_t c[WIDE];
+    ecs_entity_t e;
+} wide;
+
+static void wide_set_two(ecs_iter_t *it)
+{
+    int v = (int)ecs_world_frame(it->world);
+    assert_int_equal(ecs_cmd_set(it->commands, wide.e, wide.c[0], &v), ECS_OK);
+    assert_int_equal(ecs_cmd_set(it->commands, wide.e, wide.c[1], &v), ECS_OK);
+}
+
+static void commands_folded_run_on_a_wide_entity_allocates_nothing(void **state)
+{
+    (void)state;
+    alloc_count_t counts = {0, 0};
+    ecs_world_t *w = ecs_world_create(
+        &(ecs_world_desc_t){.workers = 1, .allocator = {.alloc = count_alloc, .free = count_free, .ctx = &counts}});
+    for (int i = 0; i < WIDE; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "W%d", i);
+        wide.c[i] = ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = sizeof(int),
+                                                                       .align = _Alignof(int)});
+        assert_true(wide.c[i] != 0);
+    }
+    wide.e = ecs_spawn_with(w, WIDE, wide.c, NULL);
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.run = wide_set_two}) != 0);
+    for (int f = 0; f < 3; f++) assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
+    long allocs = counts.allocs;
+    for (int f = 0; f < 10; f++) assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
+    assert_int_equal(counts.allocs - allocs, 0);
+    const int *v = ecs_get(w, wide.e, wide.c[1]);
+    assert_true(v && *v == (int)ecs_world_frame(w) - 1);
+    ecs_world_destroy(w);
+    assert_int_equal(counts.allocs, counts.frees);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1564,6 +1714,8 @@ int main(void)
         cmocka_unit_test(commands_several_adds_on_one_entity_are_one_move),
         cmocka_unit_test(commands_folded_run_matches_one_by_one),
         cmocka_unit_test(commands_spawn_run_creates_no_intermediate_archetypes),
+        cmocka_unit_test(commands_folded_run_marks_changes_as_one_by_one),
+        cmocka_unit_test(commands_folded_run_on_a_wide_entity_allocates_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

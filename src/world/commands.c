@@ -97,6 +97,7 @@ void ecs__commands_fini(ecs_world_t *w)
     for (uint32_t i = 0; i < s->worker_count; i++) ecs__arena_fini(&s->workers[i].arena);
     ecs__arena_pool_fini(&s->arena_pool);
     ecs__free(&w->allocator, s->workers);
+    ecs__free(&w->allocator, s->run_types);
     memset(s, 0, sizeof(*s));
 }
 
@@ -238,8 +239,9 @@ int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t e, ecs_component_t c, const vo
     if (err) return err;
     const ecs__component_t *comp = ecs__component_writable(cmd->world, c);
     if (!comp || !comp->info.size || !value) return ECS_EINVAL;
-    /* Entity fields may only hold live ids or this buffer's provisional
-     * handles: anything else could never be patched at playback. */
+    /* A provisional handle in an entity field must be this buffer's:
+     * another one could never be patched at playback. Real ids are kept
+     * as given, stale ones too, as ecs_set keeps them. */
     for (uint32_t i = 0; i < comp->entity_field_count; i++) {
         ecs_entity_t ref;
         memcpy(&ref, (const unsigned char *)value + comp->entity_fields[i], sizeof(ref));
@@ -445,6 +447,7 @@ enum { RUN_DEFAULT = 1, RUN_SET, RUN_REMOVED };
 typedef struct {
     ecs_component_t component;
     uint32_t state; /* 0: untouched, as in the source archetype */
+    bool changed;    /* a set found it present (since its last removal) */
     ecs__cmd_t *set; /* RUN_SET: the command whose value wins */
 } run_entry_t;
 
@@ -496,6 +499,7 @@ static void run_fold(run_t *r, const ecs__archetype_t *a, ecs__cmd_t *first, con
             en = &r->entries[r->count++];
             en->component = c->component;
             en->state = 0;
+            en->changed = false;
             en->set = NULL;
         }
         switch (c->kind) {
@@ -504,9 +508,13 @@ static void run_fold(run_t *r, const ecs__archetype_t *a, ecs__cmd_t *first, con
             break;
         case CMD_REMOVE:
             if (present) en->state = RUN_REMOVED;
+            en->changed = false;
             en->set = NULL;
             break;
         case CMD_SET:
+            /* One by one, a set of a present component (added earlier in
+             * the run included) marks it Changed beside any Added. */
+            if (present) en->changed = true;
             en->state = RUN_SET;
             en->set = c;
             break;
@@ -547,6 +555,22 @@ static void drop_values(ecs_world_t *w, ecs__cmd_t *first, const ecs__cmd_t *end
     for (ecs__cmd_t *c = first; c != end; c = c->next) drop_value(w, c);
 }
 
+/* After a run's move (or spawn): the sets that found their component
+ * present mark it Changed, as they would have one by one; the move has
+ * marked the columns it added Added. (In place, every value the run wrote
+ * is marked Changed already.) */
+static void run_mark_changed(ecs_world_t *w, const run_t *r, ecs_entity_t e)
+{
+    const ecs__record_t *rec = NULL;
+    for (uint32_t k = 0; k < r->count; k++) {
+        const run_entry_t *en = &r->entries[k];
+        if (!en->changed || en->state != RUN_SET) continue;
+        if (!rec) rec = ecs__record_from_entity(&w->entity_index, e);
+        int32_t col = ecs__archetype_column(rec->chunk->archetype, en->component);
+        if (col >= 0) ecs__chunk_mark_changed(w, rec->chunk, (uint32_t)col, rec->row); /* tags have no column */
+    }
+}
+
 /* Applies the run [first, end) of n >= 1 commands, after spawn when spawn
  * is not NULL (the run then targets the spawned entity). */
 static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *spawn, ecs__cmd_t *first,
@@ -570,14 +594,17 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
 
     /* Everything that can fail, before anything changes. */
     ecs_component_t stack[64];
+    ecs__cmd_state_t *s = &w->cmd;
     uint32_t cap = a->type_count + run.count;
-    ecs_component_t *types = cap <= 64 ? stack : ecs__alloc(&w->allocator, cap * sizeof(ecs_component_t), 4);
-    ecs__archetype_t *b = NULL;
-    ecs__chunk_t *ch = NULL;
-    if (types) {
-        b = ecs__archetype_ensure(w, types, run_types(&run, a, types));
-        if (types != stack) ecs__free(&w->allocator, types);
+    ecs_component_t *types = stack;
+    if (cap > 64) {
+        types = ecs__array_reserve(&w->allocator, (void **)&s->run_types, &s->run_types_cap, cap,
+                                   sizeof(ecs_component_t), _Alignof(ecs_component_t))
+                    ? s->run_types
+                    : NULL;
     }
+    ecs__archetype_t *b = types ? ecs__archetype_ensure(w, types, run_types(&run, a, types)) : NULL;
+    ecs__chunk_t *ch = NULL;
     bool ok = b != NULL;
     if (ok && spawn) ok = ecs__entity_index_reserve(&w->entity_index, &w->allocator, 1);
     /* Log room before the chunk: once b has a chunk it stays. */
@@ -617,8 +644,10 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
         ecs_entity_t made = ecs__entity_create_in(w, ch, inits, ninit, true);
         ecs__assert(made == e, "the reserved id is the one created");
         (void)made;
+        run_mark_changed(w, &run, e);
     } else if (b != a) {
         ecs__entity_move(w, e, rec, ch, inits, ninit, true);
+        run_mark_changed(w, &run, e);
     } else {
         /* Same archetype (e.g. remove then add, or sets only): in place. */
         for (uint32_t k = 0; k < ninit; k++) {

@@ -756,6 +756,11 @@ typedef struct {
     ecs__arena_pool_t arena_pool;
     size_t peak_bytes, peak_largest;
     uint32_t peak_segments;
+    /* A folded run's final type set, when it does not fit the stack (an
+     * entity with many components); kept, so that a flush allocates it
+     * only when it grows. */
+    ecs_component_t *run_types;
+    uint32_t run_types_cap;
 } ecs__cmd_state_t;
 
 bool ecs__commands_init(ecs_world_t *w, uint32_t workers);
