@@ -221,7 +221,7 @@ typedef struct {
 static inline void ecs__list_written(const ecs__system_t *sys, const ecs__query_match_t *m, ecs__chunk_t *ch)
 {
     for (uint32_t k = 0; k < sys->nwrite_terms; k++) {
-        int16_t col = m->columns[sys->write_terms[k]];
+        int32_t col = m->columns[sys->write_terms[k]];
         if (col >= 0 && ch->trackers[col]) ecs__chunk_list(ch, (uint32_t)col);
     }
 }
@@ -234,7 +234,7 @@ static inline void ecs__list_written(const ecs__system_t *sys, const ecs__query_
 static inline void ecs__mark_written(const ecs__walk_t *wk, const ecs__query_match_t *match, ecs__chunk_t *ch)
 {
     for (uint32_t k = 0; k < wk->sys->nwrite_terms; k++) {
-        int16_t col = match->columns[wk->sys->write_terms[k]];
+        int32_t col = match->columns[wk->sys->write_terms[k]];
         if (col >= 0 && ch->trackers[col]) ch->trackers[col]->chunk_changed = wk->this_run;
     }
 }

@@ -1106,6 +1106,70 @@ static void query_field_macro_wrong_size_aborts_in_debug(void **state)
 #endif
 }
 
+/* An archetype with more columns than 16 bits can index: queries, change
+ * filters and moves along cached edges reach every column. Regression:
+ * column indices were kept in 16 bits, so a query's field past column
+ * 32767 was NULL, a change filter there read outside the tracker array,
+ * and past 65535 the index wrapped: fields read another component, and an
+ * add along an edge copied values into the wrong columns. */
+static void query_reaches_columns_past_16_bits(void **state)
+{
+    (void)state;
+    enum { N = 70000 };
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
+    ecs_component_t *ids = malloc(sizeof(*ids) * (N + 1));
+    int32_t *v = malloc(sizeof(*v) * N);
+    const void **vals = malloc(sizeof(*vals) * N);
+    assert_true(ids && v && vals);
+    for (int i = 0; i <= N; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "C%d", i);
+        ids[i] = ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = 4, .align = 4});
+        assert_int_not_equal(ids[i], 0);
+        if (i < N) {
+            v[i] = i;
+            vals[i] = &v[i];
+        }
+    }
+    ecs_entity_t e = ecs_spawn_with(w, N, ids, vals);
+    assert_true(ecs_is_alive(w, e));
+    const int cols[] = {32767, 32768, 65535, 65536, N - 1};
+    for (size_t k = 0; k < sizeof(cols) / sizeof(cols[0]); k++) {
+        int c = cols[k];
+        /* A plain query, and one filtering ADDED on the same column (the
+         * entity is new to it: Added). */
+        ecs_query_t *q = ecs_query_create(w, &(ecs_query_desc_t){.terms = {{.component = ids[c]}}});
+        ecs_query_t *qf = ecs_query_create(
+            w, &(ecs_query_desc_t){.terms = {{.component = ids[c]}}, .changes = {{ECS_ADDED, ids[c]}}});
+        assert_non_null(q);
+        assert_non_null(qf);
+        ecs_query_t *both[2] = {q, qf};
+        for (int j = 0; j < 2; j++) {
+            int rows = 0;
+            ecs_iter_t it = ecs_query_iter(w, both[j]);
+            while (ecs_query_next(&it)) {
+                const int32_t *f = ecs_field(&it, 0);
+                assert_non_null(f);
+                assert_int_equal(f[ecs_iter_row(&it, 0)], c);
+                rows += it.count;
+            }
+            assert_int_equal(rows, 1);
+        }
+        ecs_query_destroy(q);
+        ecs_query_destroy(qf);
+    }
+    /* A move along the cached add edge keeps every value. */
+    assert_int_equal(ecs_add(w, e, ids[N]), ECS_OK);
+    for (int i = 0; i < N; i++) {
+        const int32_t *p = ecs_get(w, e, ids[i]);
+        if (!p || *p != i) fail_msg("component %d: %d after the add", i, p ? *p : -1);
+    }
+    ecs_world_destroy(w);
+    free(ids);
+    free(v);
+    free(vals);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1144,6 +1208,7 @@ int main(void)
         cmocka_unit_test(query_left_alive_is_freed_by_world_destroy),
         cmocka_unit_test(query_field_macro_right_size_passes),
         cmocka_unit_test(query_field_macro_wrong_size_aborts_in_debug),
+        cmocka_unit_test(query_reaches_columns_past_16_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

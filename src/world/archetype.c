@@ -251,13 +251,13 @@ static ecs__edge_t *edge_new(ecs_world_t *w, ecs__archetype_t *a, ecs__archetype
     for (uint32_t j = 0; j < b->column_count; j++) {
         int32_t s = ecs__archetype_column(a, b->columns[j].id);
         if (s < 0) continue;
-        e->ops[k++] = (ecs__edge_op_t){(uint16_t)s, (uint16_t)j, b->columns[j].size};
+        e->ops[k++] = (ecs__edge_op_t){s, j, b->columns[j].size};
         hooks |= b->columns[j].hooks & ECS__HOOK_MOVE;
         e->move_count++;
     }
     for (uint32_t j = 0; j < b->column_count; j++) {
         if (ecs__archetype_column(a, b->columns[j].id) >= 0) continue;
-        e->ops[k++] = (ecs__edge_op_t){0, (uint16_t)j, b->columns[j].size};
+        e->ops[k++] = (ecs__edge_op_t){0, j, b->columns[j].size};
         /* A new column is constructed, or filled from a value the caller
          * supplies (ecs_set adding it): through the copy or move hook. */
         hooks |= b->columns[j].hooks & (ECS__HOOK_CTOR | ECS__HOOK_COPY | ECS__HOOK_MOVE);
@@ -265,7 +265,7 @@ static ecs__edge_t *edge_new(ecs_world_t *w, ecs__archetype_t *a, ecs__archetype
     }
     for (i = 0; i < a->column_count; i++) {
         if (ecs__archetype_column(b, a->columns[i].id) >= 0) continue;
-        e->ops[k++] = (ecs__edge_op_t){(uint16_t)i, 0, a->columns[i].size};
+        e->ops[k++] = (ecs__edge_op_t){i, 0, a->columns[i].size};
         hooks |= a->columns[i].hooks & ECS__HOOK_DTOR;
         e->fini_count++;
     }

@@ -55,7 +55,7 @@ int ecs__changes_validate(const ecs_world_t *w, const ecs_change_filter_t *chang
 
 bool ecs__query_match(const ecs_query_t *q, ecs__archetype_t *a, ecs__query_match_t *m)
 {
-    int16_t *columns = m->columns;
+    int32_t *columns = m->columns;
     for (uint32_t i = 0; i < q->term_count; i++) {
         const ecs_term_t *t = &q->terms[i];
         columns[i] = -1;
@@ -67,7 +67,7 @@ bool ecs__query_match(const ecs_query_t *q, ecs__archetype_t *a, ecs__query_matc
             if (ti < 0) {
                 if (!t->optional) return false;
             } else {
-                columns[i] = (int16_t)a->type_columns[ti];
+                columns[i] = a->type_columns[ti];
             }
             break;
         case ECS_WITH:
@@ -82,7 +82,7 @@ bool ecs__query_match(const ecs_query_t *q, ecs__archetype_t *a, ecs__query_matc
     for (uint32_t i = 0; i < q->change_count; i++) {
         int32_t col = ecs__archetype_column(a, q->changes[i].component);
         if (col < 0) return false;
-        m->filter_columns[i] = (int16_t)col;
+        m->filter_columns[i] = col;
     }
     m->archetype = a;
     return true;
@@ -231,7 +231,7 @@ void ecs__iter_set_chunk(ecs_iter_t *it, const ecs_query_t *q, const ecs__query_
     it->rows = NULL;
     it->priv_.chunk = ch;
     for (uint32_t i = 0; i < q->term_count; i++) {
-        int16_t col = m->columns[i];
+        int32_t col = m->columns[i];
         it->priv_.fields[i] = col < 0 ? NULL : ecs__chunk_column(ch, (uint32_t)col);
     }
 }
@@ -402,7 +402,7 @@ int ecs_iter_changed(ecs_iter_t *it, int term, int row)
      * another entity (an EXCLUSIVE callback that moved rows). */
     if (it->priv_.version != q->world->structure_version) return ECS_EINVAL;
     ecs__chunk_t *ch = (ecs__chunk_t *)it->priv_.chunk;
-    int16_t col = q->matches[it->priv_.match].columns[term];
+    int32_t col = q->matches[it->priv_.match].columns[term];
     if (col < 0 || row < 0 || (uint32_t)row >= ch->count) return ECS_EINVAL;
     ecs__tracker_t *t = ecs__chunk_tracker(ch, (uint32_t)col);
     if (!t) return ECS_OK; /* nobody tracks the component: nothing to record */

@@ -309,7 +309,7 @@ struct ecs__archetype {
  * leads, and how each column of a moving row gets there, computed once so
  * a move is a straight walk over the plan. */
 typedef struct {
-    uint16_t src, dst; /* column indices */
+    uint32_t src, dst; /* column indices (an archetype may have more than 65535) */
     uint32_t size;
 } ecs__edge_op_t;
 
@@ -526,8 +526,8 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
 
 typedef struct {
     ecs__archetype_t *archetype;
-    int16_t columns[ECS_MAX_TERMS];        /* column per term, -1: NULL field */
-    int16_t filter_columns[ECS_MAX_TERMS]; /* column per change filter */
+    int32_t columns[ECS_MAX_TERMS];        /* column per term, -1: NULL field */
+    int32_t filter_columns[ECS_MAX_TERMS]; /* column per change filter */
 } ecs__query_match_t;
 
 struct ecs_query {
