@@ -339,7 +339,10 @@ ECS_API ecs_entity_t ecs_spawn_with(ecs_world_t *world, int count, const ecs_com
  * filling chunks one after another. values may be NULL; values[k] (may be
  * NULL: default) points to n consecutive values of ids[k], copied. out (may
  * be NULL) receives the n ids. All or nothing: on failure nothing is
- * spawned. Returns ECS_OK, ECS_EINVAL, ECS_EBUSY, ECS_ENOMEM.
+ * spawned, though capacity reserved before the failing step (entity-index
+ * pages, the free-id stack) stays with the world for later spawns: a
+ * huge n that runs out of memory can leave much of it reserved. Returns
+ * ECS_OK, ECS_EINVAL, ECS_EBUSY, ECS_ENOMEM.
  */
 ECS_API int ecs_spawn_batch(ecs_world_t *world, int n, int count, const ecs_component_t *ids,
                             const void *const *values, ecs_entity_t *out);
