@@ -175,8 +175,11 @@ ECS_API void ecs_world_destroy(ecs_world_t *world);
  * by ecs_world_destroy included); ECS_ENOMEM when a deferred command could not be
  * applied for lack of memory (that command is skipped, the others are
  * applied), when a relation marker could not be moved at a flush's end
- * (tried again at the next flush), or when the frame's plan could not be
- * rebuilt after a registration (no system runs).
+ * (tried again at the next flush), when an EXCLUSIVE filtered system
+ * could not reserve the set of entities due to it (it does not run, and
+ * its next run is handed what this one would have been), or when the
+ * frame's plan could not be rebuilt after a registration (no system
+ * runs).
  * Stack: the calling thread runs systems too. In optimised builds a frame
  * of ordinary systems fits a 16 KB thread stack, one with per-pair
  * systems (their batch) a 32 KB one (about 30 KB used), plus what the

@@ -150,7 +150,8 @@ struct ecs__scheduler {
     uint32_t filter_systems;          /* systems with change filters */
     /* The entities an EXCLUSIVE filtered system is due in its current run
      * (frame.c, run_exclusive_filtered), and the same keys as a list, so
-     * that emptying the map costs what it held; both keep their capacity. */
+     * that emptying the map costs what it held; both keep their capacity,
+     * reserved for the run before it collects. */
     ecs__map_t due;
     uint64_t *due_keys;
     uint32_t due_count, due_cap;
@@ -200,6 +201,7 @@ typedef struct {
     ecs__scheduler_t *due;
     ecs_world_t *world;
     bool collecting;
+    bool window_kept; /* out of memory for the due set: nothing ran, the window stays */
     uint64_t fresh;
     /* A filtered walk meets chunks in dirty-list order, not chunk order:
      * its commands are keyed by the position of the chunk in that order

@@ -236,32 +236,48 @@ static void run_whole(const ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *
 
 enum { DUE = 1, HANDED = 2 }; /* an entity's state in ecs__scheduler_t.due */
 
-static void due_oom(ecs__walk_t *wk)
+/* Room for every entity the collecting walk can find due, reserved before
+ * it starts: on the first run every matched entity, else every row of a
+ * chunk the first filter lists (all of them under a chunk-level mark or
+ * without a dirty list, else its listed rows). O(listed chunks), like the
+ * walk. false on OOM, with nothing collected. */
+static bool due_reserve(ecs__walk_t *wk)
 {
-    if (!wk->world->frame_error) wk->world->frame_error = ECS_ENOMEM;
+    const ecs_query_t *q = wk->q;
+    uint64_t n = 0;
+    for (uint32_t m = 0; m < q->match_count; m++) {
+        const ecs__archetype_t *a = q->matches[m].archetype;
+        if (wk->scan) {
+            n += a->entity_count;
+            continue;
+        }
+        const ecs__column_t *col = &a->columns[q->matches[m].filter_columns[0]];
+        for (uint32_t k = 0; k < col->dirty_chunk_count; k++) {
+            const ecs__tracker_t *t = col->dirty_chunks[k].tracker;
+            uint32_t rows = col->dirty_chunks[k].chunk->count;
+            bool whole = t->chunk_changed || t->chunk_retired || t->level != ECS__TRACK_DIRTY;
+            n += whole || t->dirty_count > rows ? rows : t->dirty_count;
+        }
+    }
+    ecs__scheduler_t *s = wk->due;
+    const ecs_allocator_t *a = &wk->world->allocator;
+    return n <= UINT32_MAX / 2 && ecs__map_reserve(&s->due, a, (uint32_t)n) &&
+           ecs__array_reserve(a, (void **)&s->due_keys, &s->due_cap, (uint32_t)n ? (uint32_t)n : 1,
+                              sizeof(uint64_t), _Alignof(uint64_t));
 }
 
 /* Collecting: remembers the entities of the selected rows (n in wk->rows,
- * or -1: every row) as due. Out of memory, an entity is not remembered,
- * so not handed: the frame reports ECS_ENOMEM. */
+ * or -1: every row) as due, in the room due_reserve made. */
 static void due_collect(ecs__walk_t *wk, const ecs__chunk_t *ch, int32_t n)
 {
     ecs__scheduler_t *s = wk->due;
-    const ecs_allocator_t *a = &wk->world->allocator;
     uint32_t count = n < 0 ? ch->count : (uint32_t)n;
     for (uint32_t i = 0; i < count; i++) {
         ecs_entity_t e = ch->entities[n < 0 ? i : wk->rows[i]];
-        if (!ecs__array_reserve(a, (void **)&s->due_keys, &s->due_cap, s->due_count + 1, sizeof(uint64_t),
-                                _Alignof(uint64_t))) {
-            due_oom(wk);
-            continue;
-        }
+        ecs__assert(s->due_count < s->due_cap, "due room reserved");
         bool inserted = false;
-        uint64_t *slot = ecs__map_ensure(&s->due, a, e, &inserted);
-        if (!slot) {
-            due_oom(wk);
-            continue;
-        }
+        uint64_t *slot = ecs__map_ensure(&s->due, &wk->world->allocator, e, &inserted);
+        ecs__assert(slot, "due room reserved");
         if (!inserted) continue;
         *slot = DUE;
         s->due_keys[s->due_count++] = e;
@@ -718,13 +734,21 @@ static void walk_all(ecs__walk_t *wk, bool filtered)
  * hands them over wherever they are, each once, walking again while its
  * own structural changes may have moved some: each such pass hands at
  * least one entity, so the passes end. The set is O(marked) and its map
- * keeps its capacity; clearing it costs what it held.
+ * keeps its capacity; clearing it costs what it held. Its room is
+ * reserved first: without it the system does not run, and keeps its
+ * window (the frame reports ECS_ENOMEM), so its next run is handed what
+ * this one would have been.
  */
 static void run_exclusive_filtered(ecs_world_t *w, ecs__plan_node_t *node, ecs__walk_t *wk)
 {
     ecs__scheduler_t *s = w->scheduler;
     wk->due = s;
     wk->world = w;
+    if (!due_reserve(wk)) {
+        if (!w->frame_error) w->frame_error = ECS_ENOMEM;
+        wk->window_kept = true;
+        return;
+    }
     wk->collecting = true;
     walk_all(wk, node->filtered);
     wk->collecting = false;
@@ -772,6 +796,7 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
     if (!exclusive) ecs__tls_reads = &reads;
 #endif
     const ecs_query_t *q = sys->query;
+    bool window_kept = false;
     if (!q) {
         run_whole(w, node, &it);
     } else {
@@ -790,13 +815,14 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
         }
         node->rows = wk.handed;
         if (!node->rows) node->job_count = 0; /* no callback ran */
+        window_kept = wk.window_kept;
     }
 #ifndef NDEBUG
     ecs__tls_reads = NULL;
 #endif
     /* One job, on the calling thread: the caller's stats count it too. */
     if (node->job_count) ecs__job_pool_count_run(w->pool, 0);
-    sys->last_run = node->this_run;
+    if (!window_kept) sys->last_run = node->this_run;
     if (timed) atomic_store_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
 }
 

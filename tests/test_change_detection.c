@@ -1960,6 +1960,82 @@ static void changes_warm_frames_allocate_nothing(void **state)
     free(e);
 }
 
+/* An EXCLUSIVE filtered system reserves its due set before it collects:
+ * when the reservation fails, nothing runs, the frame reports ECS_ENOMEM
+ * and the system keeps its window, so its next run gets every mark.
+ * Regression: collection went on without the entities it had no room
+ * for, and the window moved past them (499 of 500 handed, the last
+ * never). Failing each of the frame's allocations in turn: each mark is
+ * handed exactly once over the failed run and the next. */
+static void changes_exclusive_filtered_out_of_memory_keeps_its_marks(void **state)
+{
+    (void)state;
+    guard(__func__);
+    enum { N = 500 };
+    int failed = 0;
+    for (int64_t k = 0;; k++) {
+        alloc_t a = {.countdown = -1};
+        ecs_allocator_t hook = {hook_alloc, hook_free, &a};
+        fix_t f = fix_new_with(1, &hook);
+        ecs_entity_t e[N];
+        spawn_health(&f, 1, false, e);
+        obs_t o;
+        obs_init(&o, f.w);
+        reg(&f, &(ecs_system_desc_t){.terms = {TR(f.health)}, .changes = {CHANGED(f.health)},
+                                     .flags = ECS_SYSTEM_EXCLUSIVE, .run = observe, .ctx = &o});
+        frame(&f); /* its due set is sized for one entity */
+        obs_expect_none(&o, "first run");
+        spawn_health(&f, N - 1, false, e + 1);
+        for (int i = 0; i < N; i++) set_health(&f, e[i], 2);
+        atomic_store(&a.countdown, k);
+        int rc = ecs_world_progress(f.w, 0.0f);
+        atomic_store(&a.countdown, -1);
+        assert_true(rc == ECS_OK || rc == ECS_ENOMEM);
+        if (rc == ECS_ENOMEM) failed++;
+        frame(&f); /* what the failed run did not hand */
+        obs_expect(&o, e, N, "over the failed run and the next");
+        ecs_world_destroy(f.w);
+        assert_int_equal(atomic_load(&a.allocs), atomic_load(&a.frees));
+        obs_fini(&o);
+        if (rc == ECS_OK) break;
+    }
+    assert_true(failed > 0);
+}
+
+/* The due set keeps its capacity: a frame due no more entities than an
+ * earlier one allocates nothing, even when it hands them all. */
+static void changes_exclusive_filtered_warm_frames_allocate_nothing(void **state)
+{
+    (void)state;
+    guard(__func__);
+    alloc_t a = {.countdown = -1};
+    ecs_allocator_t hook = {hook_alloc, hook_free, &a};
+    fix_t f = fix_new_with(1, &hook);
+    enum { N = 4000 };
+    ecs_entity_t *e = malloc(N * sizeof(*e));
+    spawn_health(&f, N, false, e);
+    obs_t o;
+    obs_init(&o, f.w);
+    reg(&f, &(ecs_system_desc_t){.terms = {TR(f.health)}, .changes = {CHANGED(f.health)},
+                                 .flags = ECS_SYSTEM_EXCLUSIVE, .run = observe, .ctx = &o});
+    frame(&f); /* the first run: every entity due */
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < N; i += 1 + k) set_health(&f, e[i], (float)k);
+        frame(&f);
+    }
+    uint64_t a0 = atomic_load(&a.allocs);
+    for (int k = 0; k < 5; k++) {
+        for (int i = 0; i < N; i++) set_health(&f, e[i], 9.0f + (float)k);
+        o.n = 0;
+        frame(&f);
+        assert_int_equal(o.n, N);
+    }
+    assert_int_equal(atomic_load(&a.allocs) - a0, 0);
+    ecs_world_destroy(f.w);
+    obs_fini(&o);
+    free(e);
+}
+
 /* Registration, query creation and structural changes that need tracker
  * memory: each failure point leaves the world as it was (no trackers, no
  * levels raised, nothing leaked); the call then succeeds. */
@@ -2058,6 +2134,8 @@ int main(void)
         cmocka_unit_test_teardown(changes_same_for_any_worker_count, unguard),
         cmocka_unit_test_teardown(changes_warm_frames_allocate_nothing, unguard),
         cmocka_unit_test_teardown(changes_out_of_memory_changes_nothing, unguard),
+        cmocka_unit_test_teardown(changes_exclusive_filtered_out_of_memory_keeps_its_marks, unguard),
+        cmocka_unit_test_teardown(changes_exclusive_filtered_warm_frames_allocate_nothing, unguard),
     };
     return cmocka_run_group_tests(tests, watchdog_start, watchdog_stop);
 }
