@@ -11,8 +11,10 @@ set(STAGEHAND_TEST_ENVIRONMENT
     "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1"
     "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
 
-# The sanitizer options without ECS_SPIN_US (stress programs keep the
-# default spinning, so both the spin and the sleep paths get exercised).
+# The sanitizer options without ECS_SPIN_US: stress programs keep the
+# default spinning, so both the spin and the sleep paths get exercised,
+# except in the TSan phase, whose preset (and `make test`) exports
+# ECS_SPIN_US=0, which stress/env.h then applies as a cap.
 set(STAGEHAND_SANITIZER_ENVIRONMENT
     "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1"
     "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1"
@@ -20,12 +22,16 @@ set(STAGEHAND_SANITIZER_ENVIRONMENT
 
 set(STAGEHAND_TEST_LAUNCHER "${CMAKE_CURRENT_LIST_DIR}/run-test.sh")
 
+set(STAGEHAND_EXPECT_OUTPUT "${CMAKE_CURRENT_LIST_DIR}/expect-output.sh")
+
 # stagehand_add_test(<name> TARGET <target> [ARGS ...] TIMEOUT <s>
-#                    [ENVIRONMENT <VAR=value> ...])
+#                    [ENVIRONMENT <VAR=value> ...] [EXPECT_OUTPUT <regex>])
 # Registers target as ctest test <name>; ENVIRONMENT defaults to
-# STAGEHAND_TEST_ENVIRONMENT.
+# STAGEHAND_TEST_ENVIRONMENT. EXPECT_OUTPUT: the test also needs a line of
+# output matching the (extended) regex; it still fails on a non-zero exit
+# (cmake/expect-output.sh), which PASS_REGULAR_EXPRESSION would ignore.
 function(stagehand_add_test name)
-    cmake_parse_arguments(PARSE_ARGV 1 arg "" "TARGET;TIMEOUT" "ARGS;ENVIRONMENT")
+    cmake_parse_arguments(PARSE_ARGV 1 arg "" "TARGET;TIMEOUT;EXPECT_OUTPUT" "ARGS;ENVIRONMENT")
     if(NOT arg_TARGET OR NOT arg_TIMEOUT)
         message(FATAL_ERROR "stagehand_add_test(${name}): TARGET and TIMEOUT are required")
     endif()
@@ -35,6 +41,9 @@ function(stagehand_add_test name)
     set(cmd "$<TARGET_FILE:${arg_TARGET}>" ${arg_ARGS})
     if(ECS_SANITIZE STREQUAL "thread")
         set(cmd sh "${STAGEHAND_TEST_LAUNCHER}" ${cmd})
+    endif()
+    if(DEFINED arg_EXPECT_OUTPUT)
+        set(cmd sh "${STAGEHAND_EXPECT_OUTPUT}" "${arg_EXPECT_OUTPUT}" ${cmd})
     endif()
     add_test(NAME ${name} COMMAND ${cmd})
     set_tests_properties(${name} PROPERTIES

@@ -3,11 +3,13 @@
 # builds. Usage: run-test.sh <program> [args...]
 #
 # Output is streamed as usual and also kept. When TSan could not even start
-# the program ("FATAL: ThreadSanitizer: unexpected memory mapping", which
-# happens with some kernels' address-space randomisation), the program is
-# run again under `setarch <arch> -R` (randomisation off). Nothing of the
-# program ran in that case, so the retry is safe. Exits with the program's
-# status.
+# the program (its first line of output is "FATAL: ThreadSanitizer:
+# unexpected memory mapping", which happens with some kernels' address-space
+# randomisation), the program is run again under `setarch <arch> -R`
+# (randomisation off). Nothing of the program ran in that case, so the
+# retry is safe. Any other failure, TSan's own fatal errors during a run
+# included, is returned as it is: a retry could hide it. Exits with the
+# program's status.
 set -u
 
 if [ $# -lt 1 ]; then
@@ -24,7 +26,7 @@ trap 'exit 143' TERM
 { "$@" 2>&1; echo $? >"$tmp/rc"; } | tee "$tmp/out"
 rc=$(cat "$tmp/rc" 2>/dev/null || echo 1)
 
-if [ "$rc" -ne 0 ] && grep -q -e 'unexpected memory mapping' -e 'FATAL: ThreadSanitizer' "$tmp/out"; then
+if [ "$rc" -ne 0 ] && head -n 1 "$tmp/out" | grep -q -e '^FATAL: ThreadSanitizer: unexpected memory mapping'; then
     echo "run-test.sh: ThreadSanitizer could not start $1; retrying under setarch $(uname -m) -R" >&2
     setarch "$(uname -m)" -R "$@"
     exit $?
