@@ -1580,16 +1580,17 @@ static void pool_sleeping_workers_wake_for_new_work(void **state)
     }
 }
 
-/* A submit of one job wakes one sleeper, not all of them: with 8 workers
- * asleep (no spinning), each woken worker that finds nothing goes back to
- * sleep, which its stats count. Waking all seven for each of 50 single
- * jobs made about 350 sleeps; waking one makes about 50 (more only where
- * a wake reached a worker still on its way into the wait). The job is
- * only watched by the submitter, so a sleeper must run it. */
-static void pool_submit_wakes_one_sleeper_per_job(void **state)
+enum { SLEEPER_JOBS = 50 };
+
+/* Hands 50 single jobs, one at a time, to a pool of 8 workers that are
+ * all asleep (no spinning), waiting after each until they are asleep
+ * again; returns the sleeps the workers' stats count meanwhile: one per
+ * worker a job woke (each woken worker that finds nothing sleeps again).
+ * to_caller: the jobs go to worker 0's mailbox (as a MAIN_THREAD
+ * system's) and the caller runs them while it waits; else they are
+ * submitted, and only watched, so a sleeper must run each. */
+static uint64_t sleeps_for_single_jobs(bool to_caller)
 {
-    (void)state;
-    guard(__func__);
     counter_t c;
     ecs__job_pool_t *p = pool_new(&c, 8, 0);
     flat_job_t job = {.job = {flat_run, NULL}};
@@ -1598,55 +1599,54 @@ static void pool_submit_wakes_one_sleeper_per_job(void **state)
     struct timespec settle = {0, 3 * 1000 * 1000};
     nanosleep(&settle, NULL);
     uint64_t before = stats_sum(p).sleeps;
-    enum { JOBS = 50 };
-    for (int k = 0; k < JOBS; k++) {
-        job.worker = 0;
-        ecs__job_pool_submit(p, 0, &ptr, 1, &jc);
-        uint64_t deadline = now_ns() + 2000000000u;
-        while (atomic_load(&jc.pending) > 0 && now_ns() < deadline) sched_yield();
-        if (atomic_load(&jc.pending) > 0) {
+    for (int k = 0; k < SLEEPER_JOBS; k++) {
+        job.worker = 99;
+        if (to_caller) {
+            ecs__job_pool_submit_to(p, 0, &job.job, &jc);
             ecs__job_pool_wait(p, 0, &jc);
-            pool_free(p, &c);
-            fail_msg("job %d: not run for 2 s while the workers slept: a lost wake-up", k);
+            assert_int_equal(job.worker, 0);
+        } else {
+            ecs__job_pool_submit(p, 0, &ptr, 1, &jc);
+            uint64_t deadline = now_ns() + 2000000000u;
+            while (atomic_load(&jc.pending) > 0 && now_ns() < deadline) sched_yield();
+            if (atomic_load(&jc.pending) > 0) {
+                ecs__job_pool_wait(p, 0, &jc);
+                pool_free(p, &c);
+                fail_msg("job %d: not run for 2 s while the workers slept: a lost wake-up", k);
+            }
+            assert_int_not_equal(job.worker, 0);
         }
-        assert_int_not_equal(job.worker, 0);
         nanosleep(&settle, NULL); /* everyone back asleep */
     }
     uint64_t sleeps = stats_sum(p).sleeps - before;
-    print_message("%llu sleeps for %d jobs\n", (unsigned long long)sleeps, JOBS);
-    assert_true(sleeps >= JOBS);
-    assert_true(sleeps < 3 * JOBS);
     pool_free(p, &c);
+    print_message("%llu sleeps for %d jobs%s\n", (unsigned long long)sleeps, SLEEPER_JOBS,
+                  to_caller ? " to worker 0" : "");
+    return sleeps;
+}
+
+/* A submit of one job wakes one sleeper, not all of them. Waking all
+ * seven for each of 50 single jobs made about 350 sleeps; waking one
+ * makes about 50 (more only where a wake reached a worker still on its
+ * way into the wait). */
+static void pool_submit_wakes_one_sleeper_per_job(void **state)
+{
+    (void)state;
+    guard(__func__);
+    uint64_t sleeps = sleeps_for_single_jobs(false);
+    assert_true(sleeps >= SLEEPER_JOBS);
+    assert_true(sleeps < 3 * SLEEPER_JOBS);
 }
 
 /* A job for worker 0's mailbox (a MAIN_THREAD system's) wakes no
  * sleeper: worker 0 is the caller, which polls its mailbox while it
- * waits. 50 such jobs to a pool of 8 sleeping workers run on worker 0
- * and leave the others asleep. Regression: every one woke all 7 (350
- * sleeps), each to find nothing and sleep again. */
+ * waits, and the others stay asleep. Regression: every such job woke all
+ * 7 (350 sleeps), each to find nothing and sleep again. */
 static void pool_job_for_the_caller_wakes_nobody(void **state)
 {
     (void)state;
     guard(__func__);
-    counter_t c;
-    ecs__job_pool_t *p = pool_new(&c, 8, 0);
-    flat_job_t job = {.job = {flat_run, NULL}};
-    JOB_COUNTER(jc);
-    struct timespec settle = {0, 3 * 1000 * 1000};
-    nanosleep(&settle, NULL);
-    uint64_t before = stats_sum(p).sleeps;
-    enum { JOBS = 50 };
-    for (int k = 0; k < JOBS; k++) {
-        job.worker = 99;
-        ecs__job_pool_submit_to(p, 0, &job.job, &jc);
-        ecs__job_pool_wait(p, 0, &jc);
-        assert_int_equal(job.worker, 0);
-        nanosleep(&settle, NULL); /* time for woken workers to sleep again */
-    }
-    uint64_t sleeps = stats_sum(p).sleeps - before;
-    print_message("%llu sleeps for %d jobs to worker 0\n", (unsigned long long)sleeps, JOBS);
-    assert_true(sleeps < JOBS / 5);
-    pool_free(p, &c);
+    assert_true(sleeps_for_single_jobs(true) < SLEEPER_JOBS / 5);
 }
 
 /* The race the sleep protocol must win: the only other worker finishes a
