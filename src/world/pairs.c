@@ -271,9 +271,16 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
         for (int side = 0; side < 2; side++) {
             ecs_component_t m = side ? r->target_marker : r->source_marker;
             if (!m) continue;
-            uint32_t slot = side ? ecs__store_sources_slot(&r->store, e) : ecs__store_targets_slot(&r->store, e);
-            bool want = slot && (side ? r->store.rev[slot - 1].count : r->store.fwd[slot - 1].count) > 0;
-            if (want == (ecs__archetype_type_index(a, m) >= 0)) continue;
+            /* An entity with the marker has its slot in it: a hint that
+             * saves the map probe when it holds (hints_write's rule). */
+            int32_t col = ecs__archetype_column(a, m);
+            uint32_t slot = col < 0 ? 0 : ((const uint32_t *)rec->chunk->cols[col])[rec->row];
+            const ecs__store_t *st = &r->store;
+            bool owned = side ? slot - 1 < st->rev_count && st->rev[slot - 1].owner == e
+                              : slot - 1 < st->fwd_count && st->fwd[slot - 1].owner == e;
+            if (!owned) slot = side ? ecs__store_sources_slot(st, e) : ecs__store_targets_slot(st, e);
+            bool want = slot && (side ? st->rev[slot - 1].count : st->fwd[slot - 1].count) > 0;
+            if (want == (col >= 0)) continue;
             changes++;
             step = m;
             add = want;
@@ -531,11 +538,21 @@ ECS__INLINE void plan_apply(ecs_world_t *w, plan_t *p)
  * dropped, the common remove-then-set): its first sync moves it to where
  * the stores say at the flush's end, a later one finds nothing to do, so
  * it still moves once. Cheaper than a set of the entities listed. */
-static inline void mark_pending(ecs_world_t *w, ecs_entity_t e)
+static inline void mark_pending(ecs_world_t *w, ecs_entity_t e, const ecs__relation_t *r, uint32_t side,
+                                uint32_t slot)
 {
-    if (w->pending_count && w->pending[w->pending_count - 1] == e) return;
+    uint32_t what = (uint32_t)(r - w->relations) * 2 + side;
+    if (w->pending_count) {
+        ecs__pending_t *last = &w->pending[w->pending_count - 1];
+        if (last->e == e) {
+            /* Two markers of one entry: the sync checks them all. */
+            if (last->what != what) last->what = ECS__PENDING_ALL;
+            else last->slot = slot;
+            return;
+        }
+    }
     ecs__assert(w->pending_count < w->pending_cap, "pending room reserved");
-    w->pending[w->pending_count++] = e;
+    w->pending[w->pending_count++] = (ecs__pending_t){e, what, slot};
 }
 
 /* Room for n more pending entities, made before any store changes. */
@@ -543,7 +560,7 @@ static inline bool pending_reserve(ecs_world_t *w, uint32_t n)
 {
     if (ECS__LIKELY(w->pending_cap - w->pending_count >= n)) return true;
     return ecs__array_reserve(&w->allocator, (void **)&w->pending, &w->pending_cap, w->pending_count + n,
-                              sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
+                              sizeof(ecs__pending_t), _Alignof(ecs__pending_t));
 }
 
 /* A source whose marker comes late: no per-pair system saw its pairs (it
@@ -563,20 +580,48 @@ static bool restamp_late(ecs_world_t *w, ecs_entity_t e)
     return true;
 }
 
+/* Whether the marker an entry names is already as its slice says (or
+ * its entity is gone): then the entry needs no sync. Most entries are
+ * like that (a source whose pair was replaced by a command pair, a target
+ * that keeps other sources), and this answers from the slice the write
+ * touched and the entity's archetype, without the map probes of a sync.
+ * An entity with another marker to change has an entry of its own for it
+ * (or one naming them all), whose sync moves it once for all of them. */
+static bool pending_unchanged(const ecs_world_t *w, const ecs__pending_t *pe)
+{
+    if (pe->what == ECS__PENDING_ALL) return false;
+    const ecs__relation_t *r = &w->relations[pe->what >> 1];
+    const ecs__store_t *st = &r->store;
+    uint32_t h = pe->slot - 1, count;
+    ecs_component_t m;
+    if (pe->what & 1) {
+        if (h >= st->rev_count || st->rev[h].owner != pe->e) return false;
+        count = st->rev[h].count;
+        m = r->target_marker;
+    } else {
+        if (h >= st->fwd_count || st->fwd[h].owner != pe->e) return false;
+        count = st->fwd[h].count;
+        m = r->source_marker;
+    }
+    const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, pe->e);
+    return !rec || (count > 0) == (ecs__archetype_type_index(rec->chunk->archetype, m) >= 0);
+}
+
 int ecs__pairs_flush_markers(ecs_world_t *w)
 {
     int result = ECS_OK;
     uint32_t keep = 0, late = w->pending_late;
     for (uint32_t i = 0; i < w->pending_count; i++) {
-        ecs_entity_t e = w->pending[i];
+        ecs_entity_t e = w->pending[i].e;
+        if (i >= late && pending_unchanged(w, &w->pending[i])) continue;
         if ((i >= late || restamp_late(w, e)) && marker_sync(w, e) == ECS_OK) continue;
         result = ECS_ENOMEM;
-        /* Tried again at the next flush, listed once: entities kept while
-         * memory stays short must not pile up flush after flush. Only
-         * failures pay for the scan. */
+        /* Tried again at the next flush, listed once, for all its
+         * markers: entities kept while memory stays short must not pile
+         * up flush after flush. Only failures pay for the scan. */
         bool listed = false;
-        for (uint32_t k = 0; k < keep && !listed; k++) listed = w->pending[k] == e;
-        if (!listed) w->pending[keep++] = e;
+        for (uint32_t k = 0; k < keep && !listed; k++) listed = w->pending[k].e == e;
+        if (!listed) w->pending[keep++] = (ecs__pending_t){e, ECS__PENDING_ALL, 0};
     }
     w->pending_count = w->pending_late = keep;
     return result;
@@ -640,9 +685,9 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
      * removal. */
     if (old && res.replaced_last && !ecs_is_alive(w, old)) ecs__store_forget(st, &w->allocator, old);
     if (flush) {
-        if (res.source_first && r->source_marker) mark_pending(w, src);
-        if (res.target_first && r->target_marker) mark_pending(w, tgt);
-        if (res.replaced_last && r->target_marker) mark_pending(w, old);
+        if (res.source_first && r->source_marker) mark_pending(w, src, r, 0, slots.fwd);
+        if (res.target_first && r->target_marker) mark_pending(w, tgt, r, 1, slots.rev);
+        if (res.replaced_last && r->target_marker) mark_pending(w, old, r, 1, 0); /* its slot: not looked up */
     }
     plan_apply(w, &p); /* empty when flushing */
     plan_fini(w, &p);
@@ -685,9 +730,9 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
     ecs__store_remove_at(st, slots, (uint32_t)at);
     bool source_last = ts->count == 0, target_last = ss->count == 0;
     log_pair(r, src, tgt);
-    if (flush && source_last && r->source_marker) mark_pending(w, src);
+    if (flush && source_last && r->source_marker) mark_pending(w, src, r, 0, slots.fwd);
     if (target_last && !ecs_is_alive(w, tgt)) ecs__store_forget(st, &w->allocator, tgt); /* a dead target's last pair */
-    else if (flush && target_last && r->target_marker) mark_pending(w, tgt);
+    else if (flush && target_last && r->target_marker) mark_pending(w, tgt, r, 1, slots.rev);
     plan_apply(w, &p); /* empty when flushing */
     plan_fini(w, &p);
     return ECS_OK;
@@ -809,7 +854,7 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
                     /* Only a target left with no pair changes markers. */
                     const ecs__source_slice_t *tss = ecs__store_sources(&r->store, t);
                     if (r->target_marker && tss && tss->count == 1 && !ecs__map_get(&w->doomed_set, t))
-                        mark_pending(w, t);
+                        mark_pending(w, t, r, 1, (uint32_t)(tss - r->store.rev) + 1);
                 }
             }
             drop_ctx_t dc = {w, r};
@@ -822,7 +867,7 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
                     ecs_entity_t s = ss->sources[j];
                     const ecs__target_slice_t *sts = ecs__store_targets(&r->store, s);
                     if (r->source_marker && sts && sts->count == 1 && !ecs__map_get(&w->doomed_set, s))
-                        mark_pending(w, s);
+                        mark_pending(w, s, r, 0, (uint32_t)(sts - r->store.fwd) + 1);
                 }
             }
             ecs__store_drop_target(&r->store, &w->allocator, x, on_drop_target, &dc);

@@ -795,6 +795,17 @@ typedef enum {
     ECS__PHASE_DESTROY,   /* ecs_world_destroy runs the dtors: reads only */
 } ecs__phase_t;
 
+/* An entity whose marker a flush's pair write may have changed (pairs.c):
+ * which one (relation index * 2 + side, 1 for the target side; or
+ * ECS__PENDING_ALL: any) and the slot of its slice there (a hint, checked
+ * against the slice's owner), so that the sync at the flush's end can
+ * tell from that slice and the entity's archetype that nothing changed. */
+#define ECS__PENDING_ALL UINT32_MAX
+typedef struct {
+    ecs_entity_t e;
+    uint32_t what, slot;
+} ecs__pending_t;
+
 struct ecs_world {
     ecs_allocator_t allocator;
     ecs__entity_index_t entity_index;
@@ -837,7 +848,8 @@ struct ecs_world {
      * order), and a despawn's closure. All keep their capacity. */
     ecs__relation_t *relations;
     uint32_t relation_count, relation_cap;
-    ecs_entity_t *pending, *doomed;
+    ecs__pending_t *pending;
+    ecs_entity_t *doomed;
     uint32_t pending_count, pending_cap, doomed_count, doomed_cap;
     uint32_t pending_late; /* pending[0, late): left by a flush that ran out of memory */
     ecs__map_t doomed_set;
