@@ -600,10 +600,14 @@ enum {
  *   it->count pairs in row order, then slice order (a chunk with many
  *   pairs comes in several batches). ecs_pair_row gives the matched row of
  *   pair i (index the system's fields with it), ecs_pair_source_of /
- *   ecs_pair_target_of its two ends, ecs_pair_field its payload, and
- *   ecs_field_target(it, term, i) target_terms[term] read on the pair's far
- *   end (the target; the source for role ECS_ROLE_TARGET), read-only, NULL
- *   where it lacks the component.
+ *   ecs_pair_target_of its two ends, ecs_pair_field its payload
+ *   (read-only; while the pairs, the rows and the far ends stand still,
+ *   the library hands a walk kept from an earlier frame, whose payloads
+ *   are copies of the store's bytes: equal to ecs_pair_get's, not always
+ *   at the same address), and ecs_field_target(it, term, i)
+ *   target_terms[term] read on the pair's far end (the target; the source
+ *   for role ECS_ROLE_TARGET), read-only, NULL where it lacks the
+ *   component.
  * Both modes match through the role's marker, so it must not be switched
  * off (registration fails).
  * Target terms are READ terms; they count for conflicts like ECS_OTHER
@@ -849,10 +853,12 @@ typedef struct {
     /* What the per-pair accessors check, one compare each: n where
      * payload / far[term] hold the batch's entries, else 0. */
     uint32_t n_payload, n_far[ECS__PAIR_FAR];
-    uint16_t row[ECS__PAIR_BATCH];
-    ecs_entity_t src[ECS__PAIR_BATCH], tgt[ECS__PAIR_BATCH];
-    const void *payload[ECS__PAIR_BATCH];
-    const void *far[ECS__PAIR_FAR][ECS__PAIR_BATCH];
+    /* The batch's arrays, n entries each: the library's own, or a stretch
+     * of the ones it kept from an earlier frame for the same chunk. */
+    const uint16_t *row;
+    const ecs_entity_t *src, *tgt;
+    const void *const *payload;
+    const void *const *far[ECS__PAIR_FAR];
 } ecs__pair_view_t;
 
 ECS_API const void *ecs__pair_field_lookup(const ecs_iter_t *it, int i);

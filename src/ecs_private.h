@@ -22,6 +22,43 @@ typedef struct {
     uint8_t nreads, nwrites, nothers, nrequired, nexcluded;
 } ecs__access_t;
 
+/*
+ * A per-pair walk kept across frames (frame_pairs.c): what the walk of one
+ * chunk handed a per-pair system's callback (rows, pair ends, payload and
+ * far-end pointers), kept while nothing it depends on changes, so that
+ * later frames hand the same arrays without walking the slices or
+ * resolving the far ends again. It depends on the rows of the chunk's
+ * archetype, on the relation's store, and on the rows of the archetypes
+ * the far ends are in (ECS__PAIR_KEEP_ARCH of them at most; past that, on
+ * the world's whole structure). A chunk is walked by one job per frame,
+ * which owns its entry.
+ */
+#define ECS__PAIR_KEEP_ARCH 4
+typedef struct {
+    const ecs__chunk_t *chunk;            /* the chunk last walked (NULL: none) */
+    uint64_t rows_version, store_version; /* its archetype's and the store's, as then */
+    uint64_t structure_version;           /* the world's, when the far ends span too many archetypes */
+    uint32_t count, cap;                  /* pairs kept, room */
+    uint32_t nfar_arch;                   /* far ends' archetypes; ECS__PAIR_KEEP_ARCH + 1: more */
+    uint32_t wait, backoff;               /* walks left before keeping again, after far ends moved */
+    bool kept;                            /* count pairs kept, as of the versions above */
+    const ecs__archetype_t *far_arch[ECS__PAIR_KEEP_ARCH];
+    uint64_t far_version[ECS__PAIR_KEEP_ARCH];
+    void *block;                          /* cap x (row, src, tgt, payload, far[nfar]) */
+} ecs__pair_keep_t;
+
+/* A system's kept walks: per match of its query, per chunk index. Grown
+ * only between walks (ecs__pair_keep_prepare), single-threaded. */
+typedef struct {
+    ecs__pair_keep_t *chunks;
+    uint32_t count;
+} ecs__pair_keep_match_t;
+
+typedef struct {
+    ecs__pair_keep_match_t *matches;
+    uint32_t count;
+} ecs__pair_keeps_t;
+
 typedef struct {
     char *name;     /* owned; NULL for an anonymous system */
     uint32_t stage; /* the stage's id (stable when stages are inserted) */
@@ -49,6 +86,7 @@ typedef struct {
     ecs_component_t far_terms[ECS_MAX_TERMS];
     uint32_t nfar_terms;
     ecs_change_t pair_filter; /* a change filter on the dispatch relation's pairs; 0: none */
+    ecs__pair_keeps_t pair_keeps; /* ECS_PAIRS_EACH: its walks kept across frames */
     ecs__access_t access;
     ecs_system_t after[ECS_MAX_DEPS]; /* resolved explicit order */
     ecs_system_t before[ECS_MAX_DEPS];
@@ -211,6 +249,7 @@ typedef struct {
     bool by_visit;
     uint64_t visit;
     ecs__pair_batch_t *batch; /* ECS_PAIRS_EACH */
+    ecs__pair_keep_t *keep;   /* ... the chunk walk being kept (frame_pairs.c), NULL: none */
     uint32_t first, last; /* a job's chunks: [first, last) of the node's list */
     bool exclusive;       /* run inline as an EXCLUSIVE system */
 #ifndef NDEBUG
@@ -252,5 +291,11 @@ void ecs__walk_dirty_pairs(ecs__walk_t *wk);
 /* Runs walk with a per-pair system's batch in wk->batch (NULL for a
  * system of another kind). */
 void ecs__with_pair_batch(ecs__walk_t *wk, void (*walk)(ecs__walk_t *));
+
+/* Makes room for a per-pair system's kept walks, one per chunk its query
+ * matches now, before a frame walks it (a no-op for systems whose walks
+ * are not kept; out of memory: chunks without room are walked anew). */
+void ecs__pair_keep_prepare(ecs_world_t *w, ecs__system_t *sys);
+void ecs__pair_keep_fini(ecs_world_t *w, ecs__system_t *sys);
 
 #endif /* ECS_PRIVATE_H */

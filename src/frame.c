@@ -872,6 +872,7 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
     for (uint32_t i = 0; i < seg->count; i++) {
         atomic_store_explicit(&nodes[i].busy_ticks, 0, memory_order_relaxed);
         window_begin(f, &nodes[i]);
+        if (nodes[i].sys->pair_mode == ECS_PAIRS_EACH && !nodes[i].skip) ecs__pair_keep_prepare(w, nodes[i].sys);
     }
     /* Chunk lists only when the estimate may call for the pool: measured
      * times need none, first frames estimate from rows. A filtered

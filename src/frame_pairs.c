@@ -2,8 +2,9 @@
  * frame_pairs.c: the dispatch of per-pair systems (ECS_PAIRS_EACH) within
  * a system's walk (frame.c): the batch of pairs a callback gets, filled
  * from the relation store's slices, and its far-end terms resolved ahead;
- * the walk of a pair-filtered system over the relation's dirty sources;
- * and the accessors of ecs.h that answer what a batch does not hold.
+ * the walks kept across frames while nothing they depend on changes; the
+ * walk of a pair-filtered system over the relation's dirty sources; and
+ * the accessors of ecs.h that answer what a batch does not hold.
  *
  * The one idea: a callback gets pairs as arrays, a batch at a time, like
  * rows of a chunk, so that its loop is the loop of any system. Filling a
@@ -29,16 +30,32 @@ struct ecs__pair_batch {
      * a target unless the relation is ECS_IGNORE (cleanup drops the pairs
      * aimed at it; despawns wait for the barrier while such a walk runs). */
     bool far_live;
+    /* The batch's own arrays, which the view points at (batch_own) except
+     * while it hands over a stretch of a kept walk (replay). */
+    uint16_t row[PAIR_BATCH];
+    ecs_entity_t src[PAIR_BATCH], tgt[PAIR_BATCH];
+    const void *payload[PAIR_BATCH];
+    const void *far[PAIR_FAR][PAIR_BATCH];
 };
 
-/* Appends a pair to the batch (which has room). */
-ECS__INLINE void batch_add(ecs__pair_view_t *v, uint16_t row, ecs_entity_t src, ecs_entity_t tgt, const void *payload)
+/* Points the view at the batch's own arrays. */
+static inline void batch_own(ecs__pair_batch_t *b)
 {
-    uint32_t i = v->n++;
-    v->row[i] = row;
-    v->src[i] = src;
-    v->tgt[i] = tgt;
-    v->payload[i] = payload;
+    b->v.row = b->row;
+    b->v.src = b->src;
+    b->v.tgt = b->tgt;
+    b->v.payload = b->payload;
+    for (uint32_t t = 0; t < PAIR_FAR; t++) b->v.far[t] = b->far[t];
+}
+
+/* Appends a pair to the batch (which has room). */
+ECS__INLINE void batch_add(ecs__pair_batch_t *b, uint16_t row, ecs_entity_t src, ecs_entity_t tgt, const void *payload)
+{
+    uint32_t i = b->v.n++;
+    b->row[i] = row;
+    b->src[i] = src;
+    b->tgt[i] = tgt;
+    b->payload[i] = payload;
 }
 
 /* Where far-end term c of entity far is (NULL: far is a stale target
@@ -58,7 +75,7 @@ static const void *far_field(const ecs_world_t *w, ecs_entity_t far, ecs_compone
  * one resolves nothing ahead, since its callback may move entities.
  * Inlined with nfar a constant (batch_resolve), so that the loops over
  * terms unroll and their columns stay in registers. */
-ECS__INLINE void resolve_n(ecs__pair_view_t *v, const ecs__entity_index_t *ix, const ecs_entity_t *ids,
+ECS__INLINE void resolve_n(ecs__pair_batch_t *b, const ecs__entity_index_t *ix, const ecs_entity_t *ids,
                            const ecs_component_t *terms, const uint32_t nfar, const bool live)
 {
     /* Pairs of one batch mostly reach few archetypes and chunks: the
@@ -70,14 +87,14 @@ ECS__INLINE void resolve_n(ecs__pair_view_t *v, const ecs__entity_index_t *ix, c
     int32_t col[PAIR_FAR] = {0};
     uintptr_t base[PAIR_FAR] = {0};
     size_t size[PAIR_FAR] = {0};
-    for (uint32_t i = 0, n = v->n; i < n; i++) {
+    for (uint32_t i = 0, n = b->v.n; i < n; i++) {
         const ecs__record_t *rec;
         if (live) {
             /* Checked in debug builds only: a live end's record. */
             rec = ecs__record_at(ix, (uint32_t)ids[i]);
             ecs__assert(rec == ecs__record_from_entity(ix, ids[i]), "far end live");
         } else if (ECS__UNLIKELY(!(rec = ecs__record_from_entity(ix, ids[i])))) {
-            for (uint32_t t = 0; t < nfar; t++) v->far[t][i] = NULL;
+            for (uint32_t t = 0; t < nfar; t++) b->far[t][i] = NULL;
             continue;
         }
         const ecs__chunk_t *ch = rec->chunk;
@@ -92,28 +109,27 @@ ECS__INLINE void resolve_n(ecs__pair_view_t *v, const ecs__entity_index_t *ix, c
             }
             for (uint32_t t = 0; t < nfar; t++) base[t] = col[t] < 0 ? 0 : (uintptr_t)ch->cols[col[t]];
         }
-        for (uint32_t t = 0; t < nfar; t++) v->far[t][i] = (const void *)(base[t] + rec->row * size[t]);
+        for (uint32_t t = 0; t < nfar; t++) b->far[t][i] = (const void *)(base[t] + rec->row * size[t]);
     }
 }
 
 static void batch_resolve(ecs__pair_batch_t *b)
 {
-    ecs__pair_view_t *v = &b->v;
     const ecs__entity_index_t *ix = &b->world->entity_index;
-    const ecs_entity_t *ids = b->target_role ? v->src : v->tgt;
+    const ecs_entity_t *ids = b->target_role ? b->src : b->tgt;
     const ecs_component_t *terms = b->sys->far_terms;
     if (b->far_live) {
-        switch (v->nfar) {
+        switch (b->v.nfar) {
         case 0: return;
-        case 1: resolve_n(v, ix, ids, terms, 1, true); return;
-        case 2: resolve_n(v, ix, ids, terms, 2, true); return;
-        default: resolve_n(v, ix, ids, terms, v->nfar, true); return;
+        case 1: resolve_n(b, ix, ids, terms, 1, true); return;
+        case 2: resolve_n(b, ix, ids, terms, 2, true); return;
+        default: resolve_n(b, ix, ids, terms, b->v.nfar, true); return;
         }
     }
-    switch (v->nfar) {
+    switch (b->v.nfar) {
     case 0: return;
-    case 1: resolve_n(v, ix, ids, terms, 1, false); return;
-    default: resolve_n(v, ix, ids, terms, v->nfar, false); return;
+    case 1: resolve_n(b, ix, ids, terms, 1, false); return;
+    default: resolve_n(b, ix, ids, terms, b->v.nfar, false); return;
     }
 }
 
@@ -137,6 +153,7 @@ static ecs__pair_batch_t *pair_batch_init(ecs__pair_batch_t *b, const ecs_world_
     b->v.n = 0;
     b->v.n_payload = 0;
     for (uint32_t t = 0; t < PAIR_FAR; t++) b->v.n_far[t] = 0; /* terms from nfar on stay 0 */
+    batch_own(b);
     return b;
 }
 
@@ -148,7 +165,10 @@ static inline bool pair_in_window(const ecs__walk_t *wk, const ecs__pair_ticks_t
     return t->changed > wk->since && t->changed < wk->this_run;
 }
 
-/* Hands the callback the batch's first n pairs. */
+static void keep_batch(ecs__walk_t *wk);
+
+/* Hands the callback the batch's first n pairs (kept first, when the
+ * chunk's walk is being kept). */
 static inline void batch_run(ecs__walk_t *wk, ecs_iter_t *it, uint32_t n)
 {
     ecs__pair_view_t *v = &wk->batch->v;
@@ -156,6 +176,7 @@ static inline void batch_run(ecs__walk_t *wk, ecs_iter_t *it, uint32_t n)
     v->n_payload = v->payloads ? n : 0;
     for (uint32_t t = 0; t < v->nfar; t++) v->n_far[t] = n;
     batch_resolve(wk->batch);
+    if (ECS__UNLIKELY(wk->keep != NULL)) keep_batch(wk);
     it->count = (int)n;
     wk->handed += n;
     wk->sys->run(it);
@@ -195,16 +216,16 @@ ECS__NOINLINE uint32_t batch_spill(ecs__walk_t *wk, ecs_iter_t *it, uint32_t nb,
                                    ecs_entity_t mine, bool mine_is_src, const unsigned char *pl, size_t psize,
                                    uint32_t c)
 {
-    ecs__pair_view_t *v = &wk->batch->v;
+    ecs__pair_batch_t *b = wk->batch;
     for (uint32_t k = 0; k < c; k++) {
         if (nb == PAIR_BATCH) {
             batch_flush(wk, it, nb);
             nb = 0;
         }
-        v->row[nb] = row;
-        v->src[nb] = mine_is_src ? mine : ends[k];
-        v->tgt[nb] = mine_is_src ? ends[k] : mine;
-        v->payload[nb] = pl ? pl + k * psize : NULL;
+        b->row[nb] = row;
+        b->src[nb] = mine_is_src ? mine : ends[k];
+        b->tgt[nb] = mine_is_src ? ends[k] : mine;
+        b->payload[nb] = pl ? pl + k * psize : NULL;
         nb++;
     }
     return nb;
@@ -219,8 +240,8 @@ ECS__NOINLINE uint32_t batch_spill(ecs__walk_t *wk, ecs_iter_t *it, uint32_t nb,
 ECS__INLINE void walk_plain(ecs__walk_t *wk, ecs_iter_t *it, const ecs_entity_t *entities, const uint16_t *sel,
                             uint32_t count, const uint32_t *hints, const bool target, const bool all)
 {
-    ecs__pair_view_t *v = &wk->batch->v;
-    const ecs__store_t *st = wk->batch->store;
+    ecs__pair_batch_t *b = wk->batch;
+    const ecs__store_t *st = b->store;
     const ecs__target_slice_t *fwd = st->fwd;
     const ecs__source_slice_t *rev = st->rev;
     const uint32_t slots = target ? st->rev_count : st->fwd_count;
@@ -246,10 +267,10 @@ ECS__INLINE void walk_plain(ecs__walk_t *wk, ecs_iter_t *it, const ecs_entity_t 
             c = ts->count;
         }
         if (ECS__LIKELY(c == 1 && nb < PAIR_BATCH)) {
-            v->row[nb] = row;
-            v->src[nb] = target ? ends[0] : e;
-            v->tgt[nb] = target ? e : ends[0];
-            v->payload[nb] = pl; /* NULL without payloads, and for role TARGET */
+            b->row[nb] = row;
+            b->src[nb] = target ? ends[0] : e;
+            b->tgt[nb] = target ? e : ends[0];
+            b->payload[nb] = pl; /* NULL without payloads, and for role TARGET */
             nb++;
             continue;
         }
@@ -258,10 +279,10 @@ ECS__INLINE void walk_plain(ecs__walk_t *wk, ecs_iter_t *it, const ecs_entity_t 
             continue;
         }
         for (uint32_t k = 0; k < c; k++) {
-            v->row[nb + k] = row;
-            v->src[nb + k] = target ? ends[k] : e;
-            v->tgt[nb + k] = target ? e : ends[k];
-            v->payload[nb + k] = pl ? pl + k * psize : NULL;
+            b->row[nb + k] = row;
+            b->src[nb + k] = target ? ends[k] : e;
+            b->tgt[nb + k] = target ? e : ends[k];
+            b->payload[nb + k] = pl ? pl + k * psize : NULL;
         }
         nb += c;
     }
@@ -285,6 +306,296 @@ ECS__NOINLINE void walk_targets_plain(ecs__walk_t *wk, ecs_iter_t *it, const ecs
     else walk_plain(wk, it, entities, NULL, count, hints, true, true);
 }
 
+/* ---------------------------------------------------------------------- */
+/* Walks kept across frames                                                */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A plain walk (neither EXCLUSIVE nor pair-filtered, every row of the
+ * chunk) hands the callback what the slices and the far ends' records say,
+ * and while none of them changes, it hands the same arrays frame after
+ * frame. So the second walk of a chunk that stood still since its first
+ * keeps what it hands over (ecs__pair_keep_t, ecs_private.h), and later
+ * walks hand the kept arrays over in the same batches of PAIR_BATCH,
+ * without touching a slice or a record, until a version they depend on
+ * moves. A chunk that changes every frame (pairs made and broken, rows
+ * moving) is never kept: it pays a few compares per chunk. One whose far
+ * ends keep moving while it stands still waits longer after each such
+ * miss before it is kept again (backoff, up to 256 walks).
+ */
+
+/* The kept arrays of cap pairs in one block: rows, both ends, payload
+ * pointers (when the view holds them), the far ends, and copies of the
+ * payloads (stride bytes apart, aligned to palign), at which the payload
+ * pointers point. Payloads change only through the store, whose version a
+ * kept walk checks, so the copies read as the store's own, and a loop
+ * over them reads memory in order instead of one slice block per source.
+ * Returns the block's size; fills *a when block is not NULL. */
+typedef struct {
+    uint16_t *row;
+    ecs_entity_t *src, *tgt;
+    const void **payload;
+    const void **far[PAIR_FAR];
+    unsigned char *copies;
+} keep_arrays_t;
+
+typedef struct {
+    uint32_t nfar;
+    bool payloads;
+    size_t stride, align; /* a payload copy's; stride 0: none */
+} keep_shape_t;
+
+static keep_shape_t keep_shape(const ecs__pair_batch_t *b)
+{
+    keep_shape_t sh = {b->v.nfar, b->v.payloads, 0, 8};
+    if (sh.payloads && b->store->size) {
+        sh.stride = ecs__align_up(b->store->size, b->store->align);
+        if (b->store->align > sh.align) sh.align = b->store->align;
+    }
+    return sh;
+}
+
+static size_t keep_layout(uint32_t cap, const keep_shape_t *sh, void *block, keep_arrays_t *a)
+{
+    size_t at[4 + PAIR_FAR], off = ecs__align_up((size_t)cap * sizeof(uint16_t), 8);
+    uint32_t n = 0;
+    at[n++] = off; /* src */
+    off += (size_t)cap * sizeof(ecs_entity_t);
+    at[n++] = off; /* tgt */
+    off += (size_t)cap * sizeof(ecs_entity_t);
+    at[n++] = off; /* payload */
+    if (sh->payloads) off += (size_t)cap * sizeof(void *);
+    for (uint32_t t = 0; t < sh->nfar; t++) {
+        at[n++] = off;
+        off += (size_t)cap * sizeof(void *);
+    }
+    off = ecs__align_up(off, sh->align);
+    size_t copies = off;
+    off += (size_t)cap * sh->stride;
+    if (block) {
+        unsigned char *p = block;
+        a->row = (uint16_t *)p;
+        a->src = (ecs_entity_t *)(p + at[0]);
+        a->tgt = (ecs_entity_t *)(p + at[1]);
+        a->payload = sh->payloads ? (const void **)(p + at[2]) : NULL;
+        for (uint32_t t = 0; t < sh->nfar; t++) a->far[t] = (const void **)(p + at[3 + t]);
+        a->copies = p + copies;
+    }
+    return off;
+}
+
+/* The kept walk of chunk ch (match m) of the walking system: NULL when
+ * its walks are not kept, or no room was made for the chunk. */
+static ecs__pair_keep_t *keep_of(const ecs__walk_t *wk, int32_t m, const ecs__chunk_t *ch)
+{
+    const ecs__pair_keeps_t *ks = &wk->sys->pair_keeps;
+    if (m < 0 || (uint32_t)m >= ks->count) return NULL;
+    const ecs__pair_keep_match_t *km = &ks->matches[m];
+    return ch->index < km->count ? &km->chunks[ch->index] : NULL;
+}
+
+/* Whether k holds what a walk of ch would hand over now. */
+static bool keep_valid(const ecs_world_t *w, const ecs__pair_keep_t *k, const ecs__chunk_t *ch,
+                       const ecs__store_t *st)
+{
+    if (!k->kept || k->chunk != ch || k->rows_version != ch->archetype->rows_version ||
+        k->store_version != st->version)
+        return false;
+    if (k->nfar_arch > ECS__PAIR_KEEP_ARCH) return k->structure_version == w->structure_version;
+    for (uint32_t j = 0; j < k->nfar_arch; j++) {
+        if (k->far_arch[j]->rows_version != k->far_version[j]) return false;
+    }
+    return true;
+}
+
+/* Before a walk of ch that k cannot replace: notes the versions it
+ * starts from, and tells whether to keep this walk (the chunk and the
+ * store stood still since the last one, and no backoff is running). */
+static bool keep_settle(ecs__pair_keep_t *k, const ecs__chunk_t *ch, const ecs__store_t *st)
+{
+    bool same = k->chunk == ch && k->rows_version == ch->archetype->rows_version && k->store_version == st->version;
+    if (k->kept && same && k->backoff < 8) k->backoff++; /* only far ends moved: wait longer */
+    if (k->kept && same) k->wait = 1u << k->backoff;
+    if (k->chunk != ch) k->backoff = k->wait = 0;
+    k->kept = false;
+    k->chunk = ch;
+    k->rows_version = ch->archetype->rows_version;
+    k->store_version = st->version;
+    if (!same) return false;
+    if (k->wait) {
+        k->wait--;
+        return false;
+    }
+    return true;
+}
+
+/* Notes archetype a among those of k's far ends. */
+static void keep_far_arch(ecs__pair_keep_t *k, const ecs__archetype_t *a)
+{
+    if (k->nfar_arch > ECS__PAIR_KEEP_ARCH) return;
+    for (uint32_t j = 0; j < k->nfar_arch; j++) {
+        if (k->far_arch[j] == a) return;
+    }
+    if (k->nfar_arch < ECS__PAIR_KEEP_ARCH) k->far_arch[k->nfar_arch++] = a;
+    else k->nfar_arch = ECS__PAIR_KEEP_ARCH + 1;
+}
+
+/* Appends the batch, resolved, to the walk being kept (out of memory: the
+ * walk is not kept). Off the walks' line: it runs in one walk of a chunk
+ * after each change. */
+ECS__NOINLINE void keep_batch(ecs__walk_t *wk)
+{
+    ecs__pair_keep_t *k = wk->keep;
+    const ecs__pair_batch_t *b = wk->batch;
+    const ecs_allocator_t *al = &wk->world->allocator;
+    const keep_shape_t sh = keep_shape(b);
+    uint32_t n = b->v.n, nfar = sh.nfar;
+    keep_arrays_t a;
+    if (k->count + n > k->cap) {
+        uint32_t cap = k->cap ? k->cap : PAIR_BATCH;
+        while (cap < k->count + n) cap *= 2;
+        void *block = ecs__alloc(al, keep_layout(cap, &sh, NULL, NULL), sh.align);
+        if (!block) {
+            wk->keep = NULL;
+            return;
+        }
+        if (k->count) { /* payload pointers are written when the walk ends */
+            keep_arrays_t old;
+            keep_layout(k->cap, &sh, k->block, &old);
+            keep_layout(cap, &sh, block, &a);
+            memcpy(a.row, old.row, k->count * sizeof(uint16_t));
+            memcpy(a.src, old.src, k->count * sizeof(ecs_entity_t));
+            memcpy(a.tgt, old.tgt, k->count * sizeof(ecs_entity_t));
+            for (uint32_t t = 0; t < nfar; t++) memcpy(a.far[t], old.far[t], k->count * sizeof(void *));
+            memcpy(a.copies, old.copies, k->count * sh.stride);
+        }
+        ecs__free(al, k->block);
+        k->block = block;
+        k->cap = cap;
+    }
+    keep_layout(k->cap, &sh, k->block, &a);
+    uint32_t at = k->count;
+    memcpy(a.row + at, b->row, n * sizeof(uint16_t));
+    memcpy(a.src + at, b->src, n * sizeof(ecs_entity_t));
+    memcpy(a.tgt + at, b->tgt, n * sizeof(ecs_entity_t));
+    for (uint32_t t = 0; t < nfar; t++) memcpy(a.far[t] + at, b->far[t], n * sizeof(void *));
+    if (sh.stride) {
+        for (uint32_t i = 0; i < n; i++) memcpy(a.copies + (size_t)(at + i) * sh.stride, b->payload[i], b->store->size);
+    }
+    k->count += n;
+    /* The far ends' archetypes, live ones (a stale end under ECS_IGNORE
+     * stays stale), the far term present or not (gaining it moves the
+     * entity out of its archetype). */
+    if (!nfar || k->nfar_arch > ECS__PAIR_KEEP_ARCH) return;
+    const ecs__entity_index_t *ix = &wk->world->entity_index;
+    const ecs_entity_t *ends = b->target_role ? b->src : b->tgt;
+    const ecs__archetype_t *last = NULL;
+    for (uint32_t i = 0; i < n && k->nfar_arch <= ECS__PAIR_KEEP_ARCH; i++) {
+        const ecs__record_t *rec = ecs__record_from_entity(ix, ends[i]);
+        if (!rec || rec->chunk->archetype == last) continue;
+        last = rec->chunk->archetype;
+        keep_far_arch(k, last);
+    }
+}
+
+/* A chunk's walk was kept whole: its payload pointers point at the
+ * copies, and it is valid from the next walk on. */
+static void keep_finish(ecs__walk_t *wk)
+{
+    ecs__pair_keep_t *k = wk->keep;
+    const keep_shape_t sh = keep_shape(wk->batch);
+    wk->keep = NULL;
+    if (!k->count) { /* no pairs (every row's slice empty): nothing to point at */
+        k->kept = true;
+    } else {
+        keep_arrays_t a;
+        keep_layout(k->cap, &sh, k->block, &a);
+        if (sh.payloads) {
+            for (uint32_t i = 0; i < k->count; i++) a.payload[i] = sh.stride ? a.copies + (size_t)i * sh.stride : NULL;
+        }
+        k->kept = true;
+    }
+    for (uint32_t j = 0; j < k->nfar_arch && j < ECS__PAIR_KEEP_ARCH; j++) k->far_version[j] = k->far_arch[j]->rows_version;
+    k->structure_version = wk->world->structure_version;
+}
+
+/* Hands the kept walk k over, in the batches the walk it replaces would
+ * have made. */
+static void keep_replay(ecs__walk_t *wk, ecs_iter_t *it, const ecs__pair_keep_t *k)
+{
+    ecs__pair_batch_t *b = wk->batch;
+    ecs__pair_view_t *v = &b->v;
+    const keep_shape_t sh = keep_shape(b);
+    keep_arrays_t a;
+    keep_layout(k->cap, &sh, k->block, &a);
+    for (uint32_t at = 0; at < k->count; at += PAIR_BATCH) {
+        uint32_t n = k->count - at < PAIR_BATCH ? k->count - at : PAIR_BATCH;
+        v->row = a.row + at;
+        v->src = a.src + at;
+        v->tgt = a.tgt + at;
+        v->payload = v->payloads ? a.payload + at : b->payload;
+        for (uint32_t t = 0; t < v->nfar; t++) v->far[t] = a.far[t] + at;
+        v->n = n;
+        v->n_payload = v->payloads ? n : 0;
+        for (uint32_t t = 0; t < v->nfar; t++) v->n_far[t] = n;
+        it->count = (int)n;
+        wk->handed += n;
+        wk->sys->run(it);
+    }
+    batch_own(b);
+}
+
+/* Whether sys's plain walks are kept: a per-pair system that is neither
+ * EXCLUSIVE nor pair-filtered and walks every row of its chunks (no change
+ * filters, which select rows per frame). */
+static bool keeps_walks(const ecs__system_t *sys)
+{
+    return sys->pair_mode == ECS_PAIRS_EACH && !sys->pair_filter && !(sys->flags & ECS_SYSTEM_EXCLUSIVE) &&
+           sys->query && !sys->query->change_count;
+}
+
+void ecs__pair_keep_prepare(ecs_world_t *w, ecs__system_t *sys)
+{
+    if (!keeps_walks(sys)) return;
+    const ecs_query_t *q = sys->query;
+    ecs__pair_keeps_t *ks = &sys->pair_keeps;
+    if (ks->count < q->match_count) {
+        ecs__pair_keep_match_t *m = ecs__alloc(&w->allocator, q->match_count * sizeof(*m), _Alignof(ecs__pair_keep_match_t));
+        if (!m) return;
+        if (ks->count) memcpy(m, ks->matches, ks->count * sizeof(*m));
+        memset(m + ks->count, 0, (q->match_count - ks->count) * sizeof(*m));
+        ecs__free(&w->allocator, ks->matches);
+        ks->matches = m;
+        ks->count = q->match_count;
+    }
+    for (uint32_t i = 0; i < q->match_count; i++) {
+        const ecs__archetype_t *a = q->matches[i].archetype;
+        ecs__pair_keep_match_t *km = &ks->matches[i];
+        if (km->count >= a->chunk_count) continue;
+        uint32_t count = a->chunk_cap > a->chunk_count ? a->chunk_cap : a->chunk_count;
+        ecs__pair_keep_t *c = ecs__alloc(&w->allocator, count * sizeof(*c), _Alignof(ecs__pair_keep_t));
+        if (!c) continue;
+        if (km->count) memcpy(c, km->chunks, km->count * sizeof(*c));
+        memset(c + km->count, 0, (count - km->count) * sizeof(*c));
+        ecs__free(&w->allocator, km->chunks);
+        km->chunks = c;
+        km->count = count;
+    }
+}
+
+void ecs__pair_keep_fini(ecs_world_t *w, ecs__system_t *sys)
+{
+    ecs__pair_keeps_t *ks = &sys->pair_keeps;
+    for (uint32_t i = 0; i < ks->count; i++) {
+        ecs__pair_keep_match_t *km = &ks->matches[i];
+        for (uint32_t c = 0; c < km->count; c++) ecs__free(&w->allocator, km->chunks[c].block);
+        ecs__free(&w->allocator, km->chunks);
+    }
+    ecs__free(&w->allocator, ks->matches);
+    ks->matches = NULL;
+    ks->count = 0;
+}
+
 /* Hands an ECS_PAIRS_EACH system the pairs of the selected rows of ch (n
  * rows in it->rows, or -1: every row), a batch at a time. Each row's
  * slice comes through the slot hint in its marker (relation.h). */
@@ -304,8 +615,20 @@ void ecs__walk_pairs(ecs__walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, in
     int32_t hcol = ecs__archetype_column(ch->archetype, b->marker);
     const uint32_t *hints = hcol >= 0 ? ch->cols[hcol] : NULL;
     if (!filtered && !(wk->sys->flags & ECS_SYSTEM_EXCLUSIVE) && ECS__LIKELY(hints)) {
+        ecs__pair_keep_t *k = n < 0 ? keep_of(wk, it->priv_.match, ch) : NULL;
+        if (k && keep_valid(wk->world, k, ch, st)) {
+            keep_replay(wk, it, k);
+            it->priv_.pairs = NULL;
+            return;
+        }
+        if (k && keep_settle(k, ch, st)) {
+            k->count = 0;
+            k->nfar_arch = 0;
+            wk->keep = k;
+        }
         if (b->target_role) walk_targets_plain(wk, it, entities, n < 0 ? NULL : sel, count, hints);
         else walk_sources_plain(wk, it, entities, n < 0 ? NULL : sel, count, hints);
+        if (wk->keep) keep_finish(wk);
         it->priv_.pairs = NULL;
         return;
     }
@@ -320,7 +643,7 @@ void ecs__walk_pairs(ecs__walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, in
             if (!ts) continue;
             for (uint32_t k = 0; k < ts->count; k++) {
                 if (filtered && !pair_in_window(wk, &ts->ticks[k])) continue;
-                batch_add(v, row, e, ts->targets[k], psize ? ts->payloads + k * psize : NULL);
+                batch_add(b, row, e, ts->targets[k], psize ? ts->payloads + k * psize : NULL);
                 if (v->n < PAIR_BATCH) continue;
                 batch_run(wk, it, v->n);
                 v->n = 0;
@@ -334,7 +657,7 @@ void ecs__walk_pairs(ecs__walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, in
             const ecs__source_slice_t *ss = ecs__store_sources_hinted(st, e, hint);
             if (!ss) continue;
             for (uint32_t k = 0; k < ss->count; k++) {
-                batch_add(v, row, ss->sources[k], e, NULL);
+                batch_add(b, row, ss->sources[k], e, NULL);
                 if (v->n < PAIR_BATCH) continue;
                 batch_run(wk, it, v->n);
                 v->n = 0;
@@ -433,7 +756,7 @@ void ecs__walk_dirty_pairs(ecs__walk_t *wk)
                 cur_marked = dirty_batch_run(wk, it, cur, cur_m, cur_marked);
                 b->v.n = 0;
             }
-            batch_add(&b->v, (uint16_t)rec->row, src, ts->targets[j],
+            batch_add(b, (uint16_t)rec->row, src, ts->targets[j],
                       st->size ? ts->payloads + (size_t)j * st->size : NULL);
         }
     }
@@ -482,8 +805,8 @@ const void *const *ecs__pair_fields_lookup(const ecs_iter_t *it)
     if (!b) return NULL;
     if (!b->v.payloads) {
         /* As ecs__pair_field_lookup, for every pair of the batch, now. */
-        for (uint32_t i = 0; i < b->v.n; i++)
-            b->v.payload[i] = ecs__store_get(b->store, b->v.src[i], b->v.tgt[i], NULL);
+        for (uint32_t i = 0; i < b->v.n; i++) b->payload[i] = ecs__store_get(b->store, b->v.src[i], b->v.tgt[i], NULL);
+        b->v.payload = b->payload;
     }
     return b->v.payload;
 }
@@ -496,8 +819,8 @@ const void *const *ecs__field_targets_lookup(const ecs_iter_t *it, int term)
         /* Not resolved ahead (an EXCLUSIVE system): as of now. Its slot in
          * far is free, since nfar counts the terms resolved ahead. */
         const ecs_entity_t *ends = b->target_role ? b->v.src : b->v.tgt;
-        for (uint32_t i = 0; i < b->v.n; i++)
-            b->v.far[term][i] = far_field(b->world, ends[i], b->sys->far_terms[term]);
+        for (uint32_t i = 0; i < b->v.n; i++) b->far[term][i] = far_field(b->world, ends[i], b->sys->far_terms[term]);
+        b->v.far[term] = b->far[term];
     }
     return b->v.far[term];
 }

@@ -77,6 +77,7 @@ void ecs__scheduler_destroy(ecs_world_t *w, ecs__scheduler_t *s)
     for (uint32_t i = 0; i < s->system_count; i++) {
         ecs__system_t *sys = &s->systems[i];
         if (sys->query) ecs__query_free(sys->query);
+        ecs__pair_keep_fini(w, sys);
         ecs__free(&w->allocator, sys->name);
     }
     for (uint32_t i = 0; i < s->stage_count; i++) {

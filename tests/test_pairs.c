@@ -2727,6 +2727,215 @@ static void pairs_batch_arrays(void **state)
 }
 
 /* ---------------------------------------------------------------------- */
+/* Walks kept across frames                                                */
+/* ---------------------------------------------------------------------- */
+
+/* What a per-pair system was handed in one frame, far end's HPos.x (-1:
+ * none), and how many of its payloads were the kept walk's copies. */
+typedef struct {
+    ecs_relation_t rel;
+    ecs_entity_t src[256], tgt[256];
+    int32_t payload[256];
+    float far_x[256];
+    int n, copies;
+    bool overflow;
+} kept_t;
+
+static void kept_collect(ecs_iter_t *it)
+{
+    kept_t *k = it->ctx;
+    const void *const *fields = ecs_pair_fields(it);
+    const void *const *far = ecs_field_targets(it, 0);
+    for (int i = 0; i < it->count; i++) {
+        if (k->n == (int)COUNT_OF(k->src)) {
+            k->overflow = true;
+            return;
+        }
+        ecs_entity_t s = ecs_pair_source_of(it, i), t = ecs_pair_target_of(it, i);
+        const Hunt *h = fields[i];
+        /* A kept walk hands copies of the payloads: the same values at
+         * other addresses. Counted to tell kept walks from fresh ones. */
+        if (h && h != ecs_pair_get(it->world, k->rel, s, t)) k->copies++;
+        const HPos *p = far[i];
+        k->src[k->n] = s;
+        k->tgt[k->n] = t;
+        k->payload[k->n] = h ? h->strength : -1;
+        k->far_x[k->n] = p ? p->x : -1.0f;
+        k->n++;
+    }
+}
+
+/* Every pair among the entities e, as the read API sees them now, was
+ * handed exactly once, with its payload and its far end's HPos.x. */
+static void kept_expect(ecs_world_t *w, ecs_component_t pos, const ecs_entity_t *e, int n, kept_t *got, bool target)
+{
+    assert_false(got->overflow);
+    int want = 0;
+    for (int i = 0; i < n; i++) {
+        if (!ecs_is_alive(w, e[i])) continue;
+        const ecs_entity_t *t;
+        const void *pl;
+        int c = ecs_pair_targets(w, got->rel, e[i], &t, &pl);
+        for (int k = 0; k < c; k++) {
+            const HPos *fp = ecs_get(w, target ? e[i] : t[k], pos);
+            int found = 0;
+            for (int j = 0; j < got->n; j++) {
+                if (got->src[j] != e[i] || got->tgt[j] != t[k]) continue;
+                found++;
+                assert_int_equal(got->payload[j], ((const Hunt *)pl)[k].strength);
+                assert_true(got->far_x[j] == (fp ? fp->x : -1.0f));
+            }
+            assert_int_equal(found, 1);
+            want++;
+        }
+    }
+    assert_int_equal(got->n, want);
+}
+
+/* Decision (docs/relations.md): a per-pair walk that stood still is kept
+ * and handed again in later frames. Every change it depends on must show
+ * in the next frame: far-end values, payloads, pairs made and broken,
+ * far ends moving between archetypes or rows, sources moving, far ends
+ * losing the term, rows added, far ends spread over more archetypes than
+ * the walk tracks one by one, despawns. After each change the system is
+ * checked every frame until its walk is kept again (all its payloads
+ * handed from the copies), which must happen. */
+static void pairs_kept_walks_follow_every_change(void **state)
+{
+    (void)state;
+    ecs_component_t pos, sm, tm;
+    ecs_relation_t r;
+    ecs_world_t *w = hunts_world(&pos, &r, &sm, &tm);
+    ecs_component_t tag[6];
+    for (int t = 0; t < 6; t++) {
+        char name[8];
+        snprintf(name, sizeof(name), "Tag%d", t);
+        tag[t] = ecs_component_register(w, &(ecs_component_desc_t){.name = name});
+        assert_true(tag[t]);
+    }
+    static kept_t by_src, by_tgt;
+    memset(&by_src, 0, sizeof(by_src));
+    memset(&by_tgt, 0, sizeof(by_tgt));
+    by_src.rel = by_tgt.rel = r;
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.run = kept_collect,
+                                                           .ctx = &by_src,
+                                                           .pairs = {.relation = r,
+                                                                     .mode = ECS_PAIRS_EACH,
+                                                                     .target_terms = {{.component = pos}}}}));
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.run = kept_collect,
+                                                           .ctx = &by_tgt,
+                                                           .pairs = {.relation = r,
+                                                                     .mode = ECS_PAIRS_EACH,
+                                                                     .role = ECS_ROLE_TARGET,
+                                                                     .target_terms = {{.component = pos}}}}));
+    /* Bystanders first: despawning one moves a target into its row. */
+    enum { B = 3, T = 12, S = 20, N = B + T + S + 4 };
+    ecs_entity_t e[N];
+    int n = 0;
+    for (int i = 0; i < B + T + S; i++) {
+        e[n] = ecs_spawn(w);
+        assert_int_equal(ecs_set(w, e[n], pos, &(HPos){(float)(i * 10), 0}), ECS_OK);
+        n++;
+    }
+    const ecs_entity_t *bys = &e[0], *tgt = &e[B], *src = &e[B + T];
+    for (int i = 0; i < S; i++) {
+        assert_int_equal(ecs_pair_set(w, r, src[i], tgt[i % T], &(Hunt){i, 0}), ECS_OK);
+        if (i % 2 == 0) assert_int_equal(ecs_pair_set(w, r, src[i], tgt[(i + 5) % T], &(Hunt){100 + i, 0}), ECS_OK);
+    }
+    for (int step = 0; step <= 14; step++) {
+        switch (step) {
+        case 0: break;                                                                  /* as made */
+        case 1: assert_int_equal(ecs_set(w, tgt[3], pos, &(HPos){333, 0}), ECS_OK); break; /* a far value */
+        case 2: assert_int_equal(ecs_pair_set(w, r, src[2], tgt[2], &(Hunt){77, 1}), ECS_OK); break; /* a payload */
+        case 3: assert_int_equal(ecs_pair_set(w, r, src[1], tgt[7], &(Hunt){55, 1}), ECS_OK); break; /* a new pair */
+        case 4: assert_int_equal(ecs_pair_remove(w, r, src[4], tgt[4]), ECS_OK); break;
+        case 5: assert_int_equal(ecs_add(w, tgt[5], tag[0]), ECS_OK); break;          /* a far end's archetype */
+        case 6: assert_int_equal(ecs_despawn(w, bys[0]), ECS_OK); break;              /* a far end's row */
+        case 7: assert_int_equal(ecs_add(w, src[6], tag[1]), ECS_OK); break;          /* a source's archetype */
+        case 8: assert_int_equal(ecs_remove(w, tgt[8], pos), ECS_OK); break;          /* a far end without the term */
+        case 9: /* rows added to the far ends' archetype, nothing else */
+            e[n] = ecs_spawn(w);
+            assert_int_equal(ecs_set(w, e[n++], pos, &(HPos){-5, 0}), ECS_OK);
+            break;
+        case 10: /* far ends over more archetypes than tracked one by one */
+            for (int t = 1; t < 6; t++) assert_int_equal(ecs_add(w, tgt[t - 1], tag[t]), ECS_OK);
+            break;
+        case 11: /* ... then an unrelated structural change, then a value */
+            e[n] = ecs_spawn(w);
+            assert_int_equal(ecs_add(w, e[n++], tag[5]), ECS_OK);
+            assert_int_equal(ecs_set(w, tgt[1], pos, &(HPos){111, 0}), ECS_OK);
+            break;
+        case 12: /* ... and a far end moving among them, its value written where it went */
+            assert_int_equal(ecs_remove(w, tgt[0], tag[1]), ECS_OK);
+            assert_int_equal(ecs_set(w, tgt[0], pos, &(HPos){1212, 0}), ECS_OK);
+            break;
+        case 13: assert_int_equal(ecs_despawn(w, tgt[10]), ECS_OK); break;  /* its pairs go */
+        case 14: assert_int_equal(ecs_despawn(w, src[0]), ECS_OK); break;
+        }
+        bool kept = false;
+        for (int f = 0; f < 600 && !kept; f++) {
+            by_src.n = by_src.copies = by_tgt.n = by_tgt.copies = 0;
+            frame(w);
+            kept_expect(w, pos, e, n, &by_src, false);
+            kept_expect(w, pos, e, n, &by_tgt, true);
+            kept = by_src.n > 0 && by_src.copies == by_src.n;
+        }
+        if (!kept) fail_msg("step %d: the walk was never kept again", step);
+        /* A value written while the walk is kept shows in the next frame. */
+        assert_int_equal(ecs_set(w, tgt[11], pos, &(HPos){(float)(1000 + step), 0}), ECS_OK);
+        by_src.n = by_src.copies = by_tgt.n = by_tgt.copies = 0;
+        frame(w);
+        assert_int_equal(by_src.copies, by_src.n);
+        kept_expect(w, pos, e, n, &by_src, false);
+        kept_expect(w, pos, e, n, &by_tgt, true);
+    }
+    ecs_world_destroy(w);
+}
+
+/* Under ECS_IGNORE a kept walk's far end may die: the next frame reads it
+ * as gone (NULL), also after its index is reused by a new entity. */
+static void pairs_kept_walks_see_dead_far_ends(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
+    ecs_relation_t r = ecs_relation_register(
+        w, &(ecs_relation_desc_t){.name = "Watches", .size = sizeof(Hunt), .on_target_despawn = ECS_IGNORE});
+    static kept_t k;
+    memset(&k, 0, sizeof(k));
+    k.rel = r;
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.run = kept_collect,
+                                                           .ctx = &k,
+                                                           .pairs = {.relation = r,
+                                                                     .mode = ECS_PAIRS_EACH,
+                                                                     .target_terms = {{.component = pos}}}}));
+    ecs_entity_t s = ecs_spawn(w), t = ecs_spawn(w), u = ecs_spawn(w);
+    assert_int_equal(ecs_set(w, t, pos, &(HPos){4, 0}), ECS_OK);
+    assert_int_equal(ecs_set(w, u, pos, &(HPos){5, 0}), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, r, s, t, &(Hunt){1, 0}), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, r, s, u, &(Hunt){2, 0}), ECS_OK);
+    for (int f = 0; f < 3; f++) {
+        k.n = k.copies = 0;
+        frame(w);
+    }
+    assert_int_equal(k.n, 2);
+    assert_int_equal(k.copies, 2); /* kept */
+    assert_true(k.far_x[0] == 4.0f && k.far_x[1] == 5.0f);
+    assert_int_equal(ecs_despawn(w, t), ECS_OK);
+    ecs_entity_t again = ecs_spawn(w); /* may take t's index */
+    assert_int_equal(ecs_set(w, again, pos, &(HPos){9, 0}), ECS_OK);
+    for (int f = 0; f < 4; f++) {
+        k.n = k.copies = 0;
+        frame(w);
+        assert_int_equal(k.n, 2); /* the pair to the dead t stays */
+        assert_true(k.tgt[0] == t && k.far_x[0] == -1.0f);
+        assert_true(k.tgt[1] == u && k.far_x[1] == 5.0f);
+    }
+    assert_int_equal(k.copies, 2); /* kept again */
+    ecs_world_destroy(w);
+}
+
+/* ---------------------------------------------------------------------- */
 /* Stack                                                                   */
 /* ---------------------------------------------------------------------- */
 
@@ -2836,6 +3045,8 @@ int main(void)
         cmocka_unit_test(pairs_random_against_model),
         cmocka_unit_test(pairs_walks_survive_wrong_slot_hints),
         cmocka_unit_test(pairs_batch_arrays),
+        cmocka_unit_test(pairs_kept_walks_follow_every_change),
+        cmocka_unit_test(pairs_kept_walks_see_dead_far_ends),
         cmocka_unit_test(pairs_walks_fit_small_stacks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -108,6 +108,10 @@ typedef struct {
     uint32_t fwd_count, fwd_cap, fwd_free; /* free: slot + 1 of a free slot, 0: none */
     uint32_t rev_count, rev_cap, rev_free;
     uint64_t pairs;
+    /* Bumped by every write that may change a slice (ticks aside): while
+     * it stands still, so do every pair, its order and its payload's
+     * address. What a per-pair walk keeps across frames checks it. */
+    uint64_t version;
     void *retired; /* the block the last growth replaced (store.c) */
     /* The pair change tracker: while tracked, every set stamps its pair's
      * tick and lists its source (once) here, in the order they were first

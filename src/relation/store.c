@@ -192,6 +192,7 @@ static void rev_slot_release(ecs__store_t *st, const ecs_allocator_t *a, ecs_ent
 bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
                         ecs__pair_slots_t *slots)
 {
+    st->version++;
     /* Slots first (map room, then the slot): each step that fails leaves
      * spare capacity or an empty slice, which means "no pairs". */
     uint32_t fslot = ecs__store_targets_slot(st, src);
@@ -250,6 +251,7 @@ static void track(ecs__store_t *st, ecs__target_slice_t *fs, ecs_entity_t src, u
 void ecs__store_set_at(ecs__store_t *st, ecs__pair_slots_t slots, ecs_entity_t src, ecs_entity_t tgt,
                        const void *payload, uint64_t tick, ecs__pair_set_t *out)
 {
+    st->version++;
     *out = (ecs__pair_set_t){0};
     ecs__target_slice_t *fs = &st->fwd[slots.fwd - 1];
     ecs__source_slice_t *rs = &st->rev[slots.rev - 1];
@@ -292,6 +294,7 @@ void ecs__store_set_at(ecs__store_t *st, ecs__pair_slots_t slots, ecs_entity_t s
 
 void ecs__store_forget(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t e)
 {
+    st->version++;
     uint64_t *v = ecs__map_get(&st->forward, e);
     if (v && !st->fwd[*v - 1].count) fwd_slot_release(st, a, e, (uint32_t)(*v - 1));
     v = ecs__map_get(&st->reverse, e);
@@ -300,6 +303,7 @@ void ecs__store_forget(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t 
 
 void ecs__store_remove_at(ecs__store_t *st, ecs__pair_slots_t slots, uint32_t i)
 {
+    st->version++;
     ecs__target_slice_t *fs = &st->fwd[slots.fwd - 1];
     ecs__source_slice_t *rs = &st->rev[slots.rev - 1];
     ecs__assert(i < fs->count && rs->owner == fs->targets[i], "slots of this pair");
@@ -324,6 +328,7 @@ const void *ecs__store_get(const ecs__store_t *st, ecs_entity_t src, ecs_entity_
 void ecs__store_drop_source(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs__store_visit_t fn,
                             void *ctx)
 {
+    st->version++;
     uint64_t *v = ecs__map_get(&st->forward, src);
     if (!v) return;
     uint32_t slot = (uint32_t)(*v - 1);
@@ -346,6 +351,7 @@ void ecs__store_drop_source(ecs__store_t *st, const ecs_allocator_t *a, ecs_enti
 void ecs__store_drop_target(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t tgt, ecs__store_visit_t fn,
                             void *ctx)
 {
+    st->version++;
     uint64_t *v = ecs__map_get(&st->reverse, tgt);
     if (!v) return;
     uint32_t slot = (uint32_t)(*v - 1);

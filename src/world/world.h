@@ -292,6 +292,11 @@ struct ecs__archetype {
     uint32_t nonfull_hint; /* every chunk below it is full */
     uint32_t empty_chunks; /* retained empty chunks (hysteresis) */
     uint32_t entity_count;
+    /* Bumped whenever a row of any of its chunks is added or removed (so
+     * also whenever an entity in it moves within it): while it stands
+     * still, every entity in it keeps its chunk and row, and every chunk
+     * its memory. What a per-pair walk keeps across frames checks it. */
+    uint64_t rows_version;
     ecs__slab_t *slabs;    /* every slab, newest first */
     uint32_t free_slots;   /* chunk slots free across the slabs */
 
@@ -423,6 +428,7 @@ static inline uint32_t ecs__chunk_push_n(ecs__chunk_t *ch, uint32_t n)
     ecs__chunk_fold_marks(ch);
     uint32_t row = ch->count;
     ch->count += n;
+    a->rows_version++;
     if (row == 0) a->empty_chunks--;
     if (ch->count == a->capacity) a->nonfull[ch->index >> 6] &= ~(1ull << (ch->index & 63));
     a->entity_count += n;
@@ -974,6 +980,7 @@ ECS__INLINE void ecs__chunk_remove_row(ecs_world_t *w, ecs__chunk_t *ch, uint32_
     }
     ch->count = last;
     a->entity_count--;
+    a->rows_version++;
     if (ECS__UNLIKELY(last == 0)) ecs__chunk_emptied(w, ch);
 }
 
