@@ -410,13 +410,23 @@ static bool keep_valid(const ecs_world_t *w, const ecs__pair_keep_t *k, const ec
 
 /* Before a walk of ch that k cannot replace: notes the versions it
  * starts from, and tells whether to keep this walk (the chunk and the
- * store stood still since the last one, and no backoff is running). */
+ * store stood still since the last one, and no backoff is running). A
+ * kept walk lost while the chunk and the store stood still lost it to
+ * rows of a far end's archetype (or, past ECS__PAIR_KEEP_ARCH of them, to
+ * any structural change): the next keep waits 2, 4, ... 256 walks, the
+ * count of such losses in a row with no replay between them (a replay
+ * starts it again, keep_replay). The chunk or the store moving ends a
+ * wait: what comes after is a new stretch. */
 static bool keep_settle(ecs__pair_keep_t *k, const ecs__chunk_t *ch, const ecs__store_t *st)
 {
     bool same = k->chunk == ch && k->rows_version == ch->archetype->rows_version && k->store_version == st->version;
-    if (k->kept && same && k->backoff < 8) k->backoff++; /* only far ends moved: wait longer */
-    if (k->kept && same) k->wait = 1u << k->backoff;
-    if (k->chunk != ch) k->backoff = k->wait = 0;
+    if (k->chunk != ch) k->backoff = 0;
+    if (k->kept && same) {
+        if (k->backoff < 8) k->backoff++;
+        k->wait = 1u << k->backoff;
+    } else if (!same) {
+        k->wait = 0;
+    }
     k->kept = false;
     k->chunk = ch;
     k->rows_version = ch->archetype->rows_version;
@@ -559,14 +569,15 @@ void ecs__pair_keep_prepare(ecs_world_t *w, ecs__system_t *sys)
     if (!keeps_walks(sys)) return;
     const ecs_query_t *q = sys->query;
     ecs__pair_keeps_t *ks = &sys->pair_keeps;
-    if (ks->count < q->match_count) {
-        ecs__pair_keep_match_t *m = ecs__alloc(&w->allocator, q->match_count * sizeof(*m), _Alignof(ecs__pair_keep_match_t));
+    if (ks->count < q->match_count) { /* doubling: archetypes may come one a frame */
+        uint32_t count = ks->count * 2 > q->match_count ? ks->count * 2 : q->match_count;
+        ecs__pair_keep_match_t *m = ecs__alloc(&w->allocator, count * sizeof(*m), _Alignof(ecs__pair_keep_match_t));
         if (!m) return;
         if (ks->count) memcpy(m, ks->matches, ks->count * sizeof(*m));
-        memset(m + ks->count, 0, (q->match_count - ks->count) * sizeof(*m));
+        memset(m + ks->count, 0, (count - ks->count) * sizeof(*m));
         ecs__free(&w->allocator, ks->matches);
         ks->matches = m;
-        ks->count = q->match_count;
+        ks->count = count;
     }
     for (uint32_t i = 0; i < q->match_count; i++) {
         const ecs__archetype_t *a = q->matches[i].archetype;
@@ -617,6 +628,7 @@ void ecs__walk_pairs(ecs__walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, in
     if (!filtered && !(wk->sys->flags & ECS_SYSTEM_EXCLUSIVE) && ECS__LIKELY(hints)) {
         ecs__pair_keep_t *k = n < 0 ? keep_of(wk, it->priv_.match, ch) : NULL;
         if (k && keep_valid(wk->world, k, ch, st)) {
+            k->backoff = 0;
             keep_replay(wk, it, k);
             it->priv_.pairs = NULL;
             return;
