@@ -564,33 +564,36 @@ static bool keeps_walks(const ecs__system_t *sys)
            sys->query && !sys->query->change_count;
 }
 
+/* Grows the table *t of *count entries of size bytes to need entries at
+ * least (doubling: archetypes and chunks may come one a frame), the new
+ * ones zeroed. false on OOM, with the table as it was. */
+static bool keep_table_grow(const ecs_allocator_t *a, void **t, uint32_t *count, uint32_t need, size_t size,
+                            size_t align)
+{
+    if (*count >= need) return true;
+    uint32_t n = *count * 2 > need ? *count * 2 : need;
+    unsigned char *g = ecs__alloc(a, (size_t)n * size, align);
+    if (!g) return false;
+    if (*count) memcpy(g, *t, (size_t)*count * size);
+    memset(g + (size_t)*count * size, 0, (size_t)(n - *count) * size);
+    ecs__free(a, *t);
+    *t = g;
+    *count = n;
+    return true;
+}
+
 void ecs__pair_keep_prepare(ecs_world_t *w, ecs__system_t *sys)
 {
     if (!keeps_walks(sys)) return;
     const ecs_query_t *q = sys->query;
     ecs__pair_keeps_t *ks = &sys->pair_keeps;
-    if (ks->count < q->match_count) { /* doubling: archetypes may come one a frame */
-        uint32_t count = ks->count * 2 > q->match_count ? ks->count * 2 : q->match_count;
-        ecs__pair_keep_match_t *m = ecs__alloc(&w->allocator, count * sizeof(*m), _Alignof(ecs__pair_keep_match_t));
-        if (!m) return;
-        if (ks->count) memcpy(m, ks->matches, ks->count * sizeof(*m));
-        memset(m + ks->count, 0, (count - ks->count) * sizeof(*m));
-        ecs__free(&w->allocator, ks->matches);
-        ks->matches = m;
-        ks->count = count;
-    }
+    if (!keep_table_grow(&w->allocator, (void **)&ks->matches, &ks->count, q->match_count,
+                         sizeof(ecs__pair_keep_match_t), _Alignof(ecs__pair_keep_match_t)))
+        return;
     for (uint32_t i = 0; i < q->match_count; i++) {
-        const ecs__archetype_t *a = q->matches[i].archetype;
         ecs__pair_keep_match_t *km = &ks->matches[i];
-        if (km->count >= a->chunk_count) continue;
-        uint32_t count = a->chunk_cap > a->chunk_count ? a->chunk_cap : a->chunk_count;
-        ecs__pair_keep_t *c = ecs__alloc(&w->allocator, count * sizeof(*c), _Alignof(ecs__pair_keep_t));
-        if (!c) continue;
-        if (km->count) memcpy(c, km->chunks, km->count * sizeof(*c));
-        memset(c + km->count, 0, (count - km->count) * sizeof(*c));
-        ecs__free(&w->allocator, km->chunks);
-        km->chunks = c;
-        km->count = count;
+        keep_table_grow(&w->allocator, (void **)&km->chunks, &km->count, q->matches[i].archetype->chunk_count,
+                        sizeof(ecs__pair_keep_t), _Alignof(ecs__pair_keep_t));
     }
 }
 

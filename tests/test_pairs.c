@@ -2892,6 +2892,24 @@ static void pairs_kept_walks_follow_every_change(void **state)
     ecs_world_destroy(w);
 }
 
+/* A world with HPos, the relation rd describes, and one per-pair system
+ * (role SOURCE, far-end HPos) collecting into *k. */
+static ecs_world_t *kept_world(const ecs_relation_desc_t *rd, ecs_component_t *pos, ecs_relation_t *r, kept_t *k)
+{
+    ecs_world_t *w = world_new();
+    *pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
+    *r = ecs_relation_register(w, rd);
+    assert_true(*pos && *r);
+    memset(k, 0, sizeof(*k));
+    k->rel = *r;
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.run = kept_collect,
+                                                           .ctx = k,
+                                                           .pairs = {.relation = *r,
+                                                                     .mode = ECS_PAIRS_EACH,
+                                                                     .target_terms = {{.component = *pos}}}}));
+    return w;
+}
+
 /* A kept walk lost to rows of a far end's archetype (here an unrelated
  * entity spawned into the targets' archetype every 10 frames) is kept
  * again a few frames later, every time: the wait after such a loss starts
@@ -2901,19 +2919,12 @@ static void pairs_kept_walks_follow_every_change(void **state)
 static void pairs_kept_walks_recover_after_far_changes(void **state)
 {
     (void)state;
-    ecs_world_t *w = world_new();
-    ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
-    /* No target marker: the targets stay in {HPos}, where plain spawns go. */
-    ecs_relation_t r = ecs_relation_register(
-        w, &(ecs_relation_desc_t){.name = "Hunts", .size = sizeof(Hunt), .no_target_marker = true});
+    ecs_component_t pos;
+    ecs_relation_t r;
     static kept_t k;
-    memset(&k, 0, sizeof(k));
-    k.rel = r;
-    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.run = kept_collect,
-                                                           .ctx = &k,
-                                                           .pairs = {.relation = r,
-                                                                     .mode = ECS_PAIRS_EACH,
-                                                                     .target_terms = {{.component = pos}}}}));
+    /* No target marker: the targets stay in {HPos}, where plain spawns go. */
+    ecs_world_t *w = kept_world(&(ecs_relation_desc_t){.name = "Hunts", .size = sizeof(Hunt), .no_target_marker = true},
+                                &pos, &r, &k);
     enum { P = 16 };
     ecs_entity_t e[2 * P];
     for (int i = 0; i < 2 * P; i++) {
@@ -2943,18 +2954,11 @@ static void pairs_kept_walks_recover_after_far_changes(void **state)
 static void pairs_kept_walks_see_dead_far_ends(void **state)
 {
     (void)state;
-    ecs_world_t *w = world_new();
-    ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
-    ecs_relation_t r = ecs_relation_register(
-        w, &(ecs_relation_desc_t){.name = "Watches", .size = sizeof(Hunt), .on_target_despawn = ECS_IGNORE});
+    ecs_component_t pos;
+    ecs_relation_t r;
     static kept_t k;
-    memset(&k, 0, sizeof(k));
-    k.rel = r;
-    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.run = kept_collect,
-                                                           .ctx = &k,
-                                                           .pairs = {.relation = r,
-                                                                     .mode = ECS_PAIRS_EACH,
-                                                                     .target_terms = {{.component = pos}}}}));
+    ecs_world_t *w = kept_world(
+        &(ecs_relation_desc_t){.name = "Watches", .size = sizeof(Hunt), .on_target_despawn = ECS_IGNORE}, &pos, &r, &k);
     ecs_entity_t s = ecs_spawn(w), t = ecs_spawn(w), u = ecs_spawn(w);
     assert_int_equal(ecs_set(w, t, pos, &(HPos){4, 0}), ECS_OK);
     assert_int_equal(ecs_set(w, u, pos, &(HPos){5, 0}), ECS_OK);
