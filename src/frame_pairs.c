@@ -326,7 +326,7 @@ ECS__NOINLINE void walk_targets_plain(ecs__walk_t *wk, ecs_iter_t *it, const ecs
 
 /* The kept arrays of cap pairs in one block: rows, both ends, payload
  * pointers (when the view holds them), the far ends, and copies of the
- * payloads (stride bytes apart, aligned to palign), at which the payload
+ * payloads (stride bytes apart, aligned to their alignment), at which the payload
  * pointers point. Payloads change only through the store, whose version a
  * kept walk checks, so the copies read as the store's own, and a loop
  * over them reads memory in order instead of one slice block per source.
@@ -515,16 +515,12 @@ static void keep_finish(ecs__walk_t *wk)
     ecs__pair_keep_t *k = wk->keep;
     const keep_shape_t sh = keep_shape(wk->batch);
     wk->keep = NULL;
-    if (!k->count) { /* no pairs (every row's slice empty): nothing to point at */
-        k->kept = true;
-    } else {
+    if (k->count && sh.payloads) { /* (no pairs: no block to point into) */
         keep_arrays_t a;
         keep_layout(k->cap, &sh, k->block, &a);
-        if (sh.payloads) {
-            for (uint32_t i = 0; i < k->count; i++) a.payload[i] = sh.stride ? a.copies + (size_t)i * sh.stride : NULL;
-        }
-        k->kept = true;
+        for (uint32_t i = 0; i < k->count; i++) a.payload[i] = sh.stride ? a.copies + (size_t)i * sh.stride : NULL;
     }
+    k->kept = true;
     for (uint32_t j = 0; j < k->nfar_arch && j < ECS__PAIR_KEEP_ARCH; j++) k->far_version[j] = k->far_arch[j]->rows_version;
     k->structure_version = wk->world->structure_version;
 }
@@ -564,21 +560,14 @@ static bool keeps_walks(const ecs__system_t *sys)
            sys->query && !sys->query->change_count;
 }
 
-/* Grows the table *t of *count entries of size bytes to need entries at
- * least (doubling: archetypes and chunks may come one a frame), the new
- * ones zeroed. false on OOM, with the table as it was. */
+/* ecs__array_reserve for the kept-walk tables, whose count is their
+ * capacity: the entries it adds are zeroed (no walk kept). */
 static bool keep_table_grow(const ecs_allocator_t *a, void **t, uint32_t *count, uint32_t need, size_t size,
                             size_t align)
 {
-    if (*count >= need) return true;
-    uint32_t n = *count * 2 > need ? *count * 2 : need;
-    unsigned char *g = ecs__alloc(a, (size_t)n * size, align);
-    if (!g) return false;
-    if (*count) memcpy(g, *t, (size_t)*count * size);
-    memset(g + (size_t)*count * size, 0, (size_t)(n - *count) * size);
-    ecs__free(a, *t);
-    *t = g;
-    *count = n;
+    uint32_t old = *count;
+    if (!ecs__array_reserve(a, t, count, need, size, align)) return false;
+    if (*count > old) memset((unsigned char *)*t + (size_t)old * size, 0, (size_t)(*count - old) * size);
     return true;
 }
 

@@ -533,11 +533,12 @@ ECS__INLINE void plan_apply(ecs_world_t *w, plan_t *p)
     }
 }
 
-/* Flush mode: e's markers are synced at the end of the flush. The list
- * may name an entity more than once (only a repeat right after itself is
- * dropped, the common remove-then-set): its first sync moves it to where
- * the stores say at the flush's end, a later one finds nothing to do, so
- * it still moves once. Cheaper than a set of the entities listed. */
+/* Flush mode: e's marker `side` of r (its slice in slot) is synced at the
+ * end of the flush. The list may name an entity more than once (a repeat
+ * right after itself joins that entry, the common remove-then-set): its
+ * first sync moves it to where the stores say at the flush's end, a later
+ * one finds nothing to do, so it still moves once. Cheaper than a set of
+ * the entities listed. */
 static inline void mark_pending(ecs_world_t *w, ecs_entity_t e, const ecs__relation_t *r, uint32_t side,
                                 uint32_t slot)
 {
