@@ -612,15 +612,17 @@ static void table_remove(ecs_world_t *w, ecs__archetype_t *a)
     w->archetype_table[hole] = NULL;
 }
 
-void ecs__archetype_discard_unused(ecs_world_t *w, ecs__archetype_t *a)
+/* Pops the newest archetype, which holds no entity: its empty chunks go
+ * back to its slabs (freeing them), then it leaves every list it joined,
+ * where it is the last entry. Safe while a walk is going (an EXCLUSIVE
+ * system's, ecs_query_each): an archetype created inside the failed call
+ * came after the walk counted the archetypes and chunks it will visit,
+ * so no walk can hold it or its chunks. */
+static void archetype_pop(ecs_world_t *w, ecs__archetype_t *a)
 {
-    if (!a || a == w->root || a->chunk_count || a->slabs || a->entity_count) return;
-    /* Not while a walk is going (an EXCLUSIVE system's, ecs_query_each):
-     * it may have counted this archetype among those it will visit. It
-     * stays, empty, like one that has lost its entities. */
-    if (w->defer_chunk_release) return;
-    if (!w->archetype_count || w->archetypes[w->archetype_count - 1] != a) return;
-    /* It is the last entry of every list it joined: pop it everywhere. */
+    ecs__assert(a != w->root && !a->entity_count, "only an archetype no entity entered is given back");
+    while (a->chunk_count) chunk_release(w, a->chunks[a->chunk_count - 1]);
+    ecs__assert(!a->slabs, "a slab is freed with its last chunk");
     for (uint32_t i = 0; i + 1 < w->archetype_count; i++) edges_drop_to(w, w->archetypes[i], a);
     for (uint32_t t = 0; t < a->type_count; t++) {
         ecs__component_t *c = w->components[a->types[t]];
@@ -635,6 +637,12 @@ void ecs__archetype_discard_unused(ecs_world_t *w, ecs__archetype_t *a)
     w->archetype_count--;
     if (w->spawn_cache.archetype == a) w->spawn_cache.count = 0;
     archetype_free(w, a);
+}
+
+void ecs__archetypes_rollback(ecs_world_t *w, uint32_t mark)
+{
+    ecs__assert(mark >= 1 && mark <= w->archetype_count, "a mark of this world");
+    while (w->archetype_count > mark) archetype_pop(w, w->archetypes[w->archetype_count - 1]);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -595,6 +595,7 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
     /* Everything that can fail, before anything changes. */
     ecs_component_t stack[64];
     ecs__cmd_state_t *s = &w->cmd;
+    uint32_t mark = ecs__archetypes_mark(w);
     uint32_t cap = a->type_count + run.count;
     ecs_component_t *types = stack;
     if (cap > 64) {
@@ -611,7 +612,7 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
     if (ok && !spawn && b != a) ok = ecs__removals_reserve(w, a, b);
     if (ok && (spawn || b != a)) ok = (ch = ecs__archetype_chunk_with_room(w, b)) != NULL;
     if (!ok) {
-        ecs__archetype_discard_unused(w, b);
+        ecs__archetypes_rollback(w, mark);
         if (spawn) apply(w, owner, spawn, pb);
         apply_each(w, owner, first, end, pb);
         return;

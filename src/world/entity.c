@@ -182,12 +182,9 @@ ecs_entity_t ecs__entity_create_empty(ecs_world_t *w)
 /* Moves e to b (a neighbour of its archetype), along edge when cached. */
 ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__archetype_t *b, const ecs__edge_t *edge)
 {
-    /* Log room first: once b has a chunk, a failure could not be undone. */
+    /* Log room first: a chunk taken for b before a failure would stay. */
     ecs__chunk_t *ch = ecs__removals_reserve(w, rec->chunk->archetype, b) ? ecs__archetype_chunk_with_room(w, b) : NULL;
-    if (!ch) {
-        ecs__archetype_discard_unused(w, b);
-        return ECS_ENOMEM;
-    }
+    if (!ch) return ECS_ENOMEM;
     ecs__entity_move_step(w, e, rec, ch, edge, NULL, false);
     return ECS_OK;
 }
@@ -196,11 +193,13 @@ ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_
  * to do, else one move to the neighbouring archetype. */
 ECS__INLINE int entity_toggle(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c, bool add)
 {
+    uint32_t mark = ecs__archetypes_mark(w);
     ecs__archetype_t *a = rec->chunk->archetype;
     ecs__edge_t *edge;
     ecs__archetype_t *b = ecs__archetype_step(w, a, c, add, &edge);
-    if (!b) return ECS_ENOMEM;
-    return b == a ? ECS_OK : move_to(w, e, rec, b, edge);
+    int err = !b ? ECS_ENOMEM : b == a ? ECS_OK : move_to(w, e, rec, b, edge);
+    if (ECS__UNLIKELY(err)) ecs__archetypes_rollback(w, mark);
+    return err;
 }
 
 int ecs__entity_add(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c)
@@ -230,12 +229,12 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
     }
     /* Absent: one add along the cached edge, with the value in place of
      * the default. */
+    uint32_t mark = ecs__archetypes_mark(w);
     ecs__edge_t *edge;
     ecs__archetype_t *b = ecs__archetype_step(w, a, c, true, &edge);
-    if (!b) return ECS_ENOMEM;
-    ecs__chunk_t *dst = ecs__archetype_chunk_with_room(w, b);
+    ecs__chunk_t *dst = b ? ecs__archetype_chunk_with_room(w, b) : NULL;
     if (!dst) {
-        ecs__archetype_discard_unused(w, b);
+        ecs__archetypes_rollback(w, mark);
         return ECS_ENOMEM;
     }
     ecs__init_t init = {c, value};
@@ -327,6 +326,7 @@ static int archetype_from_ids(ecs_world_t *w, int count, const ecs_component_t *
 ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *ids, const void *const *values)
 {
     if (!w || !ecs__world_immediate_ok(w)) return ECS_NULL;
+    uint32_t mark = ecs__archetypes_mark(w);
     ecs__archetype_t *a;
     const int32_t *origin;
     type_scratch_t s;
@@ -367,7 +367,7 @@ ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *id
         if (s.types) scratch_fini(w, &s);
         return e;
     }
-    ecs__archetype_discard_unused(w, a);
+    ecs__archetypes_rollback(w, mark);
     if (s.types) scratch_fini(w, &s);
     return ECS_NULL;
 }
@@ -377,18 +377,19 @@ int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids
 {
     if (!w || n < 0) return ECS_EINVAL;
     if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
+    uint32_t mark = ecs__archetypes_mark(w);
     type_scratch_t s;
     ecs__archetype_t *a;
     int err = archetype_from_ids(w, count, ids, &s, &a);
     if (err) return err;
     if (n == 0) { /* valid ids, nothing to spawn: no archetype left behind */
-        ecs__archetype_discard_unused(w, a);
+        ecs__archetypes_rollback(w, mark);
         scratch_fini(w, &s);
         return ECS_OK;
     }
     if (!ecs__entity_index_reserve(&w->entity_index, &w->allocator, (uint32_t)n) ||
         !ecs__archetype_reserve_rows(w, a, (uint32_t)n)) {
-        ecs__archetype_discard_unused(w, a);
+        ecs__archetypes_rollback(w, mark);
         scratch_fini(w, &s);
         return ECS_ENOMEM;
     }

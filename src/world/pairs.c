@@ -263,6 +263,7 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
     /* Mostly one marker changes: the archetype graph's cached edge knows
      * where that goes, and the marker it adds brings its hint along.
      * Several: the type list is rebuilt and every hint written after. */
+    uint32_t mark = ecs__archetypes_mark(w);
     ecs_component_t step = 0;
     bool add = false;
     uint32_t changes = 0, hint = 0;
@@ -292,7 +293,7 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
     ecs__archetype_t *b = changes == 1 ? ecs__archetype_step(w, a, step, add, &edge) : marker_archetype(w, e, a, NULL);
     ecs__chunk_t *ch = b && ecs__removals_reserve(w, a, b) ? ecs__archetype_chunk_with_room(w, b) : NULL;
     if (!ch) {
-        ecs__archetype_discard_unused(w, b);
+        ecs__archetypes_rollback(w, mark);
         return ECS_ENOMEM;
     }
     if (changes == 1) {
@@ -348,10 +349,12 @@ typedef struct {
      * not scans of the plan (which made such a despawn quadratic). */
     ecs__map_t planned, dsts;
     bool indexed;
+    uint32_t mark; /* the archetypes before the plan: a failed one rolls back to it */
 } plan_t;
 
-static void plan_init(plan_t *p)
+static void plan_init(const ecs_world_t *w, plan_t *p)
 {
+    p->mark = ecs__archetypes_mark(w);
     p->moves = p->stack;
     p->count = 0;
     p->cap = 8;
@@ -393,7 +396,7 @@ ECS__NOINLINE bool plan_grow(ecs_world_t *w, plan_t *p)
     p->cap = cap;
     if (p->indexed) return true;
     /* Indexed from now on, once every move so far is (a plan that fails
-     * here stays unindexed: its discard then scans). */
+     * here stays unindexed, and is aborted). */
     for (uint32_t i = 0; i < p->count; i++) {
         if (!plan_index(w, p, &p->moves[i])) return false;
     }
@@ -482,31 +485,11 @@ ECS__INLINE bool plan_reserve(ecs_world_t *w, plan_t *p, uint32_t extra)
     return true;
 }
 
-/* Gives back archetypes a failed plan created and never used, newest
- * first, each once (several moves may share one: a second discard would
- * read the freed archetype). */
-static void plan_discard(ecs_world_t *w, plan_t *p)
-{
-    for (uint32_t i = p->count; i-- > 0;) {
-        bool later = false;
-        if (p->indexed) {
-            /* The first seen from the end is its last move: its count is
-             * zeroed, so the moves before it find it done. */
-            uint64_t *n = ecs__map_get(&p->dsts, (uint64_t)(uintptr_t)p->moves[i].dst);
-            ecs__assert(n, "an indexed plan counts every move's destination");
-            later = !*n;
-            *n = 0;
-        } else {
-            for (uint32_t k = i + 1; k < p->count && !later; k++) later = p->moves[k].dst == p->moves[i].dst;
-        }
-        if (!later) ecs__archetype_discard_unused(w, p->moves[i].dst);
-    }
-}
-
-/* A plan that could not be secured: given back, nothing moved. */
+/* A plan that could not be secured: the archetypes it created are given
+ * back, nothing moved. */
 static void plan_abort(ecs_world_t *w, plan_t *p)
 {
-    plan_discard(w, p);
+    ecs__archetypes_rollback(w, p->mark);
     plan_fini(w, p);
 }
 
@@ -662,7 +645,7 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
      * tgt). A marker added carries its entity's slot as its hint. */
     bool flush = flushing(w);
     plan_t p;
-    plan_init(&p);
+    plan_init(w, &p);
     if (flush) {
         if (!pending_reserve(w, 3)) return ECS_ENOMEM;
     } else {
@@ -714,7 +697,7 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
      * secured (immediate), or room to sync them at the flush's end. */
     bool flush = flushing(w);
     plan_t p;
-    plan_init(&p);
+    plan_init(w, &p);
     if (flush) {
         if (!pending_reserve(w, 2)) return ECS_ENOMEM;
     } else {
@@ -791,7 +774,7 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
     bool flush = flushing(w);
     int result = ECS_ENOMEM;
     plan_t p;
-    plan_init(&p);
+    plan_init(w, &p);
     if (!doom(w, e)) goto out;
 
     /* Pair-log room: every pair a doomed entity takes part in may go (a
@@ -881,8 +864,8 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
     ecs__archetypes_trim(w); /* a no-op while a walk still defers */
     result = ECS_OK;
 out:
-    if (result != ECS_OK) plan_discard(w, &p);
-    plan_fini(w, &p);
+    if (result != ECS_OK) plan_abort(w, &p);
+    else plan_fini(w, &p);
     doomed_clear(w);
     return result;
 }

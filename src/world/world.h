@@ -383,10 +383,12 @@ static inline ecs__archetype_t *ecs__archetype_with(ecs_world_t *w, ecs__archety
 {
     return ecs__archetype_step(w, a, c, true, edge);
 }
-/* Undoes the creation of a (when it is the newest archetype and has
- * never held a chunk): a call that created it on the way and then failed
- * leaves no archetype behind. A no-op for any other archetype. */
-void ecs__archetype_discard_unused(ecs_world_t *w, ecs__archetype_t *a);
+/* Undoing creations: a call that can create archetypes on its way takes
+ * the mark (ecs__archetypes_mark) when it begins and, when it fails, rolls
+ * back to it: every archetype created since is given back, newest first,
+ * with the empty chunks its reservations took, so a failed call leaves
+ * the archetype set, its order and every query's matches as they were. */
+void ecs__archetypes_rollback(ecs_world_t *w, uint32_t mark);
 /* Runs the dtor of every value in every chunk, once (teardown: the
  * storage stays as it is until ecs__archetypes_fini frees it). */
 void ecs__archetypes_drop_values(ecs_world_t *w);
@@ -928,6 +930,9 @@ extern _Thread_local uint32_t ecs__tls_in_hook __attribute__((tls_model("initial
         call;                                                                                              \
         ecs__tls_in_hook--;                                                                                \
     } while (0)
+
+/* The mark ecs__archetypes_rollback returns to: the archetype count. */
+static inline uint32_t ecs__archetypes_mark(const ecs_world_t *w) { return w->archetype_count; }
 
 /* Immediate mode is open outside frames and inside EXCLUSIVE systems,
  * and not from inside a type hook. */
