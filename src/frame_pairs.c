@@ -599,6 +599,13 @@ void ecs__pair_keep_fini(ecs_world_t *w, ecs__system_t *sys)
     ks->count = 0;
 }
 
+/* Whether row of ch still holds e (after a callback that may have moved
+ * it). */
+static inline bool row_holds(const ecs__chunk_t *ch, uint16_t row, ecs_entity_t e)
+{
+    return row < ch->count && ch->entities[row] == e;
+}
+
 /* Hands an ECS_PAIRS_EACH system the pairs of the selected rows of ch (n
  * rows in it->rows, or -1: every row), a batch at a time. Each row's
  * slice comes through the slot hint in its marker (relation.h). */
@@ -640,6 +647,12 @@ void ecs__walk_pairs(ecs__walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, in
         uint16_t row = (uint16_t)(n < 0 ? i : sel[i]);
         /* An EXCLUSIVE callback may have moved rows out of the chunk. */
         if (row >= ch->count) break;
+        /* (From here on, after each callback: whether the row still holds
+         * e. A callback that despawned e or moved it to another archetype
+         * left its row to another entity, or out of the chunk, where the
+         * entity array still names e; e's pairs, which a dead target keeps
+         * under ECS_IGNORE and a moved entity keeps under every policy,
+         * are no longer this row's.) */
         ecs_entity_t e = entities[row];
         uint32_t hint = hints ? hints[row] : 0;
         if (!b->target_role) {
@@ -651,11 +664,12 @@ void ecs__walk_pairs(ecs__walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, in
                 if (v->n < PAIR_BATCH) continue;
                 batch_run(wk, it, v->n);
                 v->n = 0;
-                /* An EXCLUSIVE callback may have written pairs: this slice
-                 * may have moved, grown or gone. Go on from the same place
-                 * in it as it is now (safe, not exact, like an exclusive
+                /* An EXCLUSIVE callback may have moved e (see above) or
+                 * written pairs: this slice may have moved, grown or gone.
+                 * Go on, while the row holds e, from the same place in the
+                 * slice as it is now (safe, not exact, like an exclusive
                  * system's walk over chunks). */
-                if (!(ts = targets_again(st, e))) break;
+                if (!row_holds(ch, row, e) || !(ts = targets_again(st, e))) break;
             }
         } else {
             const ecs__source_slice_t *ss = ecs__store_sources_hinted(st, e, hint);
@@ -665,7 +679,7 @@ void ecs__walk_pairs(ecs__walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, in
                 if (v->n < PAIR_BATCH) continue;
                 batch_run(wk, it, v->n);
                 v->n = 0;
-                if (!(ss = sources_again(st, e))) break; /* as above */
+                if (!row_holds(ch, row, e) || !(ss = sources_again(st, e))) break; /* as above */
             }
         }
     }

@@ -1534,6 +1534,92 @@ static void pairs_exclusive_walk_survives_its_own_writes(void **state)
     ecs_world_destroy(w);
 }
 
+/* Regression (D2): an EXCLUSIVE per-pair walk went on handing the pairs of
+ * an entity its callback had despawned, or moved out of the chunk, at a
+ * row that no longer held it (in the chunk's last row: past the chunk's
+ * end, where the entity array still named the dead id). For both roles,
+ * every cleanup policy, a despawn and a move (Tag removed), from the
+ * chunk's last row and from its first: the leaver has 200 pairs (two
+ * batches) and leaves in its first batch's callback; every pair handed is
+ * at a row that holds its matched entity, alive and with Tag, and none of
+ * the leaver's pairs is handed after it left. */
+typedef struct {
+    ecs_relation_t rel;
+    ecs_component_t tag;
+    bool target_role, despawn;
+    ecs_entity_t leaver;
+    bool left;
+    int handed, bad_row, after_leaving;
+} leave_walk_t;
+
+static void leave_in_first_batch(ecs_iter_t *it)
+{
+    leave_walk_t *x = it->ctx;
+    bool has = false;
+    for (int i = 0; i < it->count; i++) {
+        ecs_entity_t matched = x->target_role ? ecs_pair_target_of(it, i) : ecs_pair_source_of(it, i);
+        x->handed++;
+        if (it->entities[ecs_pair_row(it, i)] != matched || !ecs_is_alive(it->world, matched) ||
+            !ecs_has(it->world, matched, x->tag))
+            x->bad_row++;
+        if (matched != x->leaver) continue;
+        has = true;
+        if (x->left) x->after_leaving++;
+    }
+    if (!has || x->left) return;
+    x->left = true;
+    assert_int_equal(x->despawn ? ecs_despawn(it->world, x->leaver) : ecs_remove(it->world, x->leaver, x->tag), ECS_OK);
+}
+
+static void pairs_exclusive_walk_stops_at_rows_that_left(void **state)
+{
+    (void)state;
+    enum { MANY = 200, FEW = 3 };
+    for (int role = 0; role < 2; role++)
+        for (int policy = ECS_RELEASE_TARGET; policy <= ECS_IGNORE; policy++)
+            for (int despawn = 0; despawn < 2; despawn++)
+                for (int last = 0; last < 2; last++) {
+                    ecs_world_t *w = world_new();
+                    leave_walk_t x = {.target_role = role == 1, .despawn = despawn == 1};
+                    x.rel = ecs_relation_register(
+                        w, &(ecs_relation_desc_t){.name = "R", .size = 4, .on_target_despawn = (ecs_cleanup_t)policy});
+                    x.tag = ecs_component_register(w, &(ecs_component_desc_t){.name = "Tag"});
+                    ecs_entity_t leaver = ecs_spawn_with(w, 1, &x.tag, NULL);
+                    ecs_entity_t other = ecs_spawn_with(w, 1, &x.tag, NULL);
+                    ecs_entity_t *far = spawn_n(w, MANY + FEW);
+                    x.leaver = leaver;
+                    /* The first to get a pair takes the marker archetype's row 0. */
+                    for (int pass = 0; pass < 2; pass++) {
+                        bool mine = (pass == 0) != (last == 1);
+                        ecs_entity_t e = mine ? leaver : other;
+                        for (int k = 0; k < (mine ? MANY : FEW); k++) {
+                            ecs_entity_t f = far[mine ? k : MANY + k];
+                            int32_t v = k;
+                            assert_int_equal(x.target_role ? ecs_pair_set(w, x.rel, f, e, &v)
+                                                           : ecs_pair_set(w, x.rel, e, f, &v),
+                                             ECS_OK);
+                        }
+                    }
+                    assert_true(ecs_system_register(
+                                    w, &(ecs_system_desc_t){
+                                           .terms = {{.component = x.tag, .access = ECS_WITH}},
+                                           .pairs = {.relation = x.rel,
+                                                     .mode = ECS_PAIRS_EACH,
+                                                     .role = x.target_role ? ECS_ROLE_TARGET : ECS_ROLE_SOURCE},
+                                           .flags = ECS_SYSTEM_EXCLUSIVE,
+                                           .run = leave_in_first_batch,
+                                           .ctx = &x}) != 0);
+                    frame(w);
+                    if (!x.left || x.bad_row || x.after_leaving || x.handed < ECS__PAIR_BATCH)
+                        fail_msg("role %s, policy %d, %s from the chunk's %s row: handed %d, %d at a row that did "
+                                 "not hold their entity, %d of the leaver's after it left",
+                                 x.target_role ? "TARGET" : "SOURCE", policy, x.despawn ? "despawn" : "move",
+                                 last ? "last" : "first", x.handed, x.bad_row, x.after_leaving);
+                    free(far);
+                    ecs_world_destroy(w);
+                }
+}
+
 /* ---------------------------------------------------------------------- */
 /* Pair change filters                                                     */
 /* ---------------------------------------------------------------------- */
@@ -3087,6 +3173,7 @@ int main(void)
         cmocka_unit_test(pairs_filtered_walk_keeps_command_order),
         cmocka_unit_test(pairs_removed_pairs_each_once_per_reader),
         cmocka_unit_test(pairs_exclusive_walk_survives_its_own_writes),
+        cmocka_unit_test(pairs_exclusive_walk_stops_at_rows_that_left),
         cmocka_unit_test(pairs_change_filters),
         cmocka_unit_test(pairs_flush_out_of_memory_loses_no_added_pair),
         cmocka_unit_test(pairs_far_end_reads_conflict_with_writers),
