@@ -18,8 +18,9 @@
  *
  * A monitor thread aborts with the round's description when a round runs
  * past its deadline, so a deadlock fails instead of hanging. Usage:
- * jobs [--short | --long] (--short: a few seconds, run by ctest, TSan
- * included; --long: minutes, `make stress`). STAGEHAND_SEED=<n> replays a
+ * jobs [--short | --long] [--seconds <n>] (--short: a few seconds, run by
+ * ctest, TSan included; --long: minutes, `make stress`; --seconds: no
+ * round starts after n seconds, the slice of --long that `make test` runs). STAGEHAND_SEED=<n> replays a
  * run; ECS_SPIN_US, when set, caps the spin times (0: never spin).
  */
 #include "jobs/jobs.h"
@@ -598,7 +599,8 @@ static uint64_t round_lifecycle(const scale_t *sc, uint64_t *rng)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: jobs [--short | --long]\n"
+    fprintf(stderr, "usage: jobs [--short | --long] [--seconds <n>]\n"
+                    "  --seconds <n>       start no round after n seconds (a bounded slice)\n"
                     "  STAGEHAND_SEED=<n>  seed (decimal or 0x hex); the seed used is printed\n"
                     "  ECS_SPIN_US=<us>    caps the workers' spin time (0: never spin)\n");
     return 2;
@@ -608,7 +610,11 @@ int main(int argc, char **argv)
 {
     const scale_t *sc = &scale_short;
     const char *mode = "short";
+    uint32_t seconds = 0;
     for (int i = 1; i < argc; i++) {
+        int sec = env_arg_seconds("stress/jobs", argc, argv, &i, &seconds);
+        if (sec < 0) return usage();
+        if (sec) continue;
         if (!strcmp(argv[i], "--short")) {
             sc = &scale_short;
             mode = "short";
@@ -624,8 +630,9 @@ int main(int argc, char **argv)
     env_spin_cap(&g_spin_cap);
     g_round_limit_ns = (uint64_t)sc->round_seconds * 1000000000u;
     ecs__allocator_resolve(&g_alloc, NULL);
-    printf("stress/jobs: %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us\n", mode, g_seed,
-           g_spin_cap);
+    printf("stress/jobs: %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us", mode, g_seed, g_spin_cap);
+    if (seconds) printf(", no round after %u s", seconds);
+    printf("\n");
     fflush(stdout);
 
     pthread_t monitor;
@@ -634,13 +641,19 @@ int main(int argc, char **argv)
         return 1;
     }
     uint64_t start = now_ns();
-    uint32_t rounds = sc->passes * KIND_COUNT * MAX_WORKERS;
+    uint32_t rounds = sc->passes * KIND_COUNT * MAX_WORKERS, rounds_run = 0;
     int failed = 0;
     for (uint32_t r = 0; r < rounds && !failed; r++) {
+        if (r != 0 && env_time_up(start, seconds)) {
+            printf("stress/jobs: --seconds %u: stopping after rounds %u..%u of %u\n", seconds, 0, r - 1, rounds);
+            fflush(stdout);
+            break;
+        }
         /* Kinds cycle fastest; the worker count advances every
          * KIND_COUNT rounds, so each kind meets every worker count. */
         uint32_t kind = r % KIND_COUNT;
         uint32_t w = 1 + (r / KIND_COUNT) % MAX_WORKERS;
+        rounds_run++;
         uint64_t rng = g_seed ^ (0x9e3779b97f4a7c15ull * (r + 1));
         rng_next(&rng);
         uint32_t spin = spin_pick(&rng);
@@ -694,6 +707,6 @@ int main(int argc, char **argv)
     if (failed) return EXIT_FAILURE;
     printf("stress/jobs: ok: %u rounds, %" PRIu64 " jobs, %" PRIu64 " parallel-for indices, %" PRIu64
            " pools, %.1f s (seed %#" PRIx64 ")\n",
-           rounds, total_jobs, total_indices, total_pools, secs, g_seed);
+           rounds_run, total_jobs, total_indices, total_pools, secs, g_seed);
     return 0;
 }

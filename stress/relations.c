@@ -96,9 +96,10 @@
  *
  * A monitor thread aborts with the round's description when a round runs
  * past its deadline, so a deadlock fails instead of hanging. Usage:
- * relations [--short | --long] [--verbose] (--short: a few seconds, run by
- * ctest, TSan included; --long: minutes, `make stress`; --verbose prints
- * each round). STAGEHAND_SEED=<n> replays a run, STAGEHAND_ROUND=<r>
+ * relations [--short | --long] [--seconds <n>] [--verbose] (--short: a few
+ * seconds, run by ctest, TSan included; --long: minutes, `make stress`;
+ * --seconds: no round starts after n seconds, the slice of --long that
+ * `make test` runs; --verbose prints each round). STAGEHAND_SEED=<n> replays a run, STAGEHAND_ROUND=<r>
  * starts it at round r; ECS_SPIN_US, when set, caps the spin times (0:
  * never spin).
  */
@@ -2257,7 +2258,7 @@ int main(int argc, char **argv)
     if (status) return status;
     uint64_t start = now_ns();
     int failed = 0;
-    for (uint32_t r = first; r < sc->rounds && !failed; r++) {
+    for (uint32_t r = first; r < sc->rounds && !failed && !round_time_up(start, first, r, sc->rounds); r++) {
         g_totals.rounds++;
         if (r % 3 != 1) {
             failed = !run_round(r, sc, verbose, 0, NULL);

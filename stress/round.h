@@ -120,13 +120,19 @@ static void watchdog_frame(uint32_t frame) { atomic_store(&watchdog.frame, frame
 /* The round ended: no deadline until the next starts. */
 static void watchdog_idle(void) { atomic_store(&watchdog.started, 0); }
 
-/* The command line, [--short | --long] [--verbose]. false, with the usage
- * on stderr, on anything else. */
+/* --seconds: no new round starts after this many seconds (0: none). */
+static uint32_t g_seconds;
+
+/* The command line, [--short | --long] [--seconds <n>] [--verbose]. false,
+ * with the usage on stderr, on anything else. */
 static bool round_args(int argc, char **argv, bool *is_long, bool *verbose)
 {
     *is_long = false;
     *verbose = false;
     for (int i = 1; i < argc; i++) {
+        int sec = env_arg_seconds(STRESS_PROGRAM, argc, argv, &i, &g_seconds);
+        if (sec < 0) return false;
+        if (sec) continue;
         if (!strcmp(argv[i], "--short")) {
             *is_long = false;
         } else if (!strcmp(argv[i], "--long")) {
@@ -134,13 +140,24 @@ static bool round_args(int argc, char **argv, bool *is_long, bool *verbose)
         } else if (!strcmp(argv[i], "--verbose")) {
             *verbose = true;
         } else {
-            fprintf(stderr, "usage: " STRESS_NAME " [--short | --long] [--verbose]\n"
+            fprintf(stderr, "usage: " STRESS_NAME " [--short | --long] [--seconds <n>] [--verbose]\n"
+                            "  --seconds <n>        start no round after n seconds (a bounded slice)\n"
                             "  STAGEHAND_SEED=<n>   seed (decimal or 0x hex); the seed used is printed\n"
                             "  STAGEHAND_ROUND=<r>  start at round r\n"
                             "  ECS_SPIN_US=<us>     caps the workers' spin time (0: never spin)\n");
             return false;
         }
     }
+    return true;
+}
+
+/* Whether the rounds from first on should stop before round r: past the
+ * --seconds limit, with at least one round run (then says so). */
+static bool round_time_up(uint64_t start_ns, uint32_t first, uint32_t r, uint32_t rounds)
+{
+    if (r == first || !env_time_up(start_ns, g_seconds)) return false;
+    printf(STRESS_PROGRAM ": --seconds %u: stopping after rounds %u..%u of %u\n", g_seconds, first, r - 1, rounds);
+    fflush(stdout);
     return true;
 }
 
@@ -174,8 +191,10 @@ static int round_begin(int argc, char **argv, uint64_t default_seed, const scale
     if (!round_env(default_seed, (*sc)->rounds, first)) return 2;
     env_spin_cap(&g_spin_cap);
     g_main_thread = pthread_self();
-    printf(STRESS_PROGRAM ": %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us\n",
-           is_long ? "long" : "short", g_seed, g_spin_cap);
+    printf(STRESS_PROGRAM ": %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us", is_long ? "long" : "short",
+           g_seed, g_spin_cap);
+    if (g_seconds) printf(", no round after %u s", g_seconds);
+    printf("\n");
     fflush(stdout);
     return watchdog_start((*sc)->round_seconds) ? 0 : 1;
 }

@@ -68,8 +68,10 @@
  *
  * A monitor thread aborts with the round, frame and seed when a frame runs
  * past its deadline, so a deadlock fails instead of hanging. Usage:
- * scheduler [--short | --long] (--short: a handful of rounds, run by ctest,
- * TSan included; --long: many, `make stress`). STAGEHAND_SEED=<n> replays a
+ * scheduler [--short | --long] [--seconds <n>] (--short: a handful of
+ * rounds, run by ctest, TSan included; --long: many, `make stress`;
+ * --seconds: no round starts after n seconds, the slice of --long that
+ * `make test` runs). STAGEHAND_SEED=<n> replays a
  * run, STAGEHAND_ROUND=<r> starts it at round r; ECS_SPIN_US, when set, caps
  * the spin times (0: never spin).
  */
@@ -1811,7 +1813,8 @@ static bool run_world(const round_t *rd, uint32_t run, uint32_t workers, uint32_
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: scheduler [--short | --long]\n"
+    fprintf(stderr, "usage: scheduler [--short | --long] [--seconds <n>]\n"
+                    "  --seconds <n>        start no round after n seconds (a bounded slice)\n"
                     "  STAGEHAND_SEED=<n>   seed (decimal or 0x hex); the seed used is printed\n"
                     "  STAGEHAND_ROUND=<r>  start at round r\n"
                     "  ECS_SPIN_US=<us>     caps the workers' spin time (0: never spin)\n");
@@ -1822,7 +1825,11 @@ int main(int argc, char **argv)
 {
     const scale_t *sc = &scale_short;
     const char *mode = "short";
+    uint32_t seconds = 0;
     for (int i = 1; i < argc; i++) {
+        int sec = env_arg_seconds("stress/scheduler", argc, argv, &i, &seconds);
+        if (sec < 0) return usage();
+        if (sec) continue;
         if (!strcmp(argv[i], "--short")) {
             sc = &scale_short;
             mode = "short";
@@ -1842,8 +1849,9 @@ int main(int argc, char **argv)
     g_frame_limit_ns = (uint64_t)sc->frame_seconds * 1000000000u;
     uint32_t main_thread = thread_no();
     g_run.main_thread = main_thread;
-    printf("stress/scheduler: %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us\n", mode, g_seed,
-           g_spin_cap);
+    printf("stress/scheduler: %s, seed %#" PRIx64 " (STAGEHAND_SEED to replay), spin 0..%u us", mode, g_seed, g_spin_cap);
+    if (seconds) printf(", no round after %u s", seconds);
+    printf("\n");
     fflush(stdout);
 
     pthread_t monitor;
@@ -1858,6 +1866,11 @@ int main(int argc, char **argv)
     int failed = 0;
     uint32_t rounds_run = 0, systems = 0, exclusive = 0, entities = 0, readers = 0;
     for (uint32_t r = (uint32_t)first_round; r < sc->rounds && !failed; r++) {
+        if (r != (uint32_t)first_round && env_time_up(start, seconds)) {
+            printf("stress/scheduler: --seconds %u: stopping after rounds %u..%u of %u\n", seconds, (uint32_t)first_round, r - 1, sc->rounds);
+            fflush(stdout);
+            break;
+        }
         uint64_t rseed = g_seed ^ (0x9e3779b97f4a7c15ull * (r + 1));
         rng_next(&rseed);
         gen_round(rd, sc, r, rseed);
