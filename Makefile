@@ -8,17 +8,22 @@
 #                 stopping at the first failing phase, with a timing line each
 #   make asan     the asan phase only          make tsan   the tsan phase only
 #   make debug    debug build (build/debug)
-#   make stress   tsan build, then every stress program with --long
+#   make stress   tsan build, then every stress program with --long (its
+#                 default seed, then STRESS_SEEDS more: seeds 1..n)
 #   make bench    release build, then every benchmark (JSON lines on stdout)
 #   make clean    remove build/
 #
-# Knobs: JOBS (default: nproc), STRESS_TIMEOUT (seconds per stress program),
-# BENCH_TIMEOUT (seconds per benchmark, 0 = none).
+# Knobs: JOBS (default: nproc), STRESS_TIMEOUT (seconds per stress run),
+# STRESS_SEEDS (extra seeds per stress program, default 0), STRESS_PRESET
+# (the build `make stress` runs: tsan, or release / asan / debug for a
+# quicker sweep), BENCH_TIMEOUT (seconds per benchmark, 0 = none).
 
 SHELL := /bin/sh
 
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-STRESS_TIMEOUT ?= 1800
+STRESS_TIMEOUT ?= 3600
+STRESS_SEEDS ?= 0
+STRESS_PRESET ?= tsan
 BENCH_TIMEOUT ?= 0
 export JOBS
 
@@ -29,7 +34,7 @@ PHASE := sh cmake/phase.sh
 all: build
 
 help:
-	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,19p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@sh cmake/deps.sh
@@ -62,8 +67,9 @@ tsan: deps
 	@$(PHASE) tsan
 
 stress: deps
-	@$(PHASE) tsan build
-	@sh cmake/run-programs.sh stress build/tsan/stress/stress-programs.txt $(STRESS_TIMEOUT) --long
+	@$(PHASE) $(STRESS_PRESET) build
+	@if [ "$(STRESS_PRESET)" = tsan ]; then ECS_SPIN_US=0; export ECS_SPIN_US; fi; \
+	STRESS_SEEDS=$(STRESS_SEEDS) sh cmake/run-programs.sh stress build/$(STRESS_PRESET)/stress/stress-programs.txt $(STRESS_TIMEOUT) --long
 
 bench: deps
 	@$(PHASE) release build

@@ -4,8 +4,10 @@
 #
 #   run-programs.sh stress <list> <timeout-s> [args...]
 #       each program with args under `timeout`, through run-test.sh (TSan
-#       start-up fallback) with the sanitizer options of the tests; runs
-#       them all, then fails if any failed.
+#       start-up fallback) with the sanitizer options of the tests, first
+#       with its default seed, then (STRESS_SEEDS=n) with seeds 1..n
+#       (STAGEHAND_SEED=k, which also replays one); runs them all, then
+#       prints one line per run and fails if any failed.
 #   run-programs.sh bench <list> <timeout-s, 0 = none> [args...]
 #       each program with args; stdout (one JSON object per result line) is
 #       printed and the JSON lines are also collected into
@@ -43,21 +45,49 @@ stress)
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
     export TSAN_OPTIONS ASAN_OPTIONS UBSAN_OPTIONS
-    while IFS= read -r prog; do
-        [ -n "$prog" ] || continue
-        echo "== stress: $prog $* (timeout ${limit}s)"
+    seeds=${STRESS_SEEDS:-0}
+    case "$seeds" in
+    '' | *[!0-9]*)
+        echo "run-programs: STRESS_SEEDS must be a number of extra seeds (got '$seeds')" >&2
+        exit 2
+        ;;
+    esac
+    summary=""
+    # run_one <program> <seed or "default"> [args...]
+    run_one() {
+        prog=$1 seed=$2
+        shift 2
+        echo "== stress: $prog $* (seed $seed, timeout ${limit}s)"
         s=$(date +%s)
-        with_timeout sh "$here/run-test.sh" "$prog" "$@" </dev/null
+        if [ "$seed" = default ]; then
+            (unset STAGEHAND_SEED; with_timeout sh "$here/run-test.sh" "$prog" "$@" </dev/null)
+        else
+            STAGEHAND_SEED=$seed with_timeout sh "$here/run-test.sh" "$prog" "$@" </dev/null
+        fi
         rc=$?
         t=$(( $(date +%s) - s ))
+        name=$(basename "$prog")
         if [ "$rc" -eq 0 ]; then
-            echo "== stress: $(basename "$prog") passed in ${t}s"
+            result=passed
         else
-            [ "$rc" -eq 124 ] && echo "== stress: $(basename "$prog") timed out after ${limit}s" >&2
-            echo "== stress: $(basename "$prog") FAILED (exit $rc) after ${t}s" >&2
-            failed="$failed $(basename "$prog")"
+            [ "$rc" -eq 124 ] && echo "== stress: $name timed out after ${limit}s" >&2
+            result="FAILED (exit $rc)"
+            failed="$failed $name:$seed"
         fi
+        echo "== stress: $name seed $seed $result in ${t}s"
+        summary="$summary
+$(printf '%-12s seed %-8s %-18s %6ss' "$name" "$seed" "$result" "$t")"
+    }
+    while IFS= read -r prog; do
+        [ -n "$prog" ] || continue
+        run_one "$prog" default "$@"
+        k=1
+        while [ "$k" -le "$seeds" ]; do
+            run_one "$prog" "$k" "$@"
+            k=$((k + 1))
+        done
     done <"$list"
+    echo "== stress: summary$summary"
     ;;
 bench)
     out="$(cd "$(dirname "$list")/.." && pwd)/bench-results.jsonl"
