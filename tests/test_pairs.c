@@ -2894,7 +2894,7 @@ static void pairs_kept_walks_follow_every_change(void **state)
     ecs_world_t *w = hunts_world(&pos, &r, &sm, &tm);
     ecs_component_t tag[6];
     for (int t = 0; t < 6; t++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof(name), "Tag%d", t);
         tag[t] = ecs_component_register(w, &(ecs_component_desc_t){.name = name});
         assert_true(tag[t]);
