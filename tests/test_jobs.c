@@ -1316,6 +1316,21 @@ static void pool_parallel_for_huge_range_does_not_overflow(void **state)
 /* Pool: workers, stealing, sleeping                                       */
 /* ---------------------------------------------------------------------- */
 
+#ifndef ECS_TEST_POOL_SLEEP
+#error "tests/CMakeLists.txt defines ECS_TEST_POOL_SLEEP, the sleep path this program's library must take"
+#endif
+
+/* The library sleeps the way its build says: test_jobs on the
+ * platform's path ("futex" on Linux), test_jobs_portable on the mutex
+ * and condition variable ("condvar"), so that the second program really
+ * runs every case below on the portable path. */
+static void pool_sleeps_on_the_path_it_was_built_for(void **state)
+{
+    (void)state;
+    print_message("sleep path: %s\n", ecs__job_pool_sleep_kind());
+    assert_string_equal(ecs__job_pool_sleep_kind(), ECS_TEST_POOL_SLEEP);
+}
+
 static void pool_single_worker_runs_jobs_on_the_caller(void **state)
 {
     (void)state;
@@ -1700,6 +1715,236 @@ static void pool_wake_up_is_never_lost(void **state)
     pool_free(p, &c);
 }
 
+/* Submits n jobs to worker 0's deque and only watches them (the caller
+ * does not help), so sleepers must run them; false when they are not all
+ * done within `ns`. The counter is left at zero either way (the caller
+ * runs what is left). */
+static bool watch_batch(ecs__job_pool_t *p, ecs__job_t **ptrs, uint32_t n, ecs__job_counter_t *jc, uint64_t ns)
+{
+    ecs__job_pool_submit(p, 0, ptrs, n, jc);
+    uint64_t deadline = 0;
+    for (uint32_t polls = 1; atomic_load(&jc->pending) > 0; polls++) {
+        if (polls % 64 == 0) sched_yield();
+        if (polls % 1024 == 0) {
+            uint64_t t = now_ns();
+            if (!deadline) deadline = t + ns;
+            else if (t > deadline) break;
+        }
+    }
+    bool done = atomic_load(&jc->pending) == 0;
+    ecs__job_pool_wait(p, 0, jc);
+    return done;
+}
+
+/* The race of pool_wake_up_is_never_lost with more sleepers than jobs:
+ * batches of 1 to 3 jobs go to 4 workers as the last batch's workers
+ * head for sleep, so wakes meet workers on every step of the sleep
+ * protocol (announced, taking a last look, entering the wait, woken by
+ * an earlier wake and not yet out). A batch left unrun for 2 s while
+ * the caller only watches is a lost wake-up. */
+static void pool_wake_up_is_never_lost_with_many_sleepers(void **state)
+{
+    (void)state;
+    guard(__func__);
+    counter_t c;
+    ecs__job_pool_t *p = pool_new(&c, 4, 0);
+    uint64_t seed = 31337, rounds = 0, wrong = 0;
+    uint64_t end = now_ns() + 2000000000u;
+    flat_job_t jobs[3];
+    ecs__job_t *ptrs[3] = {&jobs[0].job, &jobs[1].job, &jobs[2].job};
+    JOB_COUNTER(jc);
+    while (now_ns() < end) {
+        for (int k = 0; k < 256; k++, rounds++) {
+            uint32_t n = 1 + rng_below(&seed, 3);
+            for (uint32_t i = 0; i < n; i++)
+                jobs[i] = (flat_job_t){.job = {flat_run, NULL}, .spin = rng_below(&seed, 200)};
+            busy(rng_below(&seed, 300));
+            if (!watch_batch(p, ptrs, n, &jc, 2000000000u)) {
+                pool_free(p, &c);
+                fail_msg("round %llu: a batch of %u jobs was not run for 2 s while 3 workers slept: a lost wake-up",
+                         (unsigned long long)rounds, n);
+            }
+            for (uint32_t i = 0; i < n; i++) wrong += jobs[i].runs != 1 || jobs[i].worker == 0;
+        }
+    }
+    assert_int_equal(wrong, 0);
+    print_message("%llu rounds\n", (unsigned long long)rounds);
+    pool_free(p, &c);
+}
+
+/* A job that keeps its worker until every job of its batch has started
+ * (or a deadline passes): a batch of n such jobs needs n workers. */
+typedef struct {
+    ecs__job_t job;
+    _Atomic uint32_t *started;
+    uint32_t batch;
+    uint64_t deadline;
+    uint32_t worker, runs;
+} hold_job_t;
+
+static void hold_run(ecs__job_t *job, uint32_t worker)
+{
+    hold_job_t *j = (hold_job_t *)job;
+    j->worker = worker;
+    j->runs++;
+    atomic_fetch_add(j->started, 1);
+    while (atomic_load(j->started) < j->batch && now_ns() < j->deadline) sched_yield();
+}
+
+/* Returns once the workers have counted at least min_sleeps sleeps and
+ * no sleep or job for 5 ms (or after 10 s): with no spinning, they are
+ * then asleep. */
+static void workers_settle(const ecs__job_pool_t *p, uint64_t min_sleeps)
+{
+    uint64_t deadline = now_ns() + 10000000000u;
+    for (;;) {
+        ecs__worker_stats_t before = stats_sum(p);
+        sleep_ns(5000000);
+        ecs__worker_stats_t after = stats_sum(p);
+        if (after.sleeps >= min_sleeps && after.sleeps == before.sleeps && after.jobs_run == before.jobs_run) return;
+        if (now_ns() > deadline) return;
+    }
+}
+
+/* The sleeps the workers' stats count, once they reach `want` or 2 s
+ * pass (a woken worker counts its next sleep when it gets there). */
+static uint64_t sleeps_settled(const ecs__job_pool_t *p, uint64_t want)
+{
+    uint64_t deadline = now_ns() + 2000000000u;
+    uint64_t sleeps = stats_sum(p).sleeps;
+    while (sleeps < want && now_ns() < deadline) {
+        sleep_ns(1000000);
+        sleeps = stats_sum(p).sleeps;
+    }
+    return sleeps;
+}
+
+/* A submit of n jobs wakes n sleepers: not fewer (each job here holds
+ * its worker until all n have started, so the batch only finishes at
+ * once on n distinct workers), and not more (each woken worker sleeps
+ * again once: about n sleeps a submit; waking all 7 would make 7). */
+static void pool_submit_of_n_jobs_wakes_n_sleepers(void **state)
+{
+    (void)state;
+    guard(__func__);
+    enum { W = 8, N = 3, ROUNDS = 30 };
+    counter_t c;
+    ecs__job_pool_t *p = pool_new(&c, W, 0);
+    uint64_t before = sleeps_settled(p, W - 1);
+    assert_true(before >= W - 1);
+    for (int r = 0; r < ROUNDS; r++) {
+        _Atomic uint32_t started;
+        atomic_init(&started, 0);
+        hold_job_t jobs[N];
+        ecs__job_t *ptrs[N];
+        uint64_t deadline = now_ns() + 2000000000u;
+        for (uint32_t i = 0; i < N; i++) {
+            jobs[i] = (hold_job_t){.job = {hold_run, NULL}, .started = &started, .batch = N, .deadline = deadline};
+            ptrs[i] = &jobs[i].job;
+        }
+        JOB_COUNTER(jc);
+        if (!watch_batch(p, ptrs, N, &jc, 4000000000u)) {
+            pool_free(p, &c);
+            fail_msg("round %d: %u jobs not run for 4 s while the workers slept: a lost wake-up", r, N);
+        }
+        uint32_t seen = 0;
+        for (uint32_t i = 0; i < N; i++) {
+            assert_int_equal(jobs[i].runs, 1);
+            assert_int_not_equal(jobs[i].worker, 0);
+            seen |= 1u << jobs[i].worker;
+        }
+        /* Fewer than N workers: the batch waited for its deadline. */
+        int distinct = __builtin_popcount(seen);
+        if (distinct < N) {
+            pool_free(p, &c);
+            fail_msg("round %d: %d jobs ran on %d workers: the submit woke fewer than %d sleepers", r, N, distinct,
+                     N);
+        }
+        sleeps_settled(p, before + (uint64_t)(r + 1) * N);
+    }
+    uint64_t sleeps = sleeps_settled(p, before + ROUNDS * N) - before;
+    pool_free(p, &c);
+    print_message("%llu sleeps for %d submits of %d jobs\n", (unsigned long long)sleeps, ROUNDS, N);
+    assert_true(sleeps >= ROUNDS * N);
+    assert_true(sleeps < ROUNDS * N * 3 / 2);
+}
+
+/* A mailbox job for a sleeping worker other than 0 wakes that worker,
+ * which alone can run it: a wake that cannot choose its sleeper must
+ * wake them all. Each of the 7 threads three times, in a shuffled order
+ * (waking one sleeper wakes the one asleep longest, both on a futex and
+ * on a condition variable: in turn 1, 2, ..., 7, that was always the
+ * target), while all sleep; the caller only watches. */
+static void pool_mailbox_job_wakes_its_sleeping_target(void **state)
+{
+    (void)state;
+    guard(__func__);
+    enum { W = 8, VISITS = 3 * (W - 1) };
+    counter_t c;
+    ecs__job_pool_t *p = pool_new(&c, W, 0);
+    uint32_t order[VISITS];
+    for (uint32_t i = 0; i < VISITS; i++) order[i] = 1 + i % (W - 1);
+    uint64_t seed = 8080;
+    for (uint32_t i = VISITS - 1; i > 0; i--) {
+        uint32_t k = rng_below(&seed, i + 1), t = order[i];
+        order[i] = order[k];
+        order[k] = t;
+    }
+    for (uint32_t v = 0; v < VISITS; v++) {
+        uint32_t target = order[v];
+        workers_settle(p, W - 1);
+        flat_job_t job = {.job = {flat_run, NULL}, .worker = 99};
+        JOB_COUNTER(jc);
+        ecs__job_pool_submit_to(p, target, &job.job, &jc);
+        uint64_t deadline = now_ns() + 2000000000u;
+        while (atomic_load(&jc.pending) > 0 && now_ns() < deadline) sched_yield();
+        if (atomic_load(&jc.pending) > 0) {
+            /* Destroy wakes everyone; the target runs its mailbox on
+             * the way out, while `job` is still alive. */
+            pool_free(p, &c);
+            fail_msg("a job for sleeping worker %u was not run for 2 s: its target was not woken", target);
+        }
+        assert_int_equal(job.worker, target);
+        assert_int_equal(job.runs, 1);
+    }
+    pool_free(p, &c);
+}
+
+/* Destroying a pool whose workers all sleep wakes every one of them
+ * (each sees stop and returns), and joins them. */
+static void pool_destroy_wakes_every_sleeper(void **state)
+{
+    (void)state;
+    guard(__func__);
+    int base = task_count();
+    static const uint32_t workers[] = {2, 8, 16};
+    for (size_t k = 0; k < COUNT_OF(workers); k++) {
+        uint32_t w = workers[k];
+        counter_t c;
+        ecs__job_pool_t *p = pool_new(&c, w, 0);
+        /* A round of work first, so the workers sleep after being woken
+         * once, not only after starting. */
+        batch_t b;
+        batch_init(&b, 4 * w, 100);
+        JOB_COUNTER(jc);
+        ecs__job_pool_submit(p, 0, b.ptrs, b.n, &jc);
+        ecs__job_pool_wait(p, 0, &jc);
+        batch_check(&b, w, "before destroy");
+        batch_fini(&b);
+        workers_settle(p, w - 1);
+        uint64_t t0 = now_ns();
+        pool_free(p, &c);
+        uint64_t took = now_ns() - t0;
+        int n = task_count_settled(base);
+        if (n != base) fail_msg("%u workers: %d threads left after destroy", w, n - base);
+        print_message("%u sleeping workers: destroy took %llu us\n", w, (unsigned long long)(took / 1000));
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Pool: lifecycle                                                         */
+/* ---------------------------------------------------------------------- */
+
 /* Create and destroy: at once, right after a burst (workers still
  * stealing or spinning), once all sleep, after nested work. */
 static void pool_create_destroy_repeatedly(void **state)
@@ -1768,6 +2013,7 @@ int main(void)
         cmocka_unit_test_teardown(pool_parallel_for_covers_every_index_once, unguard),
         cmocka_unit_test_teardown(pool_parallel_for_runs_inside_jobs, unguard),
         cmocka_unit_test(pool_parallel_for_huge_range_does_not_overflow),
+        cmocka_unit_test(pool_sleeps_on_the_path_it_was_built_for),
         cmocka_unit_test_teardown(pool_single_worker_runs_jobs_on_the_caller, unguard),
         cmocka_unit_test_teardown(pool_create_starts_threads_and_destroy_joins_them, unguard),
         cmocka_unit_test_teardown(pool_create_fails_cleanly_without_memory, unguard),
@@ -1778,6 +2024,10 @@ int main(void)
         cmocka_unit_test_teardown(pool_submit_wakes_one_sleeper_per_job, unguard),
         cmocka_unit_test_teardown(pool_job_for_the_caller_wakes_nobody, unguard),
         cmocka_unit_test_teardown(pool_wake_up_is_never_lost, unguard),
+        cmocka_unit_test_teardown(pool_wake_up_is_never_lost_with_many_sleepers, unguard),
+        cmocka_unit_test_teardown(pool_submit_of_n_jobs_wakes_n_sleepers, unguard),
+        cmocka_unit_test_teardown(pool_mailbox_job_wakes_its_sleeping_target, unguard),
+        cmocka_unit_test_teardown(pool_destroy_wakes_every_sleeper, unguard),
         cmocka_unit_test_teardown(pool_create_destroy_repeatedly, unguard),
     };
     /* The group setup starts the watchdog thread, the teardown joins it. */

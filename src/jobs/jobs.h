@@ -198,6 +198,11 @@ ecs__job_pool_t *ecs__job_pool_create(const ecs_allocator_t *a, uint32_t workers
 /* Stops and joins every thread. Must not be called while jobs run. */
 void ecs__job_pool_destroy(ecs__job_pool_t *pool);
 uint32_t ecs__job_pool_workers(const ecs__job_pool_t *pool);
+/* How idle workers of this build sleep: "futex" (Linux) or "condvar"
+ * (the portable path: a pthread mutex and condition variable, used where
+ * there is no futex or when built with ECS_POOL_PORTABLE_SLEEP). A
+ * static string; for tests and benchmarks. */
+const char *ecs__job_pool_sleep_kind(void);
 
 /* Adds n jobs (an array of pointers) to the deque of `worker`, the
  * calling thread's worker index, and wakes sleeping workers. counter is

@@ -6,19 +6,25 @@
  * Chase-Lev deque (jobs.h): it pushes and takes at the bottom, others
  * steal at the top. An idle worker takes its own jobs, then steals from
  * the others starting at a random victim, then spins for spin_us, then
- * sleeps on a futex word until a submitter wakes it. A submit of n jobs
- * wakes at most n sleepers, not all of them: with more workers than
- * cores, waking every sleeper for every submit filled the run queues
- * with workers that found nothing (16 workers on 2 cores: the demo's
- * p95 frame 2.2 ms against 0.4 ms with 2). ck_ec, which this used
- * before, wakes every waiter or none: its waiter flag is cleared by a
- * wake, so waking some would leave the rest asleep through later
- * submits.
+ * sleeps until a submitter wakes it. A submit of n jobs wakes at most n
+ * sleepers, not all of them: with more workers than cores, waking every
+ * sleeper for every submit filled the run queues with workers that found
+ * nothing (16 workers on 2 cores: the demo's p95 frame 2.2 ms against
+ * 0.4 ms with 2). ck_ec, which this used before, wakes every waiter or
+ * none: its waiter flag is cleared by a wake, so waking some would leave
+ * the rest asleep through later submits.
+ *
+ * The sleep itself has two builds, chosen at compile time (POOL_FUTEX
+ * below): on Linux a futex on the event count `wake_seq`; elsewhere, or
+ * with ECS_POOL_PORTABLE_SLEEP (the CMake option of that name), a pthread
+ * mutex and condition variable beside the same count (the portable path).
+ * Everything above the two functions pool_sleep and pool_wake is shared.
  *
  * Synchronisation that TSan must see goes through our own C11 atomics:
  * the deques carry the jobs, the job counters carry completion, the
- * `sleepers` count and the `stop` flag are seq_cst. The futex is only
- * the sleep and wake signal: no data is handed over through it.
+ * `sleepers` count and the `stop` flag are seq_cst. The futex or the
+ * condition variable is only the sleep and wake signal: no data is handed
+ * over through it.
  *
  * Lost wake-ups: a worker going to sleep announces itself in `sleepers`
  * (a seq_cst increment), reads the event count, looks for work once more,
@@ -29,17 +35,26 @@
  * its wake reaches n sleepers, which may be others: any worker can steal
  * the jobs, and one that runs out of work looks again before sleeping),
  * or the sleeper's increment synchronises with the submitter's read and
- * its last look sees the job (see wake_sleepers).
+ * its last look sees the job (see wake_sleepers). How each sleep path
+ * keeps "a wait that has not begun returns at once" is said beside it.
  */
 #include "jobs/jobs.h"
 
 #include <limits.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <time.h>
+
+/* The sleep path: 1 for the futex (Linux, unless the portable path is
+ * asked for), 0 for the mutex and condition variable. */
+#if defined(__linux__) && !defined(ECS_POOL_PORTABLE_SLEEP)
+#define POOL_FUTEX 1
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#else
+#define POOL_FUTEX 0
+#endif
 
 #define DEQUE_CAPACITY 4096u /* jobs per worker; a push beyond runs inline */
 
@@ -77,8 +92,14 @@ struct ecs__job_pool {
     worker_t *workers;
     _Alignas(64) _Atomic uint32_t sleepers; /* workers inside the sleep protocol */
     _Atomic bool stop;
-    _Alignas(64) _Atomic uint32_t wake_seq; /* the futex word: bumped to wake sleepers */
-    _Atomic uint32_t waiting;                /* sleepers in (or entering) the futex wait */
+    _Alignas(64) _Atomic uint32_t wake_seq; /* the event count (the futex word): bumped to wake sleepers */
+    _Atomic uint32_t waiting;                /* sleepers in (or entering) the futex or condvar wait */
+#if !POOL_FUTEX
+    /* The portable path: the condvar wait and its check of wake_seq
+     * happen under sleep_lock (see pool_sleep). */
+    pthread_mutex_t sleep_lock;
+    pthread_cond_t wake_cond;
+#endif
 };
 
 /* ---------------------------------------------------------------------- */
@@ -103,7 +124,7 @@ void ecs__deque_fini(ecs__deque_t *d, const ecs_allocator_t *a)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Sleep and wake: a futex                                                 */
+/* Sleep and wake                                                          */
 /* ---------------------------------------------------------------------- */
 
 static inline void cpu_relax(void)
@@ -113,18 +134,41 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Polls before the futex: a wake that comes within a few microseconds
+/* Polls before the wait: a wake that comes within a few microseconds
  * then costs neither side a system call (ck_ec's busy phase did this). */
 #define SLEEP_POLLS 1000u
+
+/* With spinning on, polls wake_seq about a thousand times; true when it
+ * moved from `seen` (the sleep is over before it began). Without
+ * spinning, false at once: no busy wait at all. Acquire: a caller that
+ * returns looks for work after the waker's push. */
+static inline bool sleep_poll(ecs__job_pool_t *p, uint32_t seen)
+{
+    for (uint32_t i = 0, polls = p->spin_ns ? SLEEP_POLLS : 0; i < polls; i++) {
+        if (atomic_load_explicit(&p->wake_seq, memory_order_acquire) != seen) return true;
+        cpu_relax();
+    }
+    return false;
+}
+
+#if POOL_FUTEX
+
+/* The futex path: wake_seq is the futex word, and the kernel checks it
+ * against `seen` under its own lock before it sleeps. */
+
+static bool sleep_init(ecs__job_pool_t *p)
+{
+    (void)p;
+    return true;
+}
+
+static void sleep_fini(ecs__job_pool_t *p) { (void)p; }
 
 /* Sleeps while wake_seq is still `seen` (returns at once otherwise), or
  * until woken, or spuriously: callers look for work again either way. */
 static void pool_sleep(ecs__job_pool_t *p, uint32_t seen)
 {
-    for (uint32_t i = 0, polls = p->spin_ns ? SLEEP_POLLS : 0; i < polls; i++) {
-        if (atomic_load_explicit(&p->wake_seq, memory_order_acquire) != seen) return;
-        cpu_relax();
-    }
+    if (sleep_poll(p, seen)) return;
     /* Announced before the wait, read by wakers after their bump (both
      * seq_cst): a waker that reads 0 bumped first, and the kernel's check
      * of the word then sees the bump and does not sleep. */
@@ -141,6 +185,105 @@ static void pool_wake(ecs__job_pool_t *p, int n)
     if (atomic_load_explicit(&p->waiting, memory_order_seq_cst))
         syscall(SYS_futex, (uint32_t *)&p->wake_seq, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
+
+#else /* !POOL_FUTEX */
+
+/*
+ * The portable path: a pthread mutex and condition variable stand in for
+ * the futex. wake_seq stays the event count and `waiting` the count of
+ * sleepers in (or entering) the wait; what the kernel's check of the
+ * futex word did, sleep_lock does here:
+ *
+ *   sleeper: lock; waiting++; while (wake_seq == seen) cond_wait; waiting--;
+ *            unlock
+ *   waker:   wake_seq++; if (waiting) { lock; w = waiting; unlock;
+ *            signal min(n, w) times, or broadcast for "everyone" }
+ *
+ * No lost wake-up. The sleeper checks wake_seq and enters the wait
+ * without letting go of sleep_lock in between (pthread_cond_wait releases
+ * it atomically with blocking). A waker that reads `waiting` non-zero
+ * takes sleep_lock after its bump. If it gets the lock before the
+ * sleeper, its unlock happens before the sleeper's lock, so the bump
+ * happens before the sleeper's check: the sleeper sees the count moved
+ * and does not wait. If it gets the lock after the sleeper, the sleeper
+ * is blocked in the wait (and counted in w) by then, and the signals
+ * that follow reach it or another blocked sleeper, which serves as well:
+ * any worker can steal the jobs. A waker that reads `waiting` as 0 takes
+ * no lock: the bump and the read are seq_cst, as are the sleeper's
+ * increment and its check, so if the read missed the increment, the bump
+ * precedes the check in the single total order and the check sees it.
+ *
+ * At most n woken: w counts every sleeper blocked in the wait (and some
+ * on their way out), and each pthread_cond_signal unblocks one of them.
+ * A sleeper that blocks between the waker's unlock and its signals may
+ * take a signal; it read `seen` after the bump, so its last look for
+ * work came after the push: the jobs it did not find were already taken.
+ * Only a wake of everyone (stop, a mailbox job for a thread) broadcasts.
+ * Signals go out after the unlock, so a woken sleeper does not block at
+ * once on the lock its waker still holds. A spurious return of the wait
+ * waits again (the count did not move), so `sleeps` counts what it counts
+ * on the futex path: one per stretch in the sleep protocol.
+ */
+
+static bool sleep_init(ecs__job_pool_t *p)
+{
+    if (pthread_mutex_init(&p->sleep_lock, NULL)) return false;
+    if (pthread_cond_init(&p->wake_cond, NULL)) {
+        pthread_mutex_destroy(&p->sleep_lock);
+        return false;
+    }
+    return true;
+}
+
+static void sleep_fini(ecs__job_pool_t *p)
+{
+    pthread_cond_destroy(&p->wake_cond);
+    pthread_mutex_destroy(&p->sleep_lock);
+}
+
+/* Sleeps while wake_seq is still `seen` (returns at once otherwise), or
+ * until a waker signals it after moving the count. */
+static void pool_sleep(ecs__job_pool_t *p, uint32_t seen)
+{
+    if (sleep_poll(p, seen)) return;
+    pthread_mutex_lock(&p->sleep_lock);
+    /* seq_cst increment, then seq_cst loads of the count: the Dekker
+     * pair with pool_wake's bump and read of `waiting` (see above). The
+     * loads need no more than that: the lock orders them against a
+     * waker that took it, and acquire lets a woken sleeper see the push
+     * that came before the bump. */
+    atomic_fetch_add_explicit(&p->waiting, 1, memory_order_seq_cst);
+    while (atomic_load_explicit(&p->wake_seq, memory_order_seq_cst) == seen)
+        pthread_cond_wait(&p->wake_cond, &p->sleep_lock);
+    /* Relaxed: a waker that still counts this sleeper sends at most one
+     * signal too many, and a waker's read under the lock is ordered by
+     * the lock. */
+    atomic_fetch_sub_explicit(&p->waiting, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&p->sleep_lock);
+}
+
+/* Bumps the count and wakes up to n of the sleepers in the condvar wait
+ * (INT_MAX: all of them); takes no lock and makes no call when none
+ * is. */
+static void pool_wake(ecs__job_pool_t *p, int n)
+{
+    atomic_fetch_add_explicit(&p->wake_seq, 1, memory_order_seq_cst);
+    if (!atomic_load_explicit(&p->waiting, memory_order_seq_cst)) return;
+    pthread_mutex_lock(&p->sleep_lock);
+    /* Relaxed under the lock: every change of `waiting` by a sleeper
+     * that holds or held the lock is ordered before this read by it. */
+    uint32_t w = atomic_load_explicit(&p->waiting, memory_order_relaxed);
+    pthread_mutex_unlock(&p->sleep_lock);
+    if (n == INT_MAX) {
+        pthread_cond_broadcast(&p->wake_cond);
+        return;
+    }
+    for (uint32_t i = 0; i < w && i < (uint32_t)n; i++) pthread_cond_signal(&p->wake_cond);
+}
+
+#endif /* POOL_FUTEX */
+
+const char *ecs__job_pool_sleep_kind(void) { return POOL_FUTEX ? "futex" : "condvar"; }
 
 /* Wakes up to n sleeping workers, if there is one. Called after pushing.
  * The read of sleepers is a read-modify-write: a plain load may be
@@ -299,8 +442,13 @@ ecs__job_pool_t *ecs__job_pool_create(const ecs_allocator_t *a, uint32_t workers
     atomic_init(&p->stop, false);
     atomic_init(&p->wake_seq, 0);
     atomic_init(&p->waiting, 0);
+    if (!sleep_init(p)) {
+        ecs__free(a, p);
+        return NULL;
+    }
     p->workers = ecs__calloc(a, workers * sizeof(worker_t), 64);
     if (!p->workers) {
+        sleep_fini(p);
         ecs__free(a, p);
         return NULL;
     }
@@ -333,6 +481,7 @@ void ecs__job_pool_destroy(ecs__job_pool_t *p)
         if (p->workers[i].deque.buffer) ecs__deque_fini(&p->workers[i].deque, &a);
     }
     ecs__free(&a, p->workers);
+    sleep_fini(p);
     ecs__free(&a, p);
 }
 
