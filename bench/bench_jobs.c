@@ -12,6 +12,14 @@
  *   parallel_for a compute-bound loop at 1 and 2 workers, and the speed-up
  *   idle_cpu     CPU time an idle pool burns over 5 s (getrusage)
  *
+ *   wake_submit  7 empty jobs submitted to 8 workers all asleep: the cost
+ *                of the submit call (it wakes 7 sleepers) and of the
+ *                round trip until all 7 have run
+ *
+ * Every line names the pool's sleep path in "sleep": bench_jobs is built
+ * on the platform's ("futex" on Linux), bench_jobs_portable on the
+ * portable one ("condvar": a pthread mutex and condition variable).
+ *
  * Usage: bench_jobs [--quick]
  */
 #include "jobs/jobs.h"
@@ -28,6 +36,7 @@
 
 static int reps = 21;
 static int idle_seconds = 5;
+static const char *sleep_kind; /* the pool's sleep path, in every line */
 
 static void sleep_us(long us)
 {
@@ -74,7 +83,9 @@ static double handoff_once(ecs__job_pool_t *p)
     double t0 = now_ns();
     ecs__job_pool_submit(p, 0, &jp, 1, &c);
     for (uint32_t k = 1; atomic_load_explicit(&c.pending, memory_order_acquire) > 0; k++) {
+#if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
+#endif
         if (k % 64 == 0) sched_yield();
     }
     return now_ns() - t0;
@@ -101,15 +112,15 @@ static void bench_roundtrips(void)
             sleep_us(3000);
             cold[i] = kind ? handoff_once(p) : forkjoin_once(p, 2);
         }
-        printf("{\"name\":\"roundtrip_%s\",\"workers\":2,\"state\":\"spinning\",\"median_ns\":%.1f}\n", kinds[kind],
-               median(hot, reps));
-        printf("{\"name\":\"roundtrip_%s\",\"workers\":2,\"state\":\"asleep\",\"median_ns\":%.1f}\n", kinds[kind],
-               median(cold, COLD));
+        printf("{\"name\":\"roundtrip_%s\",\"sleep\":\"%s\",\"workers\":2,\"state\":\"spinning\",\"median_ns\":%.1f}\n",
+               kinds[kind], sleep_kind, median(hot, reps));
+        printf("{\"name\":\"roundtrip_%s\",\"sleep\":\"%s\",\"workers\":2,\"state\":\"asleep\",\"median_ns\":%.1f}\n",
+               kinds[kind], sleep_kind, median(cold, COLD));
     }
     ecs__worker_stats_t st;
     ecs__job_pool_stats(p, 1, &st);
-    printf("{\"name\":\"roundtrip_worker1_stats\",\"jobs_run\":%llu,\"steals\":%llu,\"sleeps\":%llu}\n",
-           (unsigned long long)st.jobs_run, (unsigned long long)st.steals, (unsigned long long)st.sleeps);
+    printf("{\"name\":\"roundtrip_worker1_stats\",\"sleep\":\"%s\",\"jobs_run\":%llu,\"steals\":%llu,\"sleeps\":%llu}\n",
+           sleep_kind, (unsigned long long)st.jobs_run, (unsigned long long)st.steals, (unsigned long long)st.sleeps);
     ecs__job_pool_destroy(p);
 }
 
@@ -144,7 +155,8 @@ static void bench_job_overhead(void)
         }
         double m = median(t, reps);
         if (workers == 1) base = m;
-        printf("{\"name\":\"job_overhead\",\"workers\":%u,\"jobs\":%d,\"median_ns_per_job\":%.2f", workers, N, m);
+        printf("{\"name\":\"job_overhead\",\"sleep\":\"%s\",\"workers\":%u,\"jobs\":%d,\"median_ns_per_job\":%.2f",
+               sleep_kind, workers, N, m);
         if (workers > 1) printf(",\"baseline\":\"job_overhead/1\",\"ratio\":%.3f", m / base);
         printf("}\n");
         ecs__job_pool_destroy(p);
@@ -187,13 +199,50 @@ static void bench_parallel_for(void)
         }
         double m = median(t, reps);
         if (workers == 1) base = m;
-        printf("{\"name\":\"parallel_for_compute\",\"workers\":%u,\"n\":%d,\"grain\":%d,\"median_ns\":%.0f", workers, N,
-               GRAIN, m);
+        printf("{\"name\":\"parallel_for_compute\",\"sleep\":\"%s\",\"workers\":%u,\"n\":%d,\"grain\":%d,\"median_ns\":%.0f",
+               sleep_kind, workers, N, GRAIN, m);
         if (workers > 1) printf(",\"baseline\":\"parallel_for_compute/1\",\"speedup\":%.3f", base / m);
         printf("}\n");
         ecs__job_pool_destroy(p);
     }
     free(out);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Waking many sleepers                                                    */
+/* ---------------------------------------------------------------------- */
+
+/* 7 empty jobs on the caller's deque while the 7 other workers sleep:
+ * the submit wakes all 7 (one futex call, or 7 condition-variable
+ * signals); the caller then helps until all have run. Each round after
+ * an idle period well past the spin time. */
+static void bench_wake_submit(void)
+{
+    enum { W = 8, JOBS = W - 1, ROUNDS = 101 };
+    ecs__job_pool_t *p = ecs__job_pool_create(&allocator, W, 50);
+    if (!p) return;
+    ecs__job_t jobs[JOBS];
+    ecs__job_t *jp[JOBS];
+    for (int i = 0; i < JOBS; i++) {
+        jobs[i] = (ecs__job_t){empty_job, NULL, NULL};
+        jp[i] = &jobs[i];
+    }
+    static double submit[ROUNDS], total[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        sleep_us(3000);
+        ecs__job_counter_t c;
+        atomic_init(&c.pending, 0);
+        double t0 = now_ns();
+        ecs__job_pool_submit(p, 0, jp, JOBS, &c);
+        double t1 = now_ns();
+        ecs__job_pool_wait(p, 0, &c);
+        submit[r] = t1 - t0;
+        total[r] = now_ns() - t0;
+    }
+    printf("{\"name\":\"wake_submit\",\"sleep\":\"%s\",\"workers\":%d,\"jobs\":%d,\"state\":\"asleep\","
+           "\"median_submit_ns\":%.1f,\"median_ns\":%.1f}\n",
+           sleep_kind, W, JOBS, median(submit, ROUNDS), median(total, ROUNDS));
+    ecs__job_pool_destroy(p);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -216,8 +265,9 @@ static void bench_idle_cpu(uint32_t workers)
     double c0 = cpu_seconds(), t0 = now_ns();
     sleep_us((long)idle_seconds * 1000000);
     double cpu = cpu_seconds() - c0, wall = (now_ns() - t0) * 1e-9;
-    printf("{\"name\":\"idle_cpu\",\"workers\":%u,\"seconds\":%.2f,\"cpu_seconds\":%.5f,\"percent_of_a_core\":%.3f}\n",
-           workers, wall, cpu, 100.0 * cpu / wall);
+    printf("{\"name\":\"idle_cpu\",\"sleep\":\"%s\",\"workers\":%u,\"seconds\":%.2f,\"cpu_seconds\":%.5f,"
+           "\"percent_of_a_core\":%.3f}\n",
+           sleep_kind, workers, wall, cpu, 100.0 * cpu / wall);
     ecs__job_pool_destroy(p);
 }
 
@@ -228,9 +278,11 @@ int main(int argc, char **argv)
         idle_seconds = 1;
     }
     ecs__allocator_resolve(&allocator, NULL);
+    sleep_kind = ecs__job_pool_sleep_kind();
     bench_roundtrips();
     bench_job_overhead();
     bench_parallel_for();
+    bench_wake_submit();
     bench_idle_cpu(2);
     bench_idle_cpu(16);
     return 0;
