@@ -1,8 +1,10 @@
 #!/bin/sh
 # deps.sh: `make deps`. Checks for cmake (>= 3.21, for CMakePresets.json
 # version 3), gcc, make, pkg-config and the pkg-config modules ck and
-# cmocka; installs only what is missing, with apt-get, as root or through
-# passwordless sudo (libc6-dev too, which gcc only recommends). Does nothing (and never calls apt-get) when all is
+# cmocka, and for the fuzz phase clang with its libFuzzer runtime
+# (libclang_rt.fuzzer); installs only what is missing, with apt-get, as
+# root or through passwordless sudo (libc6-dev too, which gcc only
+# recommends). Does nothing (and never calls apt-get) when all is
 # present.
 set -eu
 
@@ -24,6 +26,13 @@ cmake_too_old() {
     [ "$1" -lt 3 ] || { [ "$1" -eq 3 ] && [ "$2" -lt 21 ]; }
 }
 
+# libFuzzer's runtime, where this clang looks for its runtimes (older
+# layouts name it by architecture, newer ones by directory).
+fuzzer_runtime_found() {
+    dir=$(clang --print-runtime-dir 2>/dev/null) || return 1
+    [ -f "$dir/libclang_rt.fuzzer-$(uname -m).a" ] || [ -f "$dir/libclang_rt.fuzzer.a" ]
+}
+
 check() {
     missing=""
     have cmake || add cmake
@@ -32,6 +41,14 @@ check() {
     # recommends, so ask for them by name.
     [ -f /usr/include/stdio.h ] || add libc6-dev
     have make || add make
+    # The fuzz phase: Debian ships libFuzzer in libclang-rt-<major>-dev;
+    # libclang-rt-dev follows the default clang.
+    if have clang; then
+        fuzzer_runtime_found || add "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev"
+    else
+        add clang
+        add libclang-rt-dev
+    fi
     if have pkg-config; then
         pkg-config --exists ck || add libck-dev
         pkg-config --exists cmocka || add libcmocka-dev
@@ -50,7 +67,7 @@ if [ -z "$missing" ]; then
         echo "deps: $(cmake --version | head -n 1) is too old: the presets need cmake >= 3.21" >&2
         exit 1
     fi
-    echo "deps: ok (cmake, gcc, make, pkg-config, ck, cmocka)"
+    echo "deps: ok (cmake, gcc, make, pkg-config, ck, cmocka, clang, libFuzzer)"
     exit 0
 fi
 
