@@ -290,8 +290,10 @@ void fz_check_world(bool inside)
             boxes += (e->has >> FZ_BOXED) & 1u;
         }
     }
+    /* A filtered query's iteration moves its window: only the operation
+     * that asks for it iterates one. */
     for (int q = 0; q < FZ_MAX_QUERIES; q++) {
-        if (fz_m.query[q]) fz_check_query(fz_m.query[q], &fz_m.qterms[q]);
+        if (fz_m.query[q] && !fz_m.qfilter[q]) fz_check_query(fz_m.query[q], &fz_m.qterms[q]);
     }
     if (fz_boxes_live() != boxes) fz_fail("%ld boxes live, model %ld (a hook ran too often or too rarely)", fz_boxes_live(), boxes);
     if (inside) return;

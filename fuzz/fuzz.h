@@ -35,6 +35,7 @@
 #define FZ_NREL 4          /* relations per world */
 #define FZ_VAL 32          /* bytes of the largest component value */
 #define FZ_PAYLOAD 12      /* bytes of the largest pair payload */
+#define FZ_MAX_RLOG 2048   /* removals logged between two runs of the removal reader */
 
 /* ---------------------------------------------------------------------- */
 /* Components                                                              */
@@ -148,9 +149,30 @@ typedef struct {
     uint64_t seq;
     uint64_t skipped; /* commands playback must have skipped */
     uint64_t frames;
-    /* Cached queries (NULL: free slot). */
+    /* The removal reader's component (-1: no reader), and the removals
+     * of it since the reader's last run, in order: entries with equal
+     * seq were applied in an order the model does not know. */
+    int watch;
+    struct {
+        int slot;
+        uint64_t seq;
+    } rlog[FZ_MAX_RLOG];
+    int nrlog;
+    /* Change marks: the tick of each entity's last Added and Changed
+     * mark per component (0: none), a tick that every mark and every
+     * filtered read moves on, and per component the tick at which
+     * tracking began and how many filters keep it on. */
+    uint32_t tick;
+    uint32_t added_t[FZ_MAX_HANDLES][FZ_NCOMP], changed_t[FZ_MAX_HANDLES][FZ_NCOMP];
+    uint32_t track_start[FZ_NCOMP];
+    int track_refs[FZ_NCOMP];
+    /* Cached queries (NULL: free slot), their change filter (bit 0
+     * ADDED, bit 1 CHANGED, on component qfc) and the tick of their
+     * last iteration (0: never). */
     ecs_query_t *query[FZ_MAX_QUERIES];
     fz_terms_t qterms[FZ_MAX_QUERIES];
+    int qfilter[FZ_MAX_QUERIES], qfc[FZ_MAX_QUERIES];
+    uint32_t qlast[FZ_MAX_QUERIES];
 } fz_model_t;
 
 extern fz_model_t fz_m;
@@ -162,6 +184,17 @@ int fz_model_spawn(void); /* returns the new slot, or -1 past FZ_MAX_HANDLES */
 int fz_model_slot(ecs_entity_t e); /* slot of a handle, -1 if never issued */
 bool fz_model_alive(ecs_entity_t e);
 void fz_model_despawn(int slot); /* with the relations' cleanup */
+/* Change marks (data components only; tags have no column). */
+void fz_mark_added(int slot, int c);
+void fz_mark_changed(int slot, int c);
+void fz_mark_clear(int slot, int c);
+void fz_track_raise(int c);
+void fz_track_lower(int c);
+/* Whether slot passes change filter kind (bits as qfilter) on c for a
+ * reader whose last read was at tick last (0: its first). */
+bool fz_mark_passes(int slot, int c, int kind, uint32_t last);
+/* Logs slot's loss of the watched component (seq 0: a new order key). */
+void fz_model_log_removal(int slot, uint64_t seq);
 bool fz_model_has(int slot, const fz_cref_t *c);
 void fz_model_default(int comp, uint8_t *out);
 int fz_model_npairs_src(int r, int slot);
@@ -220,7 +253,8 @@ void fz_value_to_storage(int c, void *dst, const uint8_t *mv);
  * 3-4: 0, 4, 12, 1 bytes), no source marker (bit 5), no target marker
  * (bit 6); [5] the linker's relation (bits 0-2) and the per-pair
  * system's (bits 3-5), [6] the per-source system's and the per-target
- * system's: values 0-3 name a relation, 4-7 none.
+ * system's: values 0-3 name a relation, 4-7 none; [6] bits 6-7: the
+ * removal reader's component (none, Hot, Counter, Boxed).
  */
 #define FZ_HEADER 7
 

@@ -63,6 +63,8 @@ typedef struct {
     int workers, spin_us;
     bool excl, bump, tagger, script_main, slow;
     int linker, pairsum, degree, targeted; /* a relation, or -1 */
+    int reader;                            /* the removal reader's component, or -1 */
+    int filter, filter_comp;               /* the filtered system's kind (bits as qfilter) and component */
 } fz_cfg_t;
 
 static fz_cfg_t cfg;
@@ -153,6 +155,8 @@ static void sys_excl(ecs_iter_t *it);
 static void sys_pairsum(ecs_iter_t *it);
 static void sys_degree(ecs_iter_t *it);
 static void sys_targeted(ecs_iter_t *it);
+static void sys_reader(ecs_iter_t *it);
+static void sys_filtered(ecs_iter_t *it);
 
 static ecs_component_t C(int c) { return fz_m.comp[c].id; }
 
@@ -174,9 +178,15 @@ static void world_setup(const uint8_t *h)
     cfg.pairsum = ((h[5] >> 3) & 7) < FZ_NREL ? (h[5] >> 3) & 7 : -1;
     cfg.degree = (h[6] & 7) < FZ_NREL ? h[6] & 7 : -1;
     cfg.targeted = ((h[6] >> 3) & 7) < FZ_NREL ? (h[6] >> 3) & 7 : -1;
+    static const int watched[4] = {-1, FZ_HOT, FZ_COUNTER, FZ_BOXED};
+    cfg.reader = watched[h[6] >> 6];
+    static const int filtered[4] = {FZ_COUNTER, FZ_VEC, FZ_BOXED, FZ_SUM};
+    cfg.filter = h[5] >> 6;
+    cfg.filter_comp = filtered[(h[1] >> 7) | (h[2] >> 7) << 1];
 
     memcpy(fz_m.comp, comp_table, sizeof(comp_table));
     fz_model_reset();
+    fz_m.watch = cfg.reader;
     fz_world = ecs_world_create(&(ecs_world_desc_t){.workers = cfg.workers, .spin_us = cfg.spin_us});
     if (!fz_world) fz_fail("ecs_world_create failed");
     if (ecs_world_workers(fz_world) != cfg.workers) fz_fail("ecs_world_workers = %d", ecs_world_workers(fz_world));
@@ -258,6 +268,19 @@ static void world_setup(const uint8_t *h)
                           .pairs = {.relation = fz_m.rel[cfg.targeted].id, .mode = ECS_PAIRS_EACH,
                                     .role = ECS_ROLE_TARGET}}),
                       "targeted");
+    if (cfg.reader >= 0)
+        must_register(ecs_system_register(fz_world, &(ecs_system_desc_t){
+                          .name = "reader", .stage = "PostUpdate", .run = sys_reader, .removed = C(cfg.reader)}),
+                      "reader");
+    if (cfg.filter) {
+        ecs_system_desc_t d = {.name = "filtered", .stage = "PostUpdate", .run = sys_filtered,
+                               .terms = {{.component = C(cfg.filter_comp), .access = ECS_READ}}};
+        int k = 0;
+        if (cfg.filter & 1) d.changes[k++] = (ecs_change_filter_t){.kind = ECS_ADDED, .component = C(cfg.filter_comp)};
+        if (cfg.filter & 2) d.changes[k++] = (ecs_change_filter_t){.kind = ECS_CHANGED, .component = C(cfg.filter_comp)};
+        must_register(ecs_system_register(fz_world, &d), "filtered");
+        fz_track_raise(cfg.filter_comp);
+    }
 
     /* The driver: slot 0, never named by an operation. */
     ecs_entity_t want = fz_model_peek_id();
@@ -498,6 +521,7 @@ static void op_spawn_with(fz_in_t *in, int variant)
         uint8_t d[FZ_VAL];
         fz_model_default(c, d);
         value_store(slot, c, (!null_values && vals[k] && is_data(&ids.ref[k])) ? mv[k] : d);
+        fz_mark_added(slot, c);
     }
 }
 
@@ -559,6 +583,7 @@ static void op_spawn_batch(fz_in_t *in, int variant)
             uint8_t d[FZ_VAL];
             fz_model_default(c, d);
             value_store(slot, c, (!null_values && vals[k] && is_data(&ids.ref[k])) ? mv[k][j] : d);
+            fz_mark_added(slot, c);
         }
     }
 }
@@ -582,8 +607,11 @@ static void op_component(int op, fz_in_t *in, int variant)
             uint8_t d[FZ_VAL];
             fz_model_default(c.index, d);
             value_store(slot, c.index, d);
+            fz_mark_added(slot, c.index);
         } else if (!add) {
+            if (c.index == fz_m.watch && (fz_m.ent[slot].has & bit)) fz_model_log_removal(slot, 0);
             fz_m.ent[slot].has &= ~bit;
+            fz_mark_clear(slot, c.index);
         }
         return;
     }
@@ -604,7 +632,11 @@ static void op_component(int op, fz_in_t *in, int variant)
         where("set %#llx %s v %u%s", (unsigned long long)e, cref_name(&c), v, null_value ? " NULL" : "");
         int rc = ecs_set(fz_world, e, c.id, null_value ? NULL : value_api(ci, mv, &box, &boxed));
         expect_rc("ecs_set", rc, bad ? bad : RC(ECS_OK));
-        if (!rc) value_store(slot, c.index, mv);
+        if (rc) return;
+        /* A set of a present component is Changed; one that adds it, Added. */
+        if ((fz_m.ent[slot].has >> c.index) & 1u) fz_mark_changed(slot, c.index);
+        else fz_mark_added(slot, c.index);
+        value_store(slot, c.index, mv);
         return;
     }
     /* get_mut: writable only for a live entity's present data component. */
@@ -615,6 +647,7 @@ static void op_component(int op, fz_in_t *in, int variant)
     if (!p) return;
     fz_value_to_storage(c.index, p, mv);
     value_store(slot, c.index, mv);
+    fz_mark_changed(slot, c.index);
 }
 
 static void payload_make(uint8_t v, uint8_t *out)
@@ -682,11 +715,15 @@ static void op_pair(int op, fz_in_t *in, int variant)
 /* Terms whose combination the contract leaves open are made valid: an
  * ECS_OTHER term is a plain READ, optional only on READ/WRITE. The rest
  * is valid unless a component is unknown, a marker is written, or the
- * source is ECS_SINGLETON. */
-static bool terms_decode(fz_in_t *in, fz_terms_t *t)
+ * source is ECS_SINGLETON. The count byte's bits 2-3 ask for change
+ * filters (bit 2 ADDED, bit 3 CHANGED) on the first term's component,
+ * where it is a user component: *filter gets them, and a filter on a tag
+ * makes the terms invalid. */
+static bool terms_decode(fz_in_t *in, fz_terms_t *t, int *filter)
 {
     memset(t, 0, sizeof(*t));
-    t->nterms = 1 + in_u8(in) % FZ_MAX_TERMS;
+    uint8_t count = in_u8(in);
+    t->nterms = 1 + count % FZ_MAX_TERMS;
     bool valid = true;
     for (int k = 0; k < t->nterms; k++) {
         t->refs[k] = cref_decode(in_u8(in), true);
@@ -705,7 +742,18 @@ static bool terms_decode(fz_in_t *in, fz_terms_t *t)
         if (t->refs[k].kind == FZ_REF_INVALID || term->src == ECS_SINGLETON) valid = false;
         if (term->access == ECS_WRITE && t->refs[k].kind != FZ_REF_USER) valid = false;
     }
+    *filter = t->refs[0].kind == FZ_REF_USER ? (count >> 2) & 3 : 0;
+    if (*filter && !fz_m.comp[t->refs[0].index].size) valid = false; /* filters name data components */
     return valid;
+}
+
+static void desc_from(const fz_terms_t *t, int filter, ecs_query_desc_t *d)
+{
+    memset(d, 0, sizeof(*d));
+    memcpy(d->terms, t->terms, (size_t)t->nterms * sizeof(ecs_term_t));
+    int k = 0;
+    if (filter & 1) d->changes[k++] = (ecs_change_filter_t){.kind = ECS_ADDED, .component = t->terms[0].component};
+    if (filter & 2) d->changes[k++] = (ecs_change_filter_t){.kind = ECS_CHANGED, .component = t->terms[0].component};
 }
 
 static void never_called(ecs_iter_t *it)
@@ -714,7 +762,38 @@ static void never_called(ecs_iter_t *it)
     fz_fail("ecs_query_each called back for invalid terms");
 }
 
-static void op_query(int op, fz_in_t *in)
+static void filtered_compare(const char *who, const ecs_entity_t *got, int n, const fz_terms_t *t, int c, int kind,
+                             uint32_t last);
+
+/* Iterates a filtered cached query (outside frames): the rows that pass
+ * against the model, then its window moves on. */
+static void filtered_query_check(int slot)
+{
+    static ecs_entity_t got[FZ_MAX_HANDLES * 2];
+    int n = 0;
+    ecs_iter_t it = ecs_query_iter(fz_world, fz_m.query[slot]);
+    while (ecs_query_next(&it)) {
+        for (int i = 0; i < it.count; i++) {
+            if (it.rows && i && it.rows[i] <= it.rows[i - 1]) fz_fail("filtered query: rows not ascending");
+            if (n == FZ_MAX_HANDLES * 2) fz_fail("filtered query handed too many rows");
+            got[n++] = it.entities[ecs_iter_row(&it, i)];
+        }
+    }
+    filtered_compare("filtered query", got, n, &fz_m.qterms[slot], fz_m.qfc[slot], fz_m.qfilter[slot],
+                     fz_m.qlast[slot]);
+    fz_m.qlast[slot] = ++fz_m.tick;
+}
+
+static void query_destroy(int slot)
+{
+    where("query_destroy slot %d", slot);
+    ecs_query_destroy(fz_m.query[slot]);
+    fz_m.query[slot] = NULL;
+    if (fz_m.qfilter[slot]) fz_track_lower(fz_m.qfc[slot]);
+    fz_m.qfilter[slot] = 0;
+}
+
+static void op_query(int op, fz_in_t *in, bool inside)
 {
     if (op == FZ_OP_QUERY_CREATE || op == FZ_OP_QUERY_DESTROY || op == FZ_OP_QUERY_WRITE) {
         int slot = in_u8(in) % FZ_MAX_QUERIES;
@@ -722,6 +801,13 @@ static void op_query(int op, fz_in_t *in)
             uint8_t v = in_u8(in);
             ecs_query_t *q = fz_m.query[slot];
             if (!q) return;
+            if (fz_m.qfilter[slot]) {
+                /* Inside a frame the window's end is the system's tick,
+                 * which the model does not follow: only between frames. */
+                where("filtered query iteration slot %d", slot);
+                if (!inside) filtered_query_check(slot);
+                return;
+            }
             const fz_terms_t *t = &fz_m.qterms[slot];
             int k = 0;
             while (k < t->nterms && !(t->terms[k].src == ECS_SELF && t->terms[k].access == ECS_WRITE &&
@@ -732,7 +818,8 @@ static void op_query(int op, fz_in_t *in)
             where("query_write slot %d %s v %u", slot, fz_m.comp[c].name, v);
             /* Model and storage change together, row by row; the check
              * of the cached queries after the operation sees a row
-             * handed twice or missed. */
+             * handed twice or missed. Writes through fields mark
+             * nothing. */
             ecs_iter_t it = ecs_query_iter(fz_world, q);
             while (ecs_query_next(&it)) {
                 uint8_t *f = ecs_field(&it, k);
@@ -746,34 +833,38 @@ static void op_query(int op, fz_in_t *in)
             }
             return;
         }
-        if (fz_m.query[slot]) {
-            where("query_destroy slot %d", slot);
-            ecs_query_destroy(fz_m.query[slot]);
-            fz_m.query[slot] = NULL;
-        }
+        if (fz_m.query[slot]) query_destroy(slot);
         if (op == FZ_OP_QUERY_DESTROY) return;
         fz_terms_t t;
-        bool valid = terms_decode(in, &t);
-        where("query_create slot %d terms %d valid %d", slot, t.nterms, valid);
+        int filter;
+        bool valid = terms_decode(in, &t, &filter);
+        where("query_create slot %d terms %d filter %d valid %d", slot, t.nterms, filter, valid);
         ecs_query_desc_t d;
-        memset(&d, 0, sizeof(d));
-        memcpy(d.terms, t.terms, (size_t)t.nterms * sizeof(ecs_term_t));
+        desc_from(&t, filter, &d);
         ecs_query_t *q = ecs_query_create(fz_world, &d);
         if ((q != NULL) != valid) fz_fail("ecs_query_create = %p, model %s", (void *)q, valid ? "valid" : "invalid");
         fz_m.query[slot] = q;
         fz_m.qterms[slot] = t;
+        fz_m.qfilter[slot] = q ? filter : 0;
+        fz_m.qlast[slot] = 0;
+        if (q && filter) {
+            fz_m.qfc[slot] = t.refs[0].index;
+            fz_track_raise(fz_m.qfc[slot]);
+        }
         return;
     }
     fz_terms_t t;
-    bool valid = terms_decode(in, &t);
-    where("query_each terms %d valid %d", t.nterms, valid);
-    if (valid) {
+    int filter;
+    bool valid = terms_decode(in, &t, &filter);
+    where("query_each terms %d filter %d valid %d", t.nterms, filter, valid);
+    if (valid && !filter) {
         fz_check_query(NULL, &t);
         return;
     }
+    /* Bad terms, or change filters (a one-shot query has no previous
+     * iteration): refused, and the callback never runs. */
     ecs_query_desc_t d;
-    memset(&d, 0, sizeof(d));
-    memcpy(d.terms, t.terms, (size_t)t.nterms * sizeof(ecs_term_t));
+    desc_from(&t, filter, &d);
     expect_rc("ecs_query_each", ecs_query_each(fz_world, &d, never_called, NULL), RC(ECS_EINVAL));
 }
 
@@ -852,7 +943,7 @@ static void script_decode(fz_in_t *in)
         default: break;
         }
         if (it->kind == FZ_CMD_PROBE) {
-            it->probe = in_u8(in) % 15;
+            it->probe = in_u8(in) % 16;
             it->probe_slot = -1;
             for (int s = 1; s < fz_m.nent; s++) {
                 if (fz_m.ent[s].alive) {
@@ -917,7 +1008,17 @@ static void probe_busy(int k, int slot)
         if (ecs_component_register(w, &(ecs_component_desc_t){.name = "Late", .size = 4}))
             fz_fail("ecs_component_register inside a system");
         break;
-    default: expect_rc("ecs_stage_add inside a system", ecs_stage_add(w, "Late", NULL), RC(ECS_EBUSY)); break;
+    case 14: expect_rc("ecs_stage_add inside a system", ecs_stage_add(w, "Late", NULL), RC(ECS_EBUSY)); break;
+    default:
+        /* A filtered query iterates nothing inside a system that is not
+         * EXCLUSIVE, and its window stays (the next iteration between
+         * frames sees every mark). */
+        for (int q = 0; q < FZ_MAX_QUERIES; q++) {
+            if (!fz_m.query[q] || !fz_m.qfilter[q]) continue;
+            ecs_iter_t qi = ecs_query_iter(w, fz_m.query[q]);
+            if (ecs_query_next(&qi)) fz_fail("a filtered query iterated inside a system");
+        }
+        break;
     }
 }
 
@@ -927,6 +1028,8 @@ static void sys_script(ecs_iter_t *it)
         fz_fail("script system handed %d rows, first %#llx (driver %#llx)", it->count,
                 it->count > 0 ? (unsigned long long)it->entities[0] : 0ull, (unsigned long long)fz_m.ent[0].id);
     script_runs++;
+    const ecs_entity_t *none = NULL;
+    if (ecs_iter_removed(it, &none) != 0 || none) fz_fail("ecs_iter_removed outside a removal reader");
     int np = 0;
     for (int j = 0; j < nscript; j++) {
         fz_item_t *item = &script[j];
@@ -1112,6 +1215,62 @@ static int playback_slot(ecs_entity_t h, const int *prov_slot)
 
 static bool slot_alive(int s) { return s >= 0 && fz_m.ent[s].alive; }
 
+/* A folded run of commands on one entity (docs/commands.md), as far as
+ * the removal log and the change marks see it: per component, what the
+ * run did (src/world/commands.c folds the same way). */
+enum { RUN_DEFAULT = 1, RUN_SET, RUN_REMOVED };
+typedef struct {
+    uint32_t had, touched;
+    uint8_t state[FZ_NCOMP];
+    bool changed[FZ_NCOMP]; /* a set found the component present */
+} fz_run_t;
+
+static void run_open(fz_run_t *run, int slot)
+{
+    memset(run, 0, sizeof(*run));
+    if (slot_alive(slot)) run->had = fz_m.ent[slot].has;
+}
+
+/* Before the command is applied to the model. */
+static void run_step(fz_run_t *run, int slot, int kind, int c)
+{
+    bool present = (fz_m.ent[slot].has >> c) & 1u;
+    run->touched |= 1u << c;
+    if (kind == FZ_CMD_ADD) {
+        if (!present) run->state[c] = RUN_DEFAULT;
+    } else if (kind == FZ_CMD_REMOVE) {
+        if (present) run->state[c] = RUN_REMOVED;
+        run->changed[c] = false;
+    } else {
+        if (present) run->changed[c] = true;
+        run->state[c] = RUN_SET;
+    }
+}
+
+/* After the run: a loss of the watched component is logged once; a
+ * component the entity had and still has is Changed where the run wrote
+ * a value (a set, or a fresh default after a removal); one it gained is
+ * Added, and Changed too where a set found it present. */
+static void run_close(const fz_run_t *run, int slot)
+{
+    if (!slot_alive(slot)) return;
+    uint32_t has = fz_m.ent[slot].has;
+    if (fz_m.watch >= 0 && ((run->had >> fz_m.watch) & 1u) && !((has >> fz_m.watch) & 1u))
+        fz_model_log_removal(slot, 0);
+    for (int c = 0; c < FZ_NCOMP; c++) {
+        if (!((run->touched >> c) & 1u)) continue;
+        bool had = (run->had >> c) & 1u, now = (has >> c) & 1u;
+        if (!now) {
+            fz_mark_clear(slot, c);
+        } else if (had) {
+            if (run->state[c] == RUN_DEFAULT || run->state[c] == RUN_SET) fz_mark_changed(slot, c);
+        } else {
+            fz_mark_added(slot, c);
+            if (run->changed[c]) fz_mark_changed(slot, c);
+        }
+    }
+}
+
 /* PreUpdate, then the Update stage up to its flush, in the model. */
 static void model_update(void)
 {
@@ -1123,6 +1282,7 @@ static void model_update(void)
             memcpy(&v, e->val[FZ_COUNTER], 4);
             v++;
             memcpy(e->val[FZ_COUNTER], &v, 4);
+            fz_mark_changed(s, FZ_COUNTER); /* a WRITE term marks every row it visits */
         }
     }
     if (script_runs != 1) fz_fail("the script system ran %d times in a frame", script_runs);
@@ -1177,9 +1337,28 @@ static void model_update(void)
     /* Playback in key order: the script's commands, the tagger's, the
      * linker's. */
     int prov_slot[FZ_MAX_SCRIPT];
-    for (int j = 0; j < nscript; j++) {
-        fz_item_t *item = &script[j];
-        if (item->rc != ECS_OK || item->kind == FZ_CMD_PROBE) continue;
+    /* Consecutive add/remove/set commands on one handle form a run,
+     * applied as one move: it logs the loss of the watched component
+     * once, when the entity had it before the run and lacks it after
+     * (docs/commands.md, "Runs of commands on one entity"). */
+    ecs_entity_t run_handle = ECS_NULL;
+    int run_slot = -1;
+    fz_run_t run;
+    for (int j = 0; j <= nscript; j++) {
+        fz_item_t *item = j < nscript ? &script[j] : NULL;
+        if (item && (item->rc != ECS_OK || item->kind == FZ_CMD_PROBE)) continue;
+        bool in_run = item && (item->kind == FZ_CMD_ADD || item->kind == FZ_CMD_REMOVE || item->kind == FZ_CMD_SET);
+        if (run_handle && (!in_run || item->ha != run_handle)) {
+            run_close(&run, run_slot);
+            run_handle = ECS_NULL;
+        }
+        if (!item) break;
+        if (in_run && !run_handle) {
+            run_handle = item->ha;
+            run_slot = playback_slot(item->ha, prov_slot);
+            run_open(&run, run_slot);
+        }
+        if (in_run && slot_alive(run_slot)) run_step(&run, run_slot, item->kind, item->c.index);
         if (item->kind == FZ_CMD_SPAWN) {
             prov_slot[prov_index(item->prov, script_np)] = fz_model_spawn();
             continue;
@@ -1226,6 +1405,8 @@ static void model_update(void)
         default: break;
         }
     }
+    /* The tagger's removals come in chunk order: one order key for all. */
+    uint64_t tag_seq = fz_model_rseq_next();
     for (int k = 0; k < ntag; k++) {
         int s = tag_slot[k];
         if (!slot_alive(s)) {
@@ -1233,6 +1414,7 @@ static void model_update(void)
         } else if (tag_add[k]) {
             value_store(s, FZ_HOT, (const uint8_t[FZ_VAL]){0});
         } else {
+            if (fz_m.watch == FZ_HOT && ((fz_m.ent[s].has >> FZ_HOT) & 1u)) fz_model_log_removal(s, tag_seq);
             fz_m.ent[s].has &= ~(1u << FZ_HOT);
         }
     }
@@ -1247,12 +1429,59 @@ static void model_update(void)
     model_at_update = true;
 }
 
+/* What the filtered system was handed this frame (it may run as jobs). */
+static ecs_entity_t filtered_got[FZ_MAX_HANDLES * 2];
+static int nfiltered_got;
+static uint32_t filtered_last; /* the model tick of its last run (0: none) */
+
+static void sys_filtered(ecs_iter_t *it)
+{
+    for (int i = 0; i < it->count; i++) {
+        int row = ecs_iter_row(it, i);
+        if (it->rows && i && it->rows[i] <= it->rows[i - 1]) fz_fail("filtered system: rows not ascending");
+        int k = __atomic_fetch_add(&nfiltered_got, 1, __ATOMIC_RELAXED);
+        if (k >= FZ_MAX_HANDLES * 2) fz_fail("filtered system handed too many rows");
+        filtered_got[k] = it->entities[row];
+    }
+}
+
+/* The entities handed to a change-filtered reader (the system, or a
+ * cached query) against the model: each due entity exactly once. */
+static void filtered_compare(const char *who, const ecs_entity_t *got, int n, const fz_terms_t *t, int c, int kind,
+                             uint32_t last)
+{
+    static uint8_t seen[FZ_MAX_HANDLES];
+    memset(seen, 0, sizeof(seen));
+    if (trace) fprintf(stderr, "%s (filter %d on %s): %d entities\n", who, kind, fz_m.comp[c].name, n);
+    for (int i = 0; i < n; i++) {
+        int s = fz_model_slot(got[i]);
+        if (s < 0) fz_fail("%s handed %#llx, unknown to the model", who, (unsigned long long)got[i]);
+        if (seen[s]++) fz_fail("%s handed %#llx twice", who, (unsigned long long)got[i]);
+    }
+    for (int s = 0; s < fz_m.nent; s++) {
+        bool due = fz_mark_passes(s, c, kind, last) && (!t || fz_model_query_match(s, t));
+        if (due != (seen[s] != 0))
+            fz_fail("%s (%s%s%s) %s %#llx: added tick %u, changed tick %u, last read %u, tracked since %u", who,
+                    (kind & 1) ? "ADDED" : "", kind == 3 ? "+" : "", (kind & 2) ? "CHANGED" : "",
+                    due ? "missed" : "handed", (unsigned long long)fz_m.ent[s].id, fz_m.added_t[s][c],
+                    fz_m.changed_t[s][c], last, fz_m.track_start[c]);
+    }
+}
+
+static void filtered_check(void)
+{
+    filtered_compare("filtered system", filtered_got, nfiltered_got, NULL, cfg.filter_comp, cfg.filter, filtered_last);
+    filtered_last = ++fz_m.tick;
+}
+
 /* PostUpdate in the model: the pair systems' commands. */
 static void model_post_update(void)
 {
     static fz_pair_t *tg[FZ_MAX_PAIRS];
     static uint32_t sum[FZ_MAX_HANDLES], degree[FZ_MAX_HANDLES];
     static bool has_sum[FZ_MAX_HANDLES], has_degree[FZ_MAX_HANDLES], targeted[FZ_MAX_HANDLES];
+    static int sum_n[FZ_MAX_HANDLES];
+    if (cfg.filter) filtered_check();
     for (int s = 0; s < fz_m.nent; s++) {
         has_sum[s] = has_degree[s] = targeted[s] = false;
         if (!fz_m.ent[s].alive) continue;
@@ -1266,6 +1495,7 @@ static void model_post_update(void)
                 if (has_far) memcpy(&far, t->val[FZ_COUNTER], 4);
                 sum[s] = pair_sum(rel->size ? tg[n - 1]->payload : NULL, rel->size, has_far ? &far : NULL, t->id);
                 has_sum[s] = true;
+                sum_n[s] = n;
             }
         }
         if (cfg.degree >= 0) {
@@ -1279,16 +1509,66 @@ static void model_post_update(void)
     }
     for (int s = 0; s < fz_m.nent; s++) {
         uint8_t mv[FZ_VAL] = {0};
+        /* One set per pair, consecutive: one run per source. */
         if (has_sum[s]) {
+            if ((fz_m.ent[s].has >> FZ_SUM) & 1u) {
+                fz_mark_changed(s, FZ_SUM);
+            } else {
+                fz_mark_added(s, FZ_SUM);
+                if (sum_n[s] > 1) fz_mark_changed(s, FZ_SUM);
+            }
             memcpy(mv, &sum[s], 4);
             value_store(s, FZ_SUM, mv);
         }
         if (has_degree[s]) {
+            if ((fz_m.ent[s].has >> FZ_DEGREE) & 1u) fz_mark_changed(s, FZ_DEGREE);
+            else fz_mark_added(s, FZ_DEGREE);
             memcpy(mv, &degree[s], 4);
             value_store(s, FZ_DEGREE, mv);
         }
         if (targeted[s]) value_store(s, FZ_TARGETED, (const uint8_t[FZ_VAL]){0});
     }
+}
+
+static ecs_entity_t removed_got[FZ_MAX_RLOG];
+static int nremoved_got, reader_runs;
+
+/* The removal reader: copies what it is handed, compared after the
+ * frame (reader_check). */
+static void sys_reader(ecs_iter_t *it)
+{
+    const ecs_entity_t *e = NULL;
+    int n = ecs_iter_removed(it, &e);
+    if (n < 0 || n > FZ_MAX_RLOG || (n && !e)) fz_fail("ecs_iter_removed = %d", n);
+    if (n) memcpy(removed_got, e, (size_t)n * sizeof(*e));
+    nremoved_got = n;
+    reader_runs++;
+}
+
+/* The reader's entities against the model's log: in order, where the
+ * model knows it, and as a set within a group of equal seq. */
+static void reader_check(void)
+{
+    if (reader_runs != 1) fz_fail("the removal reader ran %d times in a frame", reader_runs);
+    int n = fz_m.nrlog;
+    if (trace) fprintf(stderr, "removal reader: %d entities\n", nremoved_got);
+    if (nremoved_got != n) fz_fail("removal reader got %d entities, model %d", nremoved_got, n);
+    static bool used[FZ_MAX_RLOG];
+    for (int i = 0; i < n;) {
+        int j = i + 1;
+        while (j < n && fz_m.rlog[j].seq == fz_m.rlog[i].seq) j++;
+        for (int a = i; a < j; a++) used[a] = false;
+        for (int a = i; a < j; a++) {
+            int b = i;
+            while (b < j && (used[b] || fz_m.ent[fz_m.rlog[b].slot].id != removed_got[a])) b++;
+            if (b == j)
+                fz_fail("removal reader: entry %d is %#llx, not among the model's there (%#llx)", a,
+                        (unsigned long long)removed_got[a], (unsigned long long)fz_m.ent[fz_m.rlog[a].slot].id);
+            used[b] = true;
+        }
+        i = j;
+    }
+    fz_m.nrlog = 0;
 }
 
 static void run_op(fz_in_t *in, uint8_t opbyte, bool inside);
@@ -1314,7 +1594,8 @@ static void op_frame(fz_in_t *in)
     excl_ops = in->p + in->i;
     excl_len = cfg.excl ? len : 0;
     in->i += len;
-    script_runs = excl_runs = 0;
+    script_runs = excl_runs = reader_runs = 0;
+    nfiltered_got = 0;
     for (int k = 0; k < 3; k++) slow_budget[k] = SLOW_BUDGET_NS;
     script_np = 0;
     model_at_update = false;
@@ -1335,6 +1616,7 @@ static void op_frame(fz_in_t *in)
     }
     if (!model_at_update) model_update();
     model_post_update();
+    if (cfg.reader >= 0) reader_check();
     fz_m.frames++;
 }
 
@@ -1384,7 +1666,7 @@ static void run_op(fz_in_t *in, uint8_t opbyte, bool inside)
         if (inside) op_frame_probe();
         else if (fz_m.frames < FZ_MAX_FRAMES) op_frame(in);
         break;
-    default: op_query(op, in); break;
+    default: op_query(op, in, inside); break;
     }
 }
 
@@ -1409,6 +1691,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < FZ_HEADER) return 0;
     fz_in_t in = {data, size, FZ_HEADER};
     old_prov = ECS_NULL;
+    filtered_last = 0;
     trace = getenv("FUZZ_TRACE") != NULL;
     where("world set-up");
     world_setup(data);

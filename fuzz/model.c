@@ -33,6 +33,51 @@ void fz_model_reset(void)
     memset(&fz_m, 0, sizeof(fz_m));
     memcpy(fz_m.comp, comp, sizeof(comp));
     fz_m.next_index = 1; /* index 0 is ECS_NULL */
+    fz_m.watch = -1;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Change marks (docs/change-detection.md, "What marks a change")          */
+/* ---------------------------------------------------------------------- */
+
+void fz_mark_added(int slot, int c)
+{
+    if (fz_m.comp[c].size) fz_m.added_t[slot][c] = ++fz_m.tick;
+}
+
+void fz_mark_changed(int slot, int c)
+{
+    if (fz_m.comp[c].size) fz_m.changed_t[slot][c] = ++fz_m.tick;
+}
+
+/* A removed component takes its marks along (its column is gone). */
+void fz_mark_clear(int slot, int c) { fz_m.added_t[slot][c] = fz_m.changed_t[slot][c] = 0; }
+
+/* Tracking begins with the first filter on a component and ends with the
+ * last: marks made while nobody tracks are lost. */
+void fz_track_raise(int c)
+{
+    if (fz_m.track_refs[c]++ == 0) fz_m.track_start[c] = ++fz_m.tick;
+}
+
+void fz_track_lower(int c) { fz_m.track_refs[c]--; }
+
+bool fz_mark_passes(int slot, int c, int kind, uint32_t last)
+{
+    const fz_ent_t *e = &fz_m.ent[slot];
+    if (!e->alive || !((e->has >> c) & 1u)) return false; /* a filter restricts matching to holders */
+    if ((kind & 1) && last && fz_m.added_t[slot][c] <= last) return false;
+    /* A first read sees as Changed every mark since tracking began. */
+    uint32_t since = last ? last : fz_m.track_start[c];
+    if ((kind & 2) && fz_m.changed_t[slot][c] <= since) return false;
+    return true;
+}
+
+void fz_model_log_removal(int slot, uint64_t seq)
+{
+    if (fz_m.nrlog >= FZ_MAX_RLOG) fz_fail("model: more than FZ_MAX_RLOG removals between two reader runs");
+    fz_m.rlog[fz_m.nrlog].slot = slot;
+    fz_m.rlog[fz_m.nrlog++].seq = seq ? seq : fz_model_rseq_next();
 }
 
 /* ---------------------------------------------------------------------- */
@@ -300,8 +345,11 @@ void fz_model_despawn(int slot)
             }
         }
         fz_ent_t *e = &fz_m.ent[x];
+        /* Despawning logs every watched component the entity had. */
+        if (fz_m.watch >= 0 && ((e->has >> fz_m.watch) & 1u)) fz_model_log_removal(x, 0);
         e->alive = false;
         e->has = 0;
+        for (int c = 0; c < FZ_NCOMP; c++) fz_mark_clear(x, c);
         uint32_t index = ecs_entity_index(e->id);
         fz_m.gen[index]++;
         fz_m.free_stack[fz_m.nfree++] = index;

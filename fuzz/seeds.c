@@ -345,5 +345,96 @@ int fz_seeds_write(const char *dir)
         frame(&s);
     }
     err |= write_seed(dir, "huge-slow", &s);
+
+    /* A removal reader on Hot: the tagger's removals, runs of commands
+     * that remove and re-add, immediate removes, a cascade. */
+    {
+        int rels[FZ_NREL] = {rel(ECS_CASCADE_SOURCE, false, 0, false, false), 0, 0, 0};
+        header(&s, 2, 0, rels, NONE, NONE, NONE, NONE);
+        s.b[6] = (uint8_t)(s.b[6] | 1 << 6);
+        int ids[2] = {FZ_COUNTER, FZ_HOT}, vals[2] = {0, 0};
+        spawn_batch(&s, 6, 2, ids, 0, vals);
+        pair_set(&s, 0, L(1), L(0), 0), pair_set(&s, 0, L(2), L(1), 0);
+        rem(&s, L(5), FZ_HOT), rem(&s, L(5), FZ_HOT);
+        op(&s, FZ_OP_FRAME);
+        put(&s, 9);
+        put(&s, FZ_CMD_REMOVE), put(&s, L(3)), put(&s, FZ_HOT);
+        put(&s, FZ_CMD_ADD), put(&s, L(3)), put(&s, FZ_HOT);
+        put(&s, FZ_CMD_REMOVE), put(&s, L(4)), put(&s, FZ_HOT);
+        put(&s, FZ_CMD_SET), put(&s, L(4)), put(&s, FZ_VEC), put(&s, 1);
+        put(&s, FZ_CMD_ADD), put(&s, L(4)), put(&s, FZ_HOT);
+        put(&s, FZ_CMD_REMOVE), put(&s, L(4)), put(&s, FZ_HOT);
+        put(&s, FZ_CMD_REMOVE), put(&s, L(3)), put(&s, FZ_HOT);
+        put(&s, FZ_CMD_PROBE), put(&s, 1);
+        put(&s, FZ_CMD_ADD), put(&s, L(3)), put(&s, FZ_HOT);
+        put(&s, 0);
+        despawn(&s, L(0));
+        for (int i = 0; i < 4; i++) frame(&s);
+    }
+    err |= write_seed(dir, "removal-reader", &s);
+
+    /* Change filters on a system: ADDED on Vec (runs that remove and
+     * re-add, add then set, spawns with Vec), CHANGED on Counter (the
+     * bump system's WRITE term, get_mut, sets), both on Sum (the per-pair
+     * system's runs of sets). */
+    for (int variant = 0; variant < 3; variant++) {
+        static const int comp_bits[3] = {0x80, 0x00, 0x80}, comp_bits2[3] = {0x00, 0x00, 0x80};
+        static const int kinds[3] = {1, 2, 3};
+        int rels[FZ_NREL] = {rel(ECS_RELEASE_TARGET, false, 1, false, false), 0, 0, 0};
+        rels[0] |= comp_bits[variant];
+        rels[1] |= comp_bits2[variant];
+        header(&s, variant + 1, variant == 1 ? 0x20 : 0, rels, NONE, variant == 2 ? 0 : NONE, NONE, NONE);
+        s.b[5] = (uint8_t)(s.b[5] | kinds[variant] << 6);
+        int ids[2] = {FZ_COUNTER, FZ_VEC}, vals[2] = {1, 2};
+        spawn_batch(&s, 4, 2, ids, 3, vals);
+        spawn(&s), spawn(&s);
+        pair_set(&s, 0, L(0), L(1), 1), pair_set(&s, 0, L(0), L(2), 2), pair_set(&s, 0, L(3), L(2), 3);
+        frame(&s);
+        add(&s, L(4), FZ_VEC), set(&s, L(5), FZ_COUNTER, 4), get_mut(&s, L(1), FZ_COUNTER, 5), set(&s, L(2), FZ_VEC, 6);
+        frame(&s);
+        op(&s, FZ_OP_FRAME);
+        put(&s, 8);
+        put(&s, FZ_CMD_REMOVE), put(&s, L(0)), put(&s, FZ_VEC);
+        put(&s, FZ_CMD_ADD), put(&s, L(0)), put(&s, FZ_VEC);
+        put(&s, FZ_CMD_ADD), put(&s, L(5)), put(&s, FZ_VEC);
+        put(&s, FZ_CMD_SET), put(&s, L(5)), put(&s, FZ_VEC), put(&s, 3);
+        put(&s, FZ_CMD_REMOVE), put(&s, L(1)), put(&s, FZ_COUNTER);
+        put(&s, FZ_CMD_SET), put(&s, L(1)), put(&s, FZ_COUNTER), put(&s, 9);
+        put(&s, FZ_CMD_SPAWN);
+        put(&s, FZ_CMD_SET), put(&s, P(0)), put(&s, FZ_VEC), put(&s, 4);
+        put(&s, 0);
+        frame(&s), frame(&s);
+        rem(&s, L(3), FZ_VEC), add(&s, L(3), FZ_VEC);
+        frame(&s);
+        char name[32];
+        snprintf(name, sizeof(name), "changes-system-%d", variant);
+        err |= write_seed(dir, name, &s);
+    }
+
+    /* Change filters on cached queries, iterated between frames (the
+     * count byte's bits 2-3 ask for ADDED / CHANGED on the first term). */
+    header(&s, 2, 0, plain_rels, NONE, NONE, NONE, NONE);
+    {
+        int c1[2] = {FZ_VEC, FZ_HOT}, m1[2] = {READ, WITHOUT};
+        int c2[1] = {FZ_COUNTER}, m2[1] = {WRITE};
+        int c3[1] = {FZ_TAG}, m3[1] = {READ};
+        for (int i = 0; i < 4; i++) spawn(&s);
+        add(&s, L(0), FZ_VEC), set(&s, L(1), FZ_VEC, 2), add(&s, L(2), FZ_COUNTER);
+        query_create(&s, 0, 2, c1, m1), s.b[s.n - 5] |= 1 << 2;  /* ADDED on Vec */
+        query_create(&s, 1, 1, c2, m2), s.b[s.n - 3] |= 2 << 2;  /* CHANGED on Counter */
+        query_create(&s, 2, 1, c3, m3), s.b[s.n - 3] |= 3 << 2;  /* on a tag: refused */
+        query_each(&s, 1, c2, m2), s.b[s.n - 3] |= 1 << 2;       /* each with a filter: refused */
+        op(&s, FZ_OP_QUERY_WRITE), put(&s, 0), put(&s, 0);
+        op(&s, FZ_OP_QUERY_WRITE), put(&s, 1), put(&s, 0);
+        add(&s, L(3), FZ_VEC), get_mut(&s, L(2), FZ_COUNTER, 1), set(&s, L(0), FZ_VEC, 3), add(&s, L(1), FZ_HOT);
+        frame(&s);
+        op(&s, FZ_OP_QUERY_WRITE), put(&s, 0), put(&s, 0);
+        op(&s, FZ_OP_QUERY_WRITE), put(&s, 1), put(&s, 0);
+        op(&s, FZ_OP_QUERY_DESTROY), put(&s, 1);
+        set(&s, L(2), FZ_COUNTER, 8);
+        query_create(&s, 1, 1, c2, m2), s.b[s.n - 3] |= 2 << 2;
+        op(&s, FZ_OP_QUERY_WRITE), put(&s, 1), put(&s, 0);
+    }
+    err |= write_seed(dir, "changes-query", &s);
     return err ? -1 : 0;
 }
