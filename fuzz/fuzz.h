@@ -3,7 +3,7 @@
  * format (operation codes, handle and component references), the plain
  * model of one world, and the entry points of its parts.
  *
- * The one idea: the harness (harness.c) decodes the input into
+ * The one idea: the harness (harness.c, frame.c) decodes the input into
  * operations on one world and applies each to both the world and the
  * model (model.c), which follows the documented semantics with simple
  * arrays; after every operation check.c compares the whole world with

@@ -10,7 +10,7 @@
 #                  corpus, else within 60 seconds of fuzzing
 #   run.sh merge   <fuzzer> <corpus> <dir>...         minimizes the corpus
 #                  together with the inputs in <dir>... (libFuzzer -merge=1)
-#                  and replaces <corpus> with the result
+#                  and replaces <corpus> with the result, plus the seeds
 set -u
 
 mode=${1:?usage: run.sh corpus|fuzz|planted|merge <fuzzer> <corpus> ...}
@@ -85,6 +85,9 @@ merge)
     rm -f "$corpus"/*
     mv "$tmp"/* "$corpus"/ 2>/dev/null
     rmdir "$tmp"
+    # The seed scenarios stay, whether or not they still add coverage: the
+    # planted-bug tests count on them.
+    "$fuzzer" --make-corpus="$corpus" || exit 1
     echo "run.sh: $corpus now holds $(ls "$corpus" | wc -l) files, $(du -sk "$corpus" | cut -f1) KB"
     ;;
 *)

@@ -282,6 +282,7 @@ int fz_seeds_write(const char *dir)
         query_each(&s, 2, c4, m4);
         query_create(&s, 3, 2, c4, m4);
         add(&s, L(3), FZ_TAG);
+        op(&s, FZ_OP_QUERY_WRITE + 8 * FZ_OP_COUNT), put(&s, 0), put(&s, 0); /* interrupted by a spawn */
         op(&s, FZ_OP_QUERY_DESTROY), put(&s, 1);
         despawn(&s, L(3));
     }
@@ -436,5 +437,34 @@ int fz_seeds_write(const char *dir)
         op(&s, FZ_OP_QUERY_WRITE), put(&s, 1), put(&s, 0);
     }
     err |= write_seed(dir, "changes-query", &s);
+
+    /* A despawn whose survivors make more than eight marker moves (the
+     * indexed plan), immediately and in a flush. */
+    {
+        int rels[FZ_NREL] = {rel(ECS_RELEASE_TARGET, false, 1, false, false), rel(ECS_CASCADE_SOURCE, false, 0, false, false),
+                             0, 0};
+        header(&s, 2, 0, rels, NONE, NONE, NONE, NONE);
+        int ids[1] = {FZ_VEC}, vals[1] = {1};
+        for (int i = 0; i < 5; i++) spawn_batch(&s, 6, 1, ids, 1, vals);
+        for (int i = 1; i <= 12; i++) pair_set(&s, 0, L(i), L(0), i);
+        for (int i = 14; i <= 25; i++) pair_set(&s, i & 1, L(i), L(13), i);
+        despawn(&s, L(0));
+        op(&s, FZ_OP_FRAME);
+        put(&s, 1);
+        put(&s, FZ_CMD_DESPAWN), put(&s, L(12));
+        put(&s, 0);
+    }
+    err |= write_seed(dir, "many-survivors", &s);
+
+    /* More than one batch of pairs in one chunk: 144 linked entities aim
+     * at the driver, which the per-target system walks. */
+    {
+        int rels[FZ_NREL] = {rel(ECS_RELEASE_TARGET, false, 1, false, false), 0, 0, 0};
+        header(&s, 2, 0x20, rels, 0, NONE, NONE, 0);
+        int ids[2] = {FZ_COUNTER, FZ_LINKY}, vals[2] = {1, 0};
+        for (int i = 0; i < 24; i++) spawn_batch(&s, 6, 2, ids, 1, vals);
+        frame(&s), frame(&s), frame(&s);
+    }
+    err |= write_seed(dir, "big-batch", &s);
     return err ? -1 : 0;
 }
