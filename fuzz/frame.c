@@ -633,7 +633,10 @@ static void model_post_update(void)
     static uint32_t sum[FZ_MAX_HANDLES], degree[FZ_MAX_HANDLES];
     static bool has_sum[FZ_MAX_HANDLES], has_degree[FZ_MAX_HANDLES], targeted[FZ_MAX_HANDLES];
     static int sum_n[FZ_MAX_HANDLES];
-    if (fz_cfg.filter) filtered_check();
+    /* A filtered system that is not EXCLUSIVE runs before this stage's
+     * flush; an EXCLUSIVE one after the flush that precedes it, so it
+     * sees the pair systems' commands of this frame. */
+    if (fz_cfg.filter && !fz_cfg.filter_excl) filtered_check();
     for (int s = 0; s < fz_m.nent; s++) {
         has_sum[s] = has_degree[s] = targeted[s] = false;
         if (!fz_m.ent[s].alive) continue;
@@ -680,6 +683,7 @@ static void model_post_update(void)
         }
         if (targeted[s]) fz_value_store(s, FZ_TARGETED, (const uint8_t[FZ_VAL]){0});
     }
+    if (fz_cfg.filter && fz_cfg.filter_excl) filtered_check();
 }
 
 static ecs_entity_t removed_got[FZ_MAX_RLOG];

@@ -254,7 +254,10 @@ void fz_value_to_storage(int c, void *dst, const uint8_t *mv);
  * (bit 6); [5] the linker's relation (bits 0-2) and the per-pair
  * system's (bits 3-5), [6] the per-source system's and the per-target
  * system's: values 0-3 name a relation, 4-7 none; [6] bits 6-7: the
- * removal reader's component (none, Hot, Counter, Boxed).
+ * removal reader's component (none, Hot, Counter, Boxed); [5] bits 6-7:
+ * the filtered system's filters (none, ADDED, CHANGED, both), on the
+ * component that bit 7 of [1] and of [2] pick (Counter, Vec, Boxed,
+ * Sum), EXCLUSIVE when bit 7 of [3] is set.
  */
 #define FZ_HEADER 7
 

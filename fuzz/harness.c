@@ -32,7 +32,8 @@
  *               targeted  ECS_PAIRS_EACH (target role): adds Targeted
  *               reader    removal reader of Hot, Counter or Boxed
  *               filtered  ADDED and/or CHANGED on Counter, Vec, Boxed or
- *                         Sum: each due entity exactly once
+ *                         Sum, EXCLUSIVE or not: each due entity exactly
+ *                         once
  * Which of them a world has is the input's choice (fuzz.h, the header).
  */
 #include "harness.h"
@@ -153,6 +154,7 @@ static void world_setup(const uint8_t *h)
     static const int filtered[4] = {FZ_COUNTER, FZ_VEC, FZ_BOXED, FZ_SUM};
     fz_cfg.filter = h[5] >> 6;
     fz_cfg.filter_comp = filtered[(h[1] >> 7) | (h[2] >> 7) << 1];
+    fz_cfg.filter_excl = (h[3] >> 7) != 0;
 
     memcpy(fz_m.comp, comp_table, sizeof(comp_table));
     fz_model_reset();
@@ -244,6 +246,7 @@ static void world_setup(const uint8_t *h)
                       "reader");
     if (fz_cfg.filter) {
         ecs_system_desc_t d = {.name = "filtered", .stage = "PostUpdate", .run = fz_sys_filtered,
+                               .flags = fz_cfg.filter_excl ? ECS_SYSTEM_EXCLUSIVE : 0,
                                .terms = {{.component = fz_c(fz_cfg.filter_comp), .access = ECS_READ}}};
         int k = 0;
         if (fz_cfg.filter & 1) d.changes[k++] = (ecs_change_filter_t){.kind = ECS_ADDED, .component = fz_c(fz_cfg.filter_comp)};

@@ -31,6 +31,7 @@ typedef struct {
     int linker, pairsum, degree, targeted; /* a relation, or -1 */
     int reader;                            /* the removal reader's component, or -1 */
     int filter, filter_comp;               /* the filtered system's kind (bits as qfilter) and component */
+    bool filter_excl;                      /* the filtered system is EXCLUSIVE */
 } fz_cfg_t;
 
 extern fz_cfg_t fz_cfg;

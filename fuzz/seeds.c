@@ -377,14 +377,16 @@ int fz_seeds_write(const char *dir)
     /* Change filters on a system: ADDED on Vec (runs that remove and
      * re-add, add then set, spawns with Vec), CHANGED on Counter (the
      * bump system's WRITE term, get_mut, sets), both on Sum (the per-pair
-     * system's runs of sets). */
-    for (int variant = 0; variant < 3; variant++) {
-        static const int comp_bits[3] = {0x80, 0x00, 0x80}, comp_bits2[3] = {0x00, 0x00, 0x80};
-        static const int kinds[3] = {1, 2, 3};
+     * system's runs of sets), and CHANGED on Sum in an EXCLUSIVE system,
+     * which sees the per-pair system's commands of the same frame. */
+    for (int variant = 0; variant < 4; variant++) {
+        static const int comp_bits[4] = {0x80, 0x00, 0x80, 0x80}, comp_bits2[4] = {0x00, 0x00, 0x80, 0x80};
+        static const int kinds[4] = {1, 2, 3, 2};
         int rels[FZ_NREL] = {rel(ECS_RELEASE_TARGET, false, 1, false, false), 0, 0, 0};
         rels[0] |= comp_bits[variant];
         rels[1] |= comp_bits2[variant];
-        header(&s, variant + 1, variant == 1 ? 0x20 : 0, rels, NONE, variant == 2 ? 0 : NONE, NONE, NONE);
+        if (variant == 3) rels[2] |= 0x80; /* the filtered system is EXCLUSIVE */
+        header(&s, 1 + variant % 4, variant == 1 ? 0x20 : 0, rels, NONE, variant >= 2 ? 0 : NONE, NONE, NONE);
         s.b[5] = (uint8_t)(s.b[5] | kinds[variant] << 6);
         int ids[2] = {FZ_COUNTER, FZ_VEC}, vals[2] = {1, 2};
         spawn_batch(&s, 4, 2, ids, 3, vals);
