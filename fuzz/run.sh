@@ -5,6 +5,8 @@
 #   run.sh corpus  <fuzzer> <corpus> <out>            every corpus file once
 #   run.sh fuzz    <fuzzer> <corpus> <out> <seconds>  fuzz from the corpus;
 #                  new inputs go to <out>/new, crashes to <out>/artifacts
+#   run.sh slice   <fuzzer> <corpus> <out> <seconds>  the same, with <out>/new
+#                  emptied first
 #   run.sh planted <fuzzer> <corpus> <out>            passes only when the
 #                  (planted-bug) fuzzer reports a model mismatch: on the
 #                  corpus, else within 60 seconds of fuzzing
@@ -44,9 +46,12 @@ corpus)
     fi
     grep -c '^Executed ' "$out/log.txt" | sed 's/^/run.sh: executed /; s/$/ files, all passed/'
     ;;
-fuzz)
+fuzz | slice)
     out=${1:?out}
     seconds=${2:?seconds}
+    # A slice (make test) starts from the corpus alone each time, so that
+    # its start-up does not grow with the inputs earlier slices found.
+    [ "$mode" = fuzz ] || rm -rf "$out/new"
     mkdir -p "$out/new" "$out/artifacts"
     exec "$fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
         -artifact_prefix="$out/artifacts/" "$out/new" "$corpus"
