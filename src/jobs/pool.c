@@ -18,7 +18,8 @@
  * below): on Linux a futex on the event count `wake_seq`; elsewhere, or
  * with ECS_POOL_PORTABLE_SLEEP (the CMake option of that name), a pthread
  * mutex and condition variable beside the same count (the portable path).
- * Everything above the two functions pool_sleep and pool_wake is shared.
+ * Everything but pool_sleep and pool_wake (and the set-up they need) is
+ * shared.
  *
  * Synchronisation that TSan must see goes through our own C11 atomics:
  * the deques carry the jobs, the job counters carry completion, the
@@ -45,8 +46,9 @@
 #include <sched.h>
 #include <time.h>
 
-/* The sleep path: 1 for the futex (Linux, unless the portable path is
- * asked for), 0 for the mutex and condition variable. */
+/* The sleep path: 1 for the futex (Linux, unless ECS_POOL_PORTABLE_SLEEP
+ * is defined, as the CMake option of that name does), 0 for the mutex
+ * and condition variable. */
 #if defined(__linux__) && !defined(ECS_POOL_PORTABLE_SLEEP)
 #define POOL_FUTEX 1
 #include <linux/futex.h>
