@@ -72,8 +72,8 @@ typedef struct {
 } fz_boxed_t;
 #define FZ_BOXED_DEFAULT 0x7777 /* what the ctor puts in a new box */
 
-/* Huge's value in the model: byte 0 a seed, byte 1 set when the value is
- * the seed's pattern (fz_huge_fill), clear for the zeroed default. */
+/* Huge's value in the model: byte 0 picks a pattern (fz_huge_fill), byte
+ * 1 is set when the value is that pattern, clear for the zeroed default. */
 #define FZ_HUGE_SIZE 5000
 void fz_huge_fill(const uint8_t *mv, uint8_t *dst);
 
@@ -325,7 +325,7 @@ enum {
  * (bit 2), source (bits 3-4: SELF, SELF, OTHER, SINGLETON); a term whose
  * combination the contract leaves open is made valid (see harness.c). */
 
-/* Seeds: writes the seed corpus into dir (harness --make-corpus=DIR). */
-int fz_seeds_write(const char *dir);
+/* Writes the scenario inputs into dir (fuzz_world --make-corpus=DIR). */
+int fz_scenarios_write(const char *dir);
 
 #endif /* FUZZ_H */

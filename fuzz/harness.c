@@ -889,7 +889,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     for (int i = 1; i < *argc; i++) {
         const char *a = (*argv)[i];
-        if (!strncmp(a, "--make-corpus=", 14)) exit(fz_seeds_write(a + 14) ? 1 : 0);
+        if (!strncmp(a, "--make-corpus=", 14)) exit(fz_scenarios_write(a + 14) ? 1 : 0);
     }
     return 0;
 }

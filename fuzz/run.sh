@@ -13,7 +13,7 @@
 #   run.sh merge   <fuzzer> <corpus> <dir>...         minimizes the corpus
 #                  together with the inputs in <dir>... (libFuzzer -merge=1,
 #                  new edges only) and replaces <corpus> with the result,
-#                  plus the seeds
+#                  plus the scenario inputs
 set -u
 
 mode=${1:?usage: run.sh corpus|fuzz|planted|merge <fuzzer> <corpus> ...}
@@ -94,7 +94,7 @@ merge)
     rm -f "$corpus"/*
     mv "$tmp"/* "$corpus"/ 2>/dev/null
     rmdir "$tmp"
-    # The seed scenarios stay, whether or not they still add coverage: the
+    # The scenario inputs stay, whether or not they still add coverage: the
     # planted-bug tests count on them.
     "$fuzzer" --make-corpus="$corpus" || exit 1
     echo "run.sh: $corpus now holds $(ls "$corpus" | wc -l) files, $(du -sk "$corpus" | cut -f1) KB"

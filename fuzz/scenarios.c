@@ -1,15 +1,16 @@
 /*
- * seeds.c: the seed corpus, written by `fuzz_world --make-corpus=DIR`.
- * Each seed is a short scenario in the input format of fuzz.h that
+ * scenarios.c: the corpus's starting inputs, written by
+ * `fuzz_world --make-corpus=DIR`. Each is a short scenario in the input
+ * format of fuzz.h that
  * reaches one part of the contract (a cleanup policy, exclusive
  * replacement, command playback with provisional handles, the pair
  * systems, queries, the exclusive system), so that fuzzing starts from
  * inputs that already get deep, and the planted-bug test has inputs
  * that show the planted rules.
  *
- * The one idea: seeds are written with the same op codes and reference
- * bytes the harness decodes (fuzz.h), so they follow the format when it
- * changes.
+ * The one idea: scenarios are written with the same op codes and
+ * reference bytes the harness decodes (fuzz.h), so they follow the
+ * format when it changes.
  */
 #include "fuzz.h"
 
@@ -19,9 +20,9 @@
 typedef struct {
     uint8_t b[2048];
     size_t n;
-} seed_t;
+} input_t;
 
-static void put(seed_t *s, int v)
+static void put(input_t *s, int v)
 {
     if (s->n < sizeof(s->b)) s->b[s->n++] = (uint8_t)v;
 }
@@ -37,7 +38,7 @@ enum { NONE = 4 };
 
 /* flags: bit 2 spin, bit 3 exclusive system, bit 4 no bump, bit 5 no
  * tagger, bit 6 script on the main thread. */
-static void header(seed_t *s, int workers, int flags, const int rels[FZ_NREL], int linker, int pairsum, int degree,
+static void header(input_t *s, int workers, int flags, const int rels[FZ_NREL], int linker, int pairsum, int degree,
                    int targeted)
 {
     s->n = 0;
@@ -51,21 +52,21 @@ static void header(seed_t *s, int workers, int flags, const int rels[FZ_NREL], i
 #define A(k) (0x80 | (k)) /* the k-th handle ever issued, dead ones included */
 #define P(k) (0xC4 + (k)) /* in a script: this frame's k-th spawn */
 
-static void op(seed_t *s, int code) { put(s, code); }
-static void spawn(seed_t *s) { op(s, FZ_OP_SPAWN); }
-static void despawn(seed_t *s, int h) { op(s, FZ_OP_DESPAWN), put(s, h); }
-static void add(seed_t *s, int h, int c) { op(s, FZ_OP_ADD), put(s, h), put(s, c); }
-static void rem(seed_t *s, int h, int c) { op(s, FZ_OP_REMOVE), put(s, h), put(s, c); }
-static void set(seed_t *s, int h, int c, int v) { op(s, FZ_OP_SET), put(s, h), put(s, c), put(s, v); }
-static void get_mut(seed_t *s, int h, int c, int v) { op(s, FZ_OP_GET_MUT), put(s, h), put(s, c), put(s, v); }
-static void pair_set(seed_t *s, int r, int a, int b, int v) { op(s, FZ_OP_PAIR_SET), put(s, r), put(s, a), put(s, b), put(s, v); }
-static void pair_rem(seed_t *s, int r, int a, int b) { op(s, FZ_OP_PAIR_REMOVE), put(s, r), put(s, a), put(s, b); }
-static void probe(seed_t *s, int r, int a, int b) { op(s, FZ_OP_PAIR_PROBE), put(s, r), put(s, a), put(s, b); }
+static void op(input_t *s, int code) { put(s, code); }
+static void spawn(input_t *s) { op(s, FZ_OP_SPAWN); }
+static void despawn(input_t *s, int h) { op(s, FZ_OP_DESPAWN), put(s, h); }
+static void add(input_t *s, int h, int c) { op(s, FZ_OP_ADD), put(s, h), put(s, c); }
+static void rem(input_t *s, int h, int c) { op(s, FZ_OP_REMOVE), put(s, h), put(s, c); }
+static void set(input_t *s, int h, int c, int v) { op(s, FZ_OP_SET), put(s, h), put(s, c), put(s, v); }
+static void get_mut(input_t *s, int h, int c, int v) { op(s, FZ_OP_GET_MUT), put(s, h), put(s, c), put(s, v); }
+static void pair_set(input_t *s, int r, int a, int b, int v) { op(s, FZ_OP_PAIR_SET), put(s, r), put(s, a), put(s, b), put(s, v); }
+static void pair_rem(input_t *s, int r, int a, int b) { op(s, FZ_OP_PAIR_REMOVE), put(s, r), put(s, a), put(s, b); }
+static void probe(input_t *s, int r, int a, int b) { op(s, FZ_OP_PAIR_PROBE), put(s, r), put(s, a), put(s, b); }
 
 /* A frame with an empty script and no exclusive operations. */
-static void frame(seed_t *s) { op(s, FZ_OP_FRAME), put(s, 0), put(s, 0); }
+static void frame(input_t *s) { op(s, FZ_OP_FRAME), put(s, 0), put(s, 0); }
 
-static void spawn_with(seed_t *s, int count, const int *ids, int mask, const int *vals)
+static void spawn_with(input_t *s, int count, const int *ids, int mask, const int *vals)
 {
     op(s, FZ_OP_SPAWN_WITH);
     put(s, count + 1);
@@ -78,7 +79,7 @@ static void spawn_with(seed_t *s, int count, const int *ids, int mask, const int
     }
 }
 
-static void spawn_batch(seed_t *s, int n, int count, const int *ids, int mask, const int *vals)
+static void spawn_batch(input_t *s, int n, int count, const int *ids, int mask, const int *vals)
 {
     op(s, FZ_OP_SPAWN_BATCH);
     put(s, n + 1);
@@ -92,7 +93,7 @@ static void spawn_batch(seed_t *s, int n, int count, const int *ids, int mask, c
     }
 }
 
-static void query_create(seed_t *s, int slot, int n, const int *comps, const int *modes)
+static void query_create(input_t *s, int slot, int n, const int *comps, const int *modes)
 {
     op(s, FZ_OP_QUERY_CREATE);
     put(s, slot);
@@ -100,7 +101,7 @@ static void query_create(seed_t *s, int slot, int n, const int *comps, const int
     for (int k = 0; k < n; k++) put(s, comps[k]), put(s, modes[k]);
 }
 
-static void query_each(seed_t *s, int n, const int *comps, const int *modes)
+static void query_each(input_t *s, int n, const int *comps, const int *modes)
 {
     op(s, FZ_OP_QUERY_EACH);
     put(s, n - 1);
@@ -109,10 +110,10 @@ static void query_each(seed_t *s, int n, const int *comps, const int *modes)
 
 enum { READ = 0, WRITE = 1, WITH = 2, WITHOUT = 3, OPT = 4, OTHER = 0x10 };
 
-static int write_seed(const char *dir, const char *name, const seed_t *s)
+static int write_scenario(const char *dir, const char *name, const input_t *s)
 {
     char path[512];
-    snprintf(path, sizeof(path), "%s/seed-%s", dir, name);
+    snprintf(path, sizeof(path), "%s/scenario-%s", dir, name);
     FILE *f = fopen(path, "wb");
     if (!f) {
         perror(path);
@@ -130,9 +131,9 @@ static const int plain_rels[FZ_NREL] = {
     1 | 3 << 3,     /* R3: CASCADE_SOURCE, 1 byte */
 };
 
-int fz_seeds_write(const char *dir)
+int fz_scenarios_write(const char *dir)
 {
-    seed_t s;
+    input_t s;
     int err = 0;
 
     /* Components: spawn, add, set, get_mut, remove, despawn, reuse. */
@@ -144,7 +145,7 @@ int fz_seeds_write(const char *dir)
     add(&s, L(0), FZ_C_SMARK(0)), set(&s, L(0), FZ_HOT, 1), set(&s, L(0), FZ_C_INVALID, 1);
     despawn(&s, L(1)), despawn(&s, A(1)), spawn(&s), spawn(&s), add(&s, A(1), FZ_TAG), set(&s, L(3), FZ_LINK, 5);
     put(&s, L(0));
-    err |= write_seed(dir, "components", &s);
+    err |= write_scenario(dir, "components", &s);
 
     /* spawn_with and spawn_batch, valid and not. */
     header(&s, 2, 0, plain_rels, NONE, NONE, NONE, NONE);
@@ -164,7 +165,7 @@ int fz_seeds_write(const char *dir)
         despawn(&s, L(2)), despawn(&s, L(3));
         spawn_batch(&s, 5, 2, ids + 3, 0x3, vals + 3);
     }
-    err |= write_seed(dir, "spawn-with-batch", &s);
+    err |= write_scenario(dir, "spawn-with-batch", &s);
 
     /* Each cleanup policy: a chain under CASCADE_SOURCE, pairs to a dead
      * target under IGNORE, RELEASE_TARGET; then index reuse. */
@@ -174,7 +175,7 @@ int fz_seeds_write(const char *dir)
     pair_set(&s, 0, L(4), L(1), 0), pair_set(&s, 2, L(5), L(1), 5), pair_set(&s, 0, L(1), L(4), 0);
     despawn(&s, L(0));
     spawn(&s), spawn(&s), probe(&s, 2, L(0), A(2)), pair_rem(&s, 2, L(0), A(2)), spawn(&s);
-    err |= write_seed(dir, "cleanup", &s);
+    err |= write_scenario(dir, "cleanup", &s);
 
     /* Exclusive replacement, payload updates and NULL payloads. */
     header(&s, 1, 0, plain_rels, NONE, NONE, NONE, NONE);
@@ -185,7 +186,7 @@ int fz_seeds_write(const char *dir)
     pair_set(&s, 2, L(0), L(1), 7), pair_set(&s, 2, L(0), L(2), 8), pair_set(&s, 2, L(0), L(3), 9);
     pair_rem(&s, 2, L(0), L(2)), pair_set(&s, 2, L(0), L(0), 1), pair_set(&s, 4, L(0), L(1), 1);
     despawn(&s, L(2));
-    err |= write_seed(dir, "exclusive", &s);
+    err |= write_scenario(dir, "exclusive", &s);
 
     /* An exclusive CASCADE_SOURCE hierarchy (ChildOf) three deep. */
     {
@@ -200,7 +201,7 @@ int fz_seeds_write(const char *dir)
         frame(&s);
         despawn(&s, L(0));
         spawn(&s), spawn(&s), spawn(&s);
-        err |= write_seed(dir, "hierarchy", &s);
+        err |= write_scenario(dir, "hierarchy", &s);
     }
 
     /* Commands: spawn into provisional handles, set a Link to one,
@@ -224,7 +225,7 @@ int fz_seeds_write(const char *dir)
     put(&s, 0);
     frame(&s);
     despawn(&s, L(1));
-    err |= write_seed(dir, "commands", &s);
+    err |= write_scenario(dir, "commands", &s);
 
     /* Commands on an entity that an earlier command killed (skipped),
      * a cascade inside a flush, and pair commands to dead targets. */
@@ -242,7 +243,7 @@ int fz_seeds_write(const char *dir)
     put(&s, FZ_CMD_SPAWN);
     put(&s, 0);
     frame(&s);
-    err |= write_seed(dir, "commands-skipped", &s);
+    err |= write_scenario(dir, "commands-skipped", &s);
 
     /* The parallel systems: bump, tagger, linker, and the pair systems,
      * on four workers. */
@@ -259,7 +260,7 @@ int fz_seeds_write(const char *dir)
         despawn(&s, L(9));
         rem(&s, L(0), FZ_LINKY);
         for (int i = 0; i < 3; i++) frame(&s);
-        err |= write_seed(dir, "systems", &s);
+        err |= write_scenario(dir, "systems", &s);
     }
 
     /* Queries: cached ones kept across structural changes, each, a write
@@ -286,7 +287,7 @@ int fz_seeds_write(const char *dir)
         op(&s, FZ_OP_QUERY_DESTROY), put(&s, 1);
         despawn(&s, L(3));
     }
-    err |= write_seed(dir, "queries", &s);
+    err |= write_scenario(dir, "queries", &s);
 
     /* The exclusive system: immediate operations in the middle of a
      * frame, after the script's commands were applied. */
@@ -297,7 +298,7 @@ int fz_seeds_write(const char *dir)
         put(&s, 2);
         put(&s, FZ_CMD_SPAWN);
         put(&s, FZ_CMD_ADD), put(&s, P(0)), put(&s, FZ_COUNTER);
-        seed_t ex = {.n = 0};
+        input_t ex = {.n = 0};
         spawn(&ex);
         add(&ex, L(2), FZ_VEC);
         pair_set(&ex, 3, L(2), L(0), 1);
@@ -307,7 +308,7 @@ int fz_seeds_write(const char *dir)
         for (size_t i = 0; i < ex.n; i++) put(&s, ex.b[i]);
     }
     frame(&s);
-    err |= write_seed(dir, "exclusive-system", &s);
+    err |= write_scenario(dir, "exclusive-system", &s);
 
     /* A relation with both markers off, and one with payload of one byte. */
     {
@@ -324,7 +325,7 @@ int fz_seeds_write(const char *dir)
         despawn(&s, L(0));
         frame(&s);
     }
-    err |= write_seed(dir, "markers-off", &s);
+    err |= write_scenario(dir, "markers-off", &s);
 
     /* Huge values (two rows a chunk): many chunks per archetype, chunk
      * release, and in slow mode the systems split into jobs over them. */
@@ -345,7 +346,7 @@ int fz_seeds_write(const char *dir)
         op(&s, FZ_OP_QUERY_WRITE), put(&s, 0), put(&s, 4);
         frame(&s);
     }
-    err |= write_seed(dir, "huge-slow", &s);
+    err |= write_scenario(dir, "huge-slow", &s);
 
     /* A removal reader on Hot: the tagger's removals, runs of commands
      * that remove and re-add, immediate removes, a cascade. */
@@ -372,7 +373,7 @@ int fz_seeds_write(const char *dir)
         despawn(&s, L(0));
         for (int i = 0; i < 4; i++) frame(&s);
     }
-    err |= write_seed(dir, "removal-reader", &s);
+    err |= write_scenario(dir, "removal-reader", &s);
 
     /* Change filters on a system: ADDED on Vec (runs that remove and
      * re-add, add then set, spawns with Vec), CHANGED on Counter (the
@@ -411,7 +412,7 @@ int fz_seeds_write(const char *dir)
         frame(&s);
         char name[32];
         snprintf(name, sizeof(name), "changes-system-%d", variant);
-        err |= write_seed(dir, name, &s);
+        err |= write_scenario(dir, name, &s);
     }
 
     /* Change filters on cached queries, iterated between frames (the
@@ -438,7 +439,7 @@ int fz_seeds_write(const char *dir)
         query_create(&s, 1, 1, c2, m2), s.b[s.n - 3] |= 2 << 2;
         op(&s, FZ_OP_QUERY_WRITE), put(&s, 1), put(&s, 0);
     }
-    err |= write_seed(dir, "changes-query", &s);
+    err |= write_scenario(dir, "changes-query", &s);
 
     /* A despawn whose survivors make more than eight marker moves (the
      * indexed plan), immediately and in a flush. */
@@ -456,7 +457,7 @@ int fz_seeds_write(const char *dir)
         put(&s, FZ_CMD_DESPAWN), put(&s, L(12));
         put(&s, 0);
     }
-    err |= write_seed(dir, "many-survivors", &s);
+    err |= write_scenario(dir, "many-survivors", &s);
 
     /* More than one batch of pairs in one chunk: 144 linked entities aim
      * at the driver, which the per-target system walks. */
@@ -467,6 +468,6 @@ int fz_seeds_write(const char *dir)
         for (int i = 0; i < 24; i++) spawn_batch(&s, 6, 2, ids, 1, vals);
         frame(&s), frame(&s), frame(&s);
     }
-    err |= write_seed(dir, "big-batch", &s);
+    err |= write_scenario(dir, "big-batch", &s);
     return err ? -1 : 0;
 }
