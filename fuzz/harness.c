@@ -445,6 +445,15 @@ static void ids_decode(fz_in_t *in, fz_ids_t *ids, int count)
     }
 }
 
+/* The entity a value of user component c links to: Link values hold one,
+ * decoded from the next byte; other components read no byte. */
+static ecs_entity_t link_decode(fz_in_t *in, int c)
+{
+    if (c != FZ_LINK) return ECS_NULL;
+    fz_href_t h = fz_href_decode(in_u8(in), false);
+    return fz_href_resolve(&h);
+}
+
 static void op_spawn_with(fz_in_t *in, int variant)
 {
     fz_ids_t ids;
@@ -464,11 +473,7 @@ static void op_spawn_with(fz_in_t *in, int variant)
         }
         int c = ids.ref[k].index;
         uint8_t v = in_u8(in);
-        ecs_entity_t link = ECS_NULL;
-        if (c == FZ_LINK) {
-            fz_href_t h = fz_href_decode(in_u8(in), false);
-            link = fz_href_resolve(&h);
-        }
+        ecs_entity_t link = link_decode(in, c);
         fz_value_make(c, v, link, mv[k]);
         vals[k] = fz_value_api(c, mv[k], &box[k], &boxed[k]);
     }
@@ -508,11 +513,7 @@ static void op_spawn_batch(fz_in_t *in, int variant)
         }
         int c = ids.ref[k].index;
         uint8_t v = in_u8(in);
-        ecs_entity_t link = ECS_NULL;
-        if (c == FZ_LINK) {
-            fz_href_t h = fz_href_decode(in_u8(in), false);
-            link = fz_href_resolve(&h);
-        }
+        ecs_entity_t link = link_decode(in, c);
         uint32_t size = fz_m.comp[c].size;
         for (int j = 0; j < FZ_MAX_BATCH; j++) {
             fz_value_make(c, (uint8_t)(v + j), link, mv[k][j]);
@@ -579,11 +580,7 @@ static void op_component(int op, fz_in_t *in, int variant)
         return;
     }
     uint8_t v = in_u8(in);
-    ecs_entity_t link = ECS_NULL;
-    if (c.kind == FZ_REF_USER && c.index == FZ_LINK) {
-        fz_href_t lh = fz_href_decode(in_u8(in), false);
-        link = fz_href_resolve(&lh);
-    }
+    ecs_entity_t link = c.kind == FZ_REF_USER ? link_decode(in, c.index) : ECS_NULL;
     uint8_t mv[FZ_VAL];
     int32_t box;
     fz_boxed_t boxed;
