@@ -66,7 +66,7 @@ bool ecs__map_remove(ecs__map_t *m, uint64_t key);
 /* ---------------------------------------------------------------------- */
 
 /*
- * One store per relation type, as in seed 001: a forward index, source ->
+ * One store per relation type: a forward index, source ->
  * its targets and their payloads in two parallel flat slices (payload i
  * belongs to target i, in the order the pairs were made), and a reverse
  * index, target -> a flat slice of its sources. Both are u64 maps from an

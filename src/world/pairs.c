@@ -2,7 +2,7 @@
  * pairs.c: relations as the world sees them: registering relation types,
  * the immediate-mode pair API, marker components, and cleanup when an
  * entity that takes part in pairs is despawned. The stores themselves are
- * src/relation/ (seed 001): they know nothing of entities being alive.
+ * src/relation/: they know nothing of entities being alive.
  *
  * The one idea: an entity carries a relation's source marker exactly
  * while it is the source of at least one pair (and the target marker
@@ -12,7 +12,7 @@
  * the destination archetypes and rows first, then changes the store
  * (which cannot fail once reserved), then moves the entities. During a
  * flush, markers are brought up to date at its end instead, one move per
- * entity, however many of its pairs the flush changed (DESIGN.md:
+ * entity, however many of its pairs the flush changed (the contract:
  * marker changes within one flush coalesce into one archetype move).
  */
 #include "world/world.h"

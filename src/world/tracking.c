@@ -183,7 +183,7 @@ int ecs__tracking_raise(ecs_world_t *w, ecs_component_t id, ecs__track_level_t l
     }
 
     /* Commit: nothing below allocates. Raising to DIRTY re-seeds each
-     * list from the ticks recorded so far (seed 000's lazy upgrade). */
+     * list from the ticks recorded so far (a lazy upgrade). */
     comp->track_level = level;
     for (uint32_t i = 0; i < comp->archetype_count; i++) {
         ecs__archetype_t *a = comp->archetypes[i].archetype;
