@@ -88,7 +88,7 @@ void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
     /* A pending chunk-level change mark becomes per-row ticks first, so the
      * tracker state read below carries it. */
     ecs__chunk_fold_marks(src);
-    uint32_t drow = ecs__chunk_push(dst_chunk, e);
+    uint32_t drow = ecs__chunk_push(w, dst_chunk, e);
     const ecs__column_t *scols = sa->columns, *dcols = da->columns;
 
     /* Supplied values first: one may be another component of this very
@@ -134,7 +134,6 @@ void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
     ecs__chunk_remove_row(w, src, srow);
     rec->chunk = dst_chunk;
     rec->row = drow;
-    w->structure_version++;
 }
 
 ecs_entity_t ecs__entity_create_in(ecs_world_t *w, ecs__chunk_t *ch, const ecs__init_t *inits, uint32_t init_count,
@@ -142,7 +141,7 @@ ecs_entity_t ecs__entity_create_in(ecs_world_t *w, ecs__chunk_t *ch, const ecs__
 {
     ecs__record_t *rec;
     ecs_entity_t e = ecs__entity_index_new(&w->entity_index, &rec);
-    uint32_t row = ecs__chunk_push(ch, e);
+    uint32_t row = ecs__chunk_push(w, ch, e);
     rec->chunk = ch;
     rec->row = row;
     const ecs__archetype_t *a = ch->archetype;
@@ -155,7 +154,6 @@ ecs_entity_t ecs__entity_create_in(ecs_world_t *w, ecs__chunk_t *ch, const ecs__
         else value_copy1(col, dst, init->value);
     }
     ecs__chunk_mark_added(w, ch, row, 1);
-    w->structure_version++;
     return e;
 }
 
@@ -169,7 +167,6 @@ void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
     if (ECS__UNLIKELY(a->watch_removals)) ecs__removals_log(w, a, NULL, e);
     ecs__chunk_remove_row(w, ch, rec->row);
     ecs__entity_index_delete(&w->entity_index, e);
-    w->structure_version++;
 }
 
 ecs_entity_t ecs__entity_create_empty(ecs_world_t *w)
@@ -351,7 +348,7 @@ ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *id
     if (ch) {
         ecs__record_t *rec;
         ecs_entity_t e = ecs__entity_index_new(&w->entity_index, &rec);
-        uint32_t row = ecs__chunk_push(ch, e);
+        uint32_t row = ecs__chunk_push(w, ch, e);
         rec->chunk = ch;
         rec->row = row;
         for (uint32_t t = 0; t < a->type_count; t++) {
@@ -364,7 +361,6 @@ ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *id
             else value_init1(c_, dst);
         }
         ecs__chunk_mark_added(w, ch, row, 1);
-        w->structure_version++;
         if (s.types) scratch_fini(w, &s);
         return e;
     }
@@ -399,7 +395,7 @@ int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids
         ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, a);
         uint32_t k = a->capacity - ch->count;
         if (k > (uint32_t)n - done) k = (uint32_t)n - done;
-        uint32_t base = ecs__chunk_push_n(ch, k);
+        uint32_t base = ecs__chunk_push_n(w, ch, k);
         ecs__entity_index_new_n(&w->entity_index, k, ch, base, ch->entities + base, out ? out + done : NULL);
         for (uint32_t t = 0; t < a->type_count; t++) {
             int32_t col = a->type_columns[t];
@@ -414,7 +410,6 @@ int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids
         done += k;
     }
     scratch_fini(w, &s);
-    w->structure_version++;
     return ECS_OK;
 }
 

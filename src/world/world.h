@@ -204,6 +204,10 @@ void ecs__components_fini(ecs_world_t *w);
 /* Undoes the registration of the newest component, which nothing uses
  * yet (a registration that failed halfway, e.g. a relation's markers). */
 void ecs__component_unregister_last(ecs_world_t *w, ecs_component_t id);
+/* ecs_component_register without its line on stderr: 0 and the reason in
+ * *why, for a caller that reports the refusal as its own (a relation's
+ * markers are part of the relation's registration). */
+ecs_component_t ecs__component_register(ecs_world_t *w, const ecs_component_desc_t *desc, ecs__refusal_t *why);
 
 /* ---------------------------------------------------------------------- */
 /* Archetypes and chunks                                                   */
@@ -421,29 +425,6 @@ static inline void ecs__chunk_fold_marks(ecs__chunk_t *ch)
     if (ECS__UNLIKELY(ch->trackers != NULL)) ecs__chunk_fold_marks_slow(ch);
 }
 
-/* Appends n rows to a chunk with room for them; the caller writes their
- * entity ids and values. Returns the first new row. */
-static inline uint32_t ecs__chunk_push_n(ecs__chunk_t *ch, uint32_t n)
-{
-    ecs__archetype_t *a = ch->archetype;
-    ecs__assert(n && ch->count + n <= a->capacity, "chunk has room");
-    ecs__chunk_fold_marks(ch);
-    uint32_t row = ch->count;
-    ch->count += n;
-    a->rows_version++;
-    if (row == 0) a->empty_chunks--;
-    if (ch->count == a->capacity) a->nonfull[ch->index >> 6] &= ~(1ull << (ch->index & 63));
-    a->entity_count += n;
-    return row;
-}
-
-/* Appends a row for entity e; its column values are uninitialised. */
-static inline uint32_t ecs__chunk_push(ecs__chunk_t *ch, ecs_entity_t e)
-{
-    uint32_t row = ecs__chunk_push_n(ch, 1);
-    ch->entities[row] = e;
-    return row;
-}
 /* The out-of-line parts of ecs__chunk_remove_row. */
 void ecs__chunk_remove_row_tracked(ecs__chunk_t *ch, uint32_t row, uint32_t last);
 void ecs__chunk_emptied(ecs_world_t *w, ecs__chunk_t *ch);
@@ -867,7 +848,7 @@ struct ecs_world {
      * slot tick of the barrier or EXCLUSIVE system that is writing. */
     uint64_t tick_now;
 
-    uint64_t structure_version; /* bumped by every structural change */
+    uint64_t structure_version; /* bumped by the row primitives (ecs__chunk_push_n, ecs__chunk_remove_row) */
     uint64_t frame;
     uint64_t commands_skipped;
     ecs__phase_t phase;
@@ -948,6 +929,11 @@ static inline bool ecs__world_idle(const ecs_world_t *w)
     return w->phase == ECS__PHASE_IDLE && !ecs__tls_in_hook;
 }
 
+/* What a registration refused by these says (ecs__refusal_report), in
+ * the same words whichever registration it is. */
+#define ECS__REFUSAL_NOT_IMMEDIATE "called inside a system that is not EXCLUSIVE, a command flush or a type hook"
+#define ECS__REFUSAL_NOT_IDLE "called inside a frame or a type hook"
+
 /* The world's storage (everything but the scheduler and the pool), with
  * command memory for `workers` workers. */
 int ecs__world_storage_init(ecs_world_t *w, uint32_t workers);
@@ -955,6 +941,36 @@ void ecs__world_storage_fini(ecs_world_t *w);
 /* Runs every live value's dtor with the storage left whole, so that a dtor
  * that reads the world reads it as it was (ecs_world_destroy). */
 void ecs__world_storage_drop_values(ecs_world_t *w);
+
+/* Appends n rows to a chunk with room for them; the caller writes their
+ * entity ids and values. Returns the first new row. The two row
+ * primitives (this and ecs__chunk_remove_row) are the only places that
+ * bump the versions others trust: the archetype's rows_version (kept
+ * pair walks) and the world's structure_version (query iterators,
+ * ecs_iter_changed, EXCLUSIVE filtered passes, kept walks). A new
+ * structural path gets both by going through them. */
+static inline uint32_t ecs__chunk_push_n(ecs_world_t *w, ecs__chunk_t *ch, uint32_t n)
+{
+    ecs__archetype_t *a = ch->archetype;
+    ecs__assert(n && ch->count + n <= a->capacity, "chunk has room");
+    ecs__chunk_fold_marks(ch);
+    uint32_t row = ch->count;
+    ch->count += n;
+    a->rows_version++;
+    w->structure_version++;
+    if (row == 0) a->empty_chunks--;
+    if (ch->count == a->capacity) a->nonfull[ch->index >> 6] &= ~(1ull << (ch->index & 63));
+    a->entity_count += n;
+    return row;
+}
+
+/* Appends a row for entity e; its column values are uninitialised. */
+static inline uint32_t ecs__chunk_push(ecs_world_t *w, ecs__chunk_t *ch, ecs_entity_t e)
+{
+    uint32_t row = ecs__chunk_push_n(w, ch, 1);
+    ch->entities[row] = e;
+    return row;
+}
 
 /* Removes row `row`, whose values are already destroyed or moved out: the
  * chunk's last row moves into the hole (its record is updated). The chunk
@@ -986,6 +1002,7 @@ ECS__INLINE void ecs__chunk_remove_row(ecs_world_t *w, ecs__chunk_t *ch, uint32_
     ch->count = last;
     a->entity_count--;
     a->rows_version++;
+    w->structure_version++;
     if (ECS__UNLIKELY(last == 0)) ecs__chunk_emptied(w, ch);
 }
 
@@ -1002,7 +1019,7 @@ ECS__INLINE void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__reco
         return;
     }
     uint32_t srow = rec->row;
-    uint32_t drow = ecs__chunk_push(dst_chunk, e);
+    uint32_t drow = ecs__chunk_push(w, dst_chunk, e);
     const ecs__edge_op_t *op = edge->ops;
     for (uint32_t k = 0; k < edge->move_count; k++, op++) {
         ecs__copy_bytes((unsigned char *)dst_chunk->cols[op->dst] + (size_t)drow * op->size,
@@ -1020,7 +1037,6 @@ ECS__INLINE void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__reco
     ecs__chunk_remove_row(w, src, srow);
     rec->chunk = dst_chunk;
     rec->row = drow;
-    w->structure_version++;
 }
 
 /* ecs__entity_move to a neighbouring archetype along its cached edge
