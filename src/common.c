@@ -1,8 +1,12 @@
 /*
  * common.c: the default allocator, growable-array reservation, error
- * strings and the debug assertion handler shared by every subsystem.
+ * strings, the one-line report of a refused registration, the layout
+ * rule for stored values and the debug assertion handler shared by every
+ * subsystem.
  */
 #include "common.h"
+
+#include <stdarg.h>
 
 static void *default_alloc(size_t size, size_t align, void *ctx)
 {
@@ -93,6 +97,41 @@ char *ecs__strdup(const ecs_allocator_t *a, const char *s)
     char *p = ecs__alloc(a, n, 1);
     if (p) memcpy(p, s, n);
     return p;
+}
+
+bool ecs__refusal_set(ecs__refusal_t *why, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why->reason, sizeof(why->reason), fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+void ecs__refusal_report(const char *call, const char *name, const ecs__refusal_t *why)
+{
+    /* One fprintf, so that the line is written in one piece even when
+     * other threads print too. */
+    fprintf(stderr, "stagehand: %s(%s): %s\n", call, name ? name : "<anonymous>", why->reason);
+}
+
+bool ecs__layout_resolve(size_t size, size_t *align, ecs__refusal_t *why)
+{
+    size_t a = *align;
+    if (size > UINT32_MAX / 2) return ecs__refusal_set(why, "size %zu is too large (at most UINT32_MAX / 2)", size);
+    if (size == 0) {
+        if (a > 1) return ecs__refusal_set(why, "alignment %zu given for size 0 (no value to align)", a);
+        *align = 1;
+        return true;
+    }
+    if (a == 0) {
+        a = size & (~size + 1); /* lowest set bit: largest power of two dividing size */
+        if (a > 16) a = 16;
+    }
+    if (!ecs__is_pow2(a) || a > 64) return ecs__refusal_set(why, "alignment %zu is not a power of two up to 64", a);
+    if (size % a) return ecs__refusal_set(why, "size %zu is not a multiple of alignment %zu", size, a);
+    *align = a;
+    return true;
 }
 
 void ecs__assert_fail(const char *expr, const char *why, const char *file, int line)

@@ -1,8 +1,9 @@
 /*
  * common.h: the few helpers every subsystem shares: the allocator hook
- * wrappers, debug assertions and bit tricks. It depends on nothing but the
- * public header, so jobs/, changes/ and relation/ can use it without
- * learning anything about the world.
+ * wrappers, debug assertions, bit tricks, the layout rule for stored
+ * values and the one-line report of a refused registration. It depends
+ * on nothing but the public header, so jobs/, changes/ and relation/ can
+ * use it without learning anything about the world.
  */
 #ifndef ECS_COMMON_H
 #define ECS_COMMON_H
@@ -80,6 +81,40 @@ void ecs__sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const
 
 /* Copies a NUL-terminated string into allocator memory, or NULL. */
 char *ecs__strdup(const ecs_allocator_t *a, const char *s);
+
+/* Why a registration was refused. Registrations (and the *_create calls
+ * that take a descriptor) return 0 or NULL, which cannot tell a caller
+ * which of a dozen rules the descriptor broke, so each refusal prints one
+ * line on stderr, in one format everywhere:
+ *     stagehand: <call>(<name>): <reason>
+ * The checks write the reason with ecs__refusal_set; the public call
+ * prints it once, at its end, with ecs__refusal_report. */
+#define ECS__REFUSAL_MAX 256
+typedef struct {
+    char reason[ECS__REFUSAL_MAX];
+} ecs__refusal_t;
+
+#if defined(__GNUC__)
+#define ECS__PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define ECS__PRINTF(fmt, args)
+#endif
+
+/* Writes the reason (printf format, truncated to fit) and returns false,
+ * so that a check reads `return ecs__refusal_set(why, "...")`. */
+bool ecs__refusal_set(ecs__refusal_t *why, const char *fmt, ...) ECS__PRINTF(2, 3);
+
+/* The one line on stderr. name is the name the descriptor gives (NULL:
+ * "<anonymous>"; "" for a call whose descriptor names nothing). */
+void ecs__refusal_report(const char *call, const char *name, const ecs__refusal_t *why);
+
+/* The layout of a stored value (a component's, a relation payload's) as a
+ * descriptor gives it: size 0 is no value (its align is 0 or 1, and
+ * resolves to 1); align 0 is derived from size, the largest power of two
+ * that divides it, at most 16. Otherwise align must be a power of two up to
+ * 64 that divides size, and size at most UINT32_MAX / 2 (row offsets are
+ * 32-bit). Sets *align and returns true, or false with the reason. */
+bool ecs__layout_resolve(size_t size, size_t *align, ecs__refusal_t *why);
 
 static inline uint32_t ecs__next_pow2(uint32_t v)
 {
