@@ -1,10 +1,13 @@
 /*
- * test_jobs.c: the job subsystem (src/jobs/): the block arena behind
- * per-worker command memory (ecs__arena_*), the Chase-Lev deque
- * (ecs__deque_*) and the work-stealing pool (ecs__job_pool_*). The arena
- * and the pool run on a counting allocator, so "allocates nothing",
- * "keeps its blocks" and "frees everything" are measured, not assumed;
- * the allocator can also be told to fail, for the out-of-memory paths.
+ * test_jobs_pool_internals.c: the work-stealing job pool (src/jobs/pool.c,
+ * ecs__job_pool_*, through the internal header jobs/jobs.h): flat batches,
+ * nested fork-join, parallel-for, workers that steal and sleep, and pools
+ * made and destroyed. Pools run on the counting allocator of
+ * alloc_hook.h, so "frees everything" is measured, and it can be told to
+ * fail, for the out-of-memory paths. tests/CMakeLists.txt builds this
+ * file twice: on the library, and as test_jobs_pool_internals_portable on
+ * its twin whose idle workers sleep on a mutex and condition variable
+ * instead of the futex.
  *
  * Concurrent cases count every job and every index (each must be seen
  * exactly once), never assert inside a worker thread (errors are counted
@@ -31,706 +34,27 @@
 #include <unistd.h>
 
 #include "jobs/jobs.h"
+#include "alloc_hook.h"
 #include "support.h"
-
-/* ---------------------------------------------------------------------- */
-/* Counting allocator                                                      */
-/* ---------------------------------------------------------------------- */
-
-typedef struct {
-    size_t allocs;      /* successful alloc calls */
-    size_t frees;       /* free calls */
-    size_t live;        /* allocations not yet freed */
-    size_t live_bytes;  /* bytes requested by those */
-    size_t max_size;    /* refuse requests above this (0: no limit) */
-    size_t slack;       /* extra bytes behind each block (keeps a bug a failure, not a crash) */
-    int fail_in;        /* > 0: the fail_in-th alloc from now fails */
-    bool fail_all;      /* every alloc fails */
-    size_t failures;    /* alloc calls refused */
-} counter_t;
-
-typedef struct {
-    size_t size;
-    void *raw;
-} header_t;
-
-static void *counting_alloc(size_t size, size_t align, void *ctx)
-{
-    counter_t *c = ctx;
-    assert_true(align && !(align & (align - 1)));
-    if (c->fail_all || (c->max_size && size > c->max_size)) {
-        c->failures++;
-        return NULL;
-    }
-    if (c->fail_in > 0 && --c->fail_in == 0) {
-        c->failures++;
-        return NULL;
-    }
-    size_t pad = sizeof(header_t) + align + c->slack;
-    unsigned char *raw = malloc(size + pad);
-    assert_non_null(raw);
-    uintptr_t p = ((uintptr_t)raw + sizeof(header_t) + align - 1) & ~(uintptr_t)(align - 1);
-    header_t *h = (header_t *)(p - sizeof(header_t));
-    h->size = size;
-    h->raw = raw;
-    c->allocs++;
-    c->live++;
-    c->live_bytes += size;
-    return (void *)p;
-}
-
-static void counting_free(void *ptr, void *ctx)
-{
-    counter_t *c = ctx;
-    assert_non_null(ptr);
-    header_t *h = (header_t *)((uintptr_t)ptr - sizeof(header_t));
-    assert_true(c->live > 0);
-    c->frees++;
-    c->live--;
-    c->live_bytes -= h->size;
-    free(h->raw);
-}
-
-static ecs_allocator_t counting_allocator(counter_t *c)
-{
-    memset(c, 0, sizeof(*c));
-    return (ecs_allocator_t){.alloc = counting_alloc, .free = counting_free, .ctx = c};
-}
-
-/* ---------------------------------------------------------------------- */
-/* Helpers                                                                 */
-/* ---------------------------------------------------------------------- */
-
-typedef struct {
-    unsigned char *p;
-    size_t size;
-} span_t;
-
-static int span_cmp(const void *x, const void *y)
-{
-    const span_t *a = x, *b = y;
-    return (a->p > b->p) - (a->p < b->p);
-}
-
-/* Fills every span with a byte derived from its index, then checks them
- * all: an overlap shows as a clobbered byte. Also checks ordering. */
-static void spans_check_disjoint(span_t *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) memset(s[i].p, (int)(i * 37 + 11) & 0xff, s[i].size);
-    for (size_t i = 0; i < n; i++) {
-        for (size_t k = 0; k < s[i].size; k++) {
-            if (s[i].p[k] != (unsigned char)((i * 37 + 11) & 0xff))
-                fail_msg("allocation %zu byte %zu was overwritten by another allocation", i, k);
-        }
-    }
-    span_t *sorted = malloc(n * sizeof(*sorted));
-    assert_non_null(sorted);
-    memcpy(sorted, s, n * sizeof(*sorted));
-    qsort(sorted, n, sizeof(*sorted), span_cmp);
-    for (size_t i = 1; i < n; i++) {
-        if (sorted[i - 1].size && sorted[i].size) {
-            assert_true(sorted[i - 1].p + sorted[i - 1].size <= sorted[i].p);
-            assert_true(sorted[i - 1].p != sorted[i].p);
-        }
-    }
-    free(sorted);
-}
-
-/* ---------------------------------------------------------------------- */
-/* Cases                                                                   */
-/* ---------------------------------------------------------------------- */
-
-static void arena_alloc_honours_alignment(void **state)
-{
-    (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
-    ecs__arena_t arena;
-    ecs__arena_init(&arena, &a, 4096);
-    /* Odd sizes between the requests knock the bump offset off every
-     * boundary, so each alignment has to be produced, not inherited. */
-    for (int round = 0; round < 50; round++) {
-        for (size_t align = 1; align <= 64; align *= 2) {
-            void *odd = ecs__arena_alloc(&arena, 1 + (size_t)round % 7, 1);
-            assert_non_null(odd);
-            void *p = ecs__arena_alloc(&arena, 3 * align + (size_t)round, align);
-            assert_non_null(p);
-            assert_int_equal((uintptr_t)p % align, 0);
-        }
-    }
-    ecs__arena_fini(&arena);
-    assert_int_equal(c.live, 0);
-}
-
-static void arena_allocations_are_distinct(void **state)
-{
-    (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
-    ecs__arena_t arena;
-    ecs__arena_init(&arena, &a, 1024);
-    enum { N = 3000 };
-    static span_t spans[N];
-    uint64_t seed = 42;
-    for (size_t i = 0; i < N; i++) {
-        size_t align = (size_t)1 << (rng_next(&seed) % 7);
-        size_t size = rng_next(&seed) % 200;
-        if (i % 97 == 0) size = 3000 + (size_t)(rng_next(&seed) % 2000); /* larger than a block */
-        void *p = ecs__arena_alloc(&arena, size, align);
-        assert_non_null(p);
-        assert_int_equal((uintptr_t)p % align, 0);
-        spans[i] = (span_t){p, size};
-    }
-    spans_check_disjoint(spans, N);
-    ecs__arena_fini(&arena);
-    assert_int_equal(c.live, 0);
-}
-
-static void arena_large_request_gets_own_block(void **state)
-{
-    (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
-    ecs__arena_t arena;
-    ecs__arena_init(&arena, &a, 256);
-    void *small = ecs__arena_alloc(&arena, 16, 8);
-    assert_non_null(small);
-    size_t cap_before = ecs__arena_capacity(&arena);
-    /* Far bigger than a block, with the biggest alignment. */
-    unsigned char *big = ecs__arena_alloc(&arena, 100000, 64);
-    assert_non_null(big);
-    assert_int_equal((uintptr_t)big % 64, 0);
-    memset(big, 0xab, 100000);
-    assert_true(ecs__arena_capacity(&arena) >= cap_before + 100000);
-    /* The arena keeps working for small requests after it. */
-    unsigned char *after = ecs__arena_alloc(&arena, 32, 16);
-    assert_non_null(after);
-    memset(after, 0xcd, 32);
-    assert_int_equal(big[0], 0xab);
-    assert_int_equal(big[99999], 0xab);
-    span_t s[3] = {{small, 16}, {big, 100000}, {after, 32}};
-    spans_check_disjoint(s, 3);
-    ecs__arena_fini(&arena);
-    assert_int_equal(c.live, 0);
-}
-
-/* A sequence of requests, replayed identically after a reset. */
-static void arena_round(ecs__arena_t *arena, uint64_t seed, span_t *out, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        size_t align = (size_t)1 << (rng_next(&seed) % 7);
-        size_t size = 1 + rng_next(&seed) % 300;
-        if (i % 50 == 7) size = 2000 + (size_t)(rng_next(&seed) % 3000);
-        void *p = ecs__arena_alloc(arena, size, align);
-        assert_non_null(p);
-        assert_int_equal((uintptr_t)p % align, 0);
-        out[i] = (span_t){p, size};
-    }
-}
-
-static void arena_reset_reuses_blocks(void **state)
-{
-    (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
-    ecs__arena_t arena;
-    ecs__arena_init(&arena, &a, 1024);
-    enum { N = 600 };
-    static span_t spans[N];
-
-    arena_round(&arena, 7, spans, N);
-    spans_check_disjoint(spans, N);
-    size_t allocs = c.allocs, live = c.live;
-    size_t cap = ecs__arena_capacity(&arena);
-    assert_true(allocs > 1);
-
-    for (int r = 0; r < 3; r++) {
-        ecs__arena_reset(&arena);
-        assert_int_equal(ecs__arena_capacity(&arena), cap);
-        assert_int_equal(c.live, live); /* reset keeps the blocks */
-        arena_round(&arena, 7, spans, N);
-        spans_check_disjoint(spans, N);
-        assert_int_equal(c.allocs, allocs); /* an identical round allocates nothing */
-        assert_int_equal(ecs__arena_capacity(&arena), cap);
-    }
-    /* A smaller round after a reset allocates nothing either. */
-    ecs__arena_reset(&arena);
-    arena_round(&arena, 7, spans, N / 2);
-    assert_int_equal(c.allocs, allocs);
-
-    ecs__arena_fini(&arena);
-    assert_int_equal(c.live, 0);
-    assert_int_equal(c.frees, allocs);
-}
-
-static void arena_capacity_reports_block_bytes(void **state)
-{
-    (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
-    ecs__arena_t arena;
-    ecs__arena_init(&arena, &a, 512);
-    assert_int_equal(ecs__arena_capacity(&arena), 0);
-    assert_int_equal(c.allocs, 0); /* init allocates nothing */
-
-    assert_non_null(ecs__arena_alloc(&arena, 10, 1));
-    assert_int_equal(ecs__arena_capacity(&arena), 512);
-    assert_true(c.live_bytes >= 512);
-
-    /* Fill the block exactly (it starts 64-byte aligned). */
-    assert_non_null(ecs__arena_alloc(&arena, 512 - 64, 64));
-    assert_int_equal(ecs__arena_capacity(&arena), 512);
-    assert_int_equal(c.allocs, 1);
-
-    /* The next request needs a second block. */
-    assert_non_null(ecs__arena_alloc(&arena, 100, 8));
-    assert_int_equal(c.allocs, 2);
-    assert_int_equal(ecs__arena_capacity(&arena), 1024);
-
-    /* Capacity is what the blocks hold, never more than was allocated. */
-    size_t used = 0;
-    for (int i = 0; i < 20; i++) {
-        assert_non_null(ecs__arena_alloc(&arena, 700, 16));
-        used += 700;
-    }
-    assert_true(ecs__arena_capacity(&arena) >= used);
-    assert_true(ecs__arena_capacity(&arena) <= c.live_bytes);
-
-    /* Zero block size means the default: still a working arena. */
-    ecs__arena_fini(&arena);
-    assert_int_equal(ecs__arena_capacity(&arena), 0);
-    assert_int_equal(c.live, 0);
-    ecs__arena_init(&arena, &a, 0);
-    assert_non_null(ecs__arena_alloc(&arena, 64, 8));
-    assert_true(ecs__arena_capacity(&arena) > 0);
-    ecs__arena_fini(&arena);
-    assert_int_equal(c.live, 0);
-}
-
-static void arena_oom_returns_null_and_stays_usable(void **state)
-{
-    (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
-    ecs__arena_t arena;
-    ecs__arena_init(&arena, &a, 256);
-
-    /* Failing the very first block. */
-    c.fail_all = true;
-    assert_null(ecs__arena_alloc(&arena, 8, 8));
-    assert_int_equal(ecs__arena_capacity(&arena), 0);
-    c.fail_all = false;
-    unsigned char *p1 = ecs__arena_alloc(&arena, 100, 8);
-    assert_non_null(p1);
-    memset(p1, 1, 100);
-
-    /* Requests that fit the current block need no allocation, so they
-     * succeed even while the allocator refuses everything. */
-    c.fail_all = true;
-    unsigned char *p2 = ecs__arena_alloc(&arena, 50, 8);
-    assert_non_null(p2);
-    memset(p2, 2, 50);
-    size_t cap = ecs__arena_capacity(&arena);
-    assert_null(ecs__arena_alloc(&arena, 200, 8)); /* needs a new block */
-    assert_null(ecs__arena_alloc(&arena, 5000, 8)); /* needs a big block */
-    assert_int_equal(ecs__arena_capacity(&arena), cap);
-    /* What was allocated before is untouched and the current block is
-     * still in use after the failures. */
-    unsigned char *p3 = ecs__arena_alloc(&arena, 16, 8);
-    assert_non_null(p3);
-    memset(p3, 3, 16);
-    for (int i = 0; i < 100; i++) assert_int_equal(p1[i], 1);
-    for (int i = 0; i < 50; i++) assert_int_equal(p2[i], 2);
-
-    /* Once memory is back, allocation resumes. */
-    c.fail_all = false;
-    unsigned char *p4 = ecs__arena_alloc(&arena, 200, 8);
-    assert_non_null(p4);
-    memset(p4, 4, 200);
-    span_t s[4] = {{p1, 100}, {p2, 50}, {p3, 16}, {p4, 200}};
-    spans_check_disjoint(s, 4);
-
-    /* Failure after a reset, with blocks retained: the retained blocks
-     * still serve what they can. */
-    ecs__arena_reset(&arena);
-    c.fail_all = true;
-    assert_non_null(ecs__arena_alloc(&arena, 100, 8));
-    assert_non_null(ecs__arena_alloc(&arena, 150, 8)); /* first block: 254 of 256 bytes */
-    assert_non_null(ecs__arena_alloc(&arena, 200, 8)); /* the second retained block */
-    assert_null(ecs__arena_alloc(&arena, 250, 8));     /* would need a third */
-    c.fail_all = false;
-
-    ecs__arena_fini(&arena);
-    assert_int_equal(c.live, 0);
-}
-
-static void arena_huge_request_returns_null(void **state)
-{
-    (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
-    c.max_size = (size_t)1 << 30; /* nothing this large can be had */
-    c.slack = 256;
-    ecs__arena_t arena;
-    ecs__arena_init(&arena, &a, 1024);
-    assert_non_null(ecs__arena_alloc(&arena, 8, 8));
-    /* Requests whose block size would wrap around SIZE_MAX must fail,
-     * not hand out a pointer into a block that is too small. */
-    const size_t sizes[] = {SIZE_MAX, SIZE_MAX - 63, SIZE_MAX - 100, SIZE_MAX - 4096, SIZE_MAX / 2 + 1,
-                            (size_t)1 << 40};
-    size_t bad = 0;
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(*sizes); i++) {
-        void *p = ecs__arena_alloc(&arena, sizes[i], 8);
-        if (p) {
-            print_error("ecs__arena_alloc(%zu bytes) returned %p instead of NULL\n", sizes[i], p);
-            bad++;
-        }
-    }
-    /* And the arena is still usable. */
-    void *q = ecs__arena_alloc(&arena, 64, 64);
-    assert_non_null(q);
-    memset(q, 0, 64);
-    ecs__arena_fini(&arena);
-    assert_int_equal(c.live, 0);
-    assert_int_equal(bad, 0);
-}
-
-static void arena_fini_frees_everything(void **state)
-{
-    (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
-    ecs__arena_t arena;
-    ecs__arena_init(&arena, &a, 128);
-    for (int i = 0; i < 500; i++) assert_non_null(ecs__arena_alloc(&arena, (size_t)(i % 300) + 1, 16));
-    ecs__arena_reset(&arena);
-    for (int i = 0; i < 100; i++) assert_non_null(ecs__arena_alloc(&arena, 1000, 64));
-    assert_true(c.live > 1);
-    ecs__arena_fini(&arena);
-    assert_int_equal(c.live, 0);
-    assert_int_equal(c.live_bytes, 0);
-    assert_int_equal(c.frees, c.allocs);
-    assert_int_equal(ecs__arena_capacity(&arena), 0);
-    /* fini of a never-used arena frees nothing and is fine twice. */
-    ecs__arena_init(&arena, &a, 0);
-    ecs__arena_fini(&arena);
-    ecs__arena_fini(&arena);
-    assert_int_equal(c.live, 0);
-}
-
-/* ---------------------------------------------------------------------- */
-/* Watchdog, clock, threads                                                */
-/* ---------------------------------------------------------------------- */
 
 /* A thread that ends the program, naming the case, when a guarded case
  * runs past its deadline: a deadlock fails fast instead of hanging until
  * ctest's timeout. (alarm() would not do: TSan delivers signals only at
  * its interceptors, and a spinning waiter may never reach one.) */
-#define WATCHDOG_PROGRAM "test_jobs"
+#define WATCHDOG_PROGRAM "test_jobs_pool_internals"
 #include "watchdog.h"
 #include "proc.h"
 
 #define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
 
 /* ---------------------------------------------------------------------- */
-/* Deque: one thread                                                       */
-/* ---------------------------------------------------------------------- */
-
-typedef struct {
-    ecs__job_t job;
-    uint32_t id;
-} id_job_t;
-
-static id_job_t *id_jobs_new(uint32_t n)
-{
-    id_job_t *j = calloc(n, sizeof(*j));
-    assert_non_null(j);
-    for (uint32_t i = 0; i < n; i++) j[i].id = i;
-    return j;
-}
-
-static uint32_t id_of(ecs__job_t *job)
-{
-    assert_true(job != ECS__DEQUE_EMPTY && job != ECS__DEQUE_ABORT);
-    return ((id_job_t *)job)->id;
-}
-
-static void deque_take_is_lifo_and_steal_is_fifo(void **state)
-{
-    (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
-    ecs__deque_t d;
-    assert_true(ecs__deque_init(&d, &a, 8));
-    id_job_t *j = id_jobs_new(6);
-    for (uint32_t i = 0; i < 5; i++) assert_true(ecs__deque_push(&d, &j[i].job));
-    assert_int_equal(id_of(ecs__deque_take(&d)), 4); /* newest */
-    assert_int_equal(id_of(ecs__deque_steal(&d)), 0); /* oldest */
-    assert_int_equal(id_of(ecs__deque_steal(&d)), 1);
-    assert_true(ecs__deque_push(&d, &j[5].job));
-    assert_int_equal(id_of(ecs__deque_take(&d)), 5);
-    assert_int_equal(id_of(ecs__deque_take(&d)), 3);
-    assert_int_equal(id_of(ecs__deque_steal(&d)), 2);
-    assert_ptr_equal(ecs__deque_take(&d), ECS__DEQUE_EMPTY);
-    assert_ptr_equal(ecs__deque_steal(&d), ECS__DEQUE_EMPTY);
-    ecs__deque_fini(&d, &a);
-    assert_int_equal(c.live, 0);
-    free(j);
-}
-
-static void deque_empty_returns_empty_and_stays_usable(void **state)
-{
-    (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
-    ecs__deque_t d;
-    assert_true(ecs__deque_init(&d, &a, 4));
-    id_job_t *j = id_jobs_new(3);
-    for (int k = 0; k < 3; k++) {
-        assert_ptr_equal(ecs__deque_take(&d), ECS__DEQUE_EMPTY);
-        assert_ptr_equal(ecs__deque_steal(&d), ECS__DEQUE_EMPTY);
-    }
-    /* The last element, by take and by steal; empty again afterwards. */
-    assert_true(ecs__deque_push(&d, &j[0].job));
-    assert_int_equal(id_of(ecs__deque_take(&d)), 0);
-    assert_ptr_equal(ecs__deque_take(&d), ECS__DEQUE_EMPTY);
-    assert_ptr_equal(ecs__deque_steal(&d), ECS__DEQUE_EMPTY);
-    assert_true(ecs__deque_push(&d, &j[1].job));
-    assert_int_equal(id_of(ecs__deque_steal(&d)), 1);
-    assert_ptr_equal(ecs__deque_steal(&d), ECS__DEQUE_EMPTY);
-    assert_ptr_equal(ecs__deque_take(&d), ECS__DEQUE_EMPTY);
-    /* Many takes on an empty deque leave it consistent. */
-    for (int k = 0; k < 100; k++) assert_ptr_equal(ecs__deque_take(&d), ECS__DEQUE_EMPTY);
-    for (uint32_t i = 0; i < 3; i++) assert_true(ecs__deque_push(&d, &j[i].job));
-    assert_int_equal(id_of(ecs__deque_steal(&d)), 0);
-    assert_int_equal(id_of(ecs__deque_take(&d)), 2);
-    assert_int_equal(id_of(ecs__deque_take(&d)), 1);
-    assert_ptr_equal(ecs__deque_take(&d), ECS__DEQUE_EMPTY);
-    ecs__deque_fini(&d, &a);
-    assert_int_equal(c.live, 0);
-    free(j);
-}
-
-static void deque_push_on_full_fails_and_changes_nothing(void **state)
-{
-    (void)state;
-    id_job_t *j = id_jobs_new(4096 + 1);
-    for (uint32_t cap = 1; cap <= 4096; cap *= 2) {
-        counter_t c;
-        ecs_allocator_t a = counting_allocator(&c);
-        ecs__deque_t d;
-        assert_true(ecs__deque_init(&d, &a, cap));
-        /* Three laps, so the indices wrap the buffer. */
-        for (int lap = 0; lap < 3; lap++) {
-            for (uint32_t i = 0; i < cap; i++) {
-                if (!ecs__deque_push(&d, &j[i].job)) fail_msg("capacity %u: push %u of %u refused", cap, i, cap);
-            }
-            for (int k = 0; k < 3; k++) assert_false(ecs__deque_push(&d, &j[cap].job));
-            /* Nothing changed: exactly the cap jobs, oldest first. */
-            for (uint32_t i = 0; i < cap; i++) {
-                ecs__job_t *got = ecs__deque_steal(&d);
-                if (got == ECS__DEQUE_EMPTY || id_of(got) != i)
-                    fail_msg("capacity %u lap %d: steal %u gave %s", cap, lap, i, got ? "another job" : "EMPTY");
-            }
-            assert_ptr_equal(ecs__deque_steal(&d), ECS__DEQUE_EMPTY);
-            assert_ptr_equal(ecs__deque_take(&d), ECS__DEQUE_EMPTY);
-        }
-        /* Full again; one steal frees exactly one slot. */
-        for (uint32_t i = 0; i < cap; i++) assert_true(ecs__deque_push(&d, &j[i].job));
-        assert_int_equal(id_of(ecs__deque_steal(&d)), 0);
-        assert_true(ecs__deque_push(&d, &j[cap].job));
-        assert_false(ecs__deque_push(&d, &j[0].job));
-        assert_int_equal(id_of(ecs__deque_take(&d)), cap);
-        ecs__deque_fini(&d, &a);
-        assert_int_equal(c.live, 0);
-    }
-    free(j);
-}
-
-/* Random pushes, takes and steals against a reference model (an array
- * with a head and a tail). */
-static void deque_matches_model_single_threaded(void **state)
-{
-    (void)state;
-    enum { CAP = 16, OPS = 50000 };
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
-    ecs__deque_t d;
-    assert_true(ecs__deque_init(&d, &a, CAP));
-    id_job_t *j = id_jobs_new(OPS);
-    static uint32_t model[OPS];
-    uint32_t head = 0, tail = 0, next = 0; /* model[head..tail) oldest first */
-    uint64_t seed = 0xdeadbeef;
-    for (uint32_t op = 0; op < OPS; op++) {
-        uint32_t r = rng_below(&seed, 10);
-        if (r < 5) {
-            bool ok = ecs__deque_push(&d, &j[next].job);
-            assert_int_equal(ok, tail - head < CAP);
-            if (ok) model[tail++] = next;
-            next++;
-        } else if (r < 8) {
-            ecs__job_t *got = ecs__deque_take(&d);
-            if (tail == head) {
-                assert_ptr_equal(got, ECS__DEQUE_EMPTY);
-            } else {
-                assert_int_equal(id_of(got), model[--tail]);
-            }
-        } else {
-            ecs__job_t *got = ecs__deque_steal(&d);
-            if (tail == head) {
-                assert_ptr_equal(got, ECS__DEQUE_EMPTY);
-            } else {
-                assert_int_equal(id_of(got), model[head++]);
-            }
-        }
-    }
-    ecs__deque_fini(&d, &a);
-    assert_int_equal(c.live, 0);
-    free(j);
-}
-
-static void deque_init_uses_the_allocator(void **state)
-{
-    (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
-    ecs__deque_t d;
-    assert_true(ecs__deque_init(&d, &a, 64));
-    assert_int_equal(c.live, 1);
-    ecs__deque_fini(&d, &a);
-    assert_int_equal(c.live, 0);
-    c.fail_all = true;
-    assert_false(ecs__deque_init(&d, &a, 64));
-    assert_int_equal(c.live, 0);
-    assert_int_equal(c.failures, 1);
-}
-
-/* ---------------------------------------------------------------------- */
-/* Deque: an owner and thieves                                             */
-/* ---------------------------------------------------------------------- */
-
-typedef struct {
-    ecs__deque_t deque;
-    _Atomic uint32_t *got; /* times each job was obtained, by anyone */
-    _Atomic bool stop;
-    _Atomic uint32_t started;
-    _Atomic uint64_t stolen, aborts;
-} steal_test_t;
-
-static void *thief_main(void *arg)
-{
-    steal_test_t *t = arg;
-    atomic_fetch_add(&t->started, 1);
-    uint32_t idle = 0;
-    while (!atomic_load_explicit(&t->stop, memory_order_acquire)) {
-        ecs__job_t *job = ecs__deque_steal(&t->deque);
-        if (job == ECS__DEQUE_ABORT) {
-            atomic_fetch_add_explicit(&t->aborts, 1, memory_order_relaxed);
-        } else if (job == ECS__DEQUE_EMPTY) {
-            if (++idle % 64 == 0) sched_yield();
-        } else {
-            atomic_fetch_add_explicit(&t->got[((id_job_t *)job)->id], 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&t->stolen, 1, memory_order_relaxed);
-        }
-    }
-    return NULL;
-}
-
-static void owner_obtained(steal_test_t *t, ecs__job_t *job)
-{
-    if (job) atomic_fetch_add_explicit(&t->got[((id_job_t *)job)->id], 1, memory_order_relaxed);
-}
-
-/* The owner pushes (a job that does not fit is "run inline": counted by
- * the owner), takes, and races the thieves for the last element. */
-static void deque_owner_and_thieves_obtain_each_job_once(void **state)
-{
-    (void)state;
-    guard(__func__);
-    enum { JOBS = 20000, CAP = 64, TAIL = CAP };
-    id_job_t *jobs = id_jobs_new(JOBS);
-    for (uint32_t thieves = 1; thieves <= 7; thieves++) {
-        counter_t c;
-        ecs_allocator_t a = counting_allocator(&c);
-        steal_test_t t;
-        memset(&t, 0, sizeof(t));
-        assert_true(ecs__deque_init(&t.deque, &a, CAP));
-        t.got = calloc(JOBS, sizeof(*t.got));
-        assert_non_null(t.got);
-        atomic_init(&t.stop, false);
-        atomic_init(&t.started, 0);
-        atomic_init(&t.stolen, 0);
-        atomic_init(&t.aborts, 0);
-        pthread_t th[7];
-        for (uint32_t i = 0; i < thieves; i++) assert_int_equal(pthread_create(&th[i], NULL, thief_main, &t), 0);
-        while (atomic_load(&t.started) < thieves) sched_yield();
-
-        uint64_t seed = 1000 + thieves;
-        uint32_t next = 0;
-        for (uint32_t op = 0; next < JOBS - TAIL; op++) {
-            uint32_t left = JOBS - TAIL - next;
-            switch (rng_below(&seed, 4)) {
-            case 0: /* push one, take one: the last-element race */
-                if (!ecs__deque_push(&t.deque, &jobs[next].job)) owner_obtained(&t, &jobs[next].job);
-                next++;
-                owner_obtained(&t, ecs__deque_take(&t.deque));
-                break;
-            case 1: { /* a burst, sometimes more than fits */
-                uint32_t k = 1 + rng_below(&seed, CAP + 8);
-                for (uint32_t i = 0; i < k && i < left; i++, next++) {
-                    if (!ecs__deque_push(&t.deque, &jobs[next].job)) owner_obtained(&t, &jobs[next].job);
-                }
-                break;
-            }
-            case 2: { /* a few takes */
-                uint32_t k = rng_below(&seed, CAP);
-                for (uint32_t i = 0; i < k; i++) owner_obtained(&t, ecs__deque_take(&t.deque));
-                break;
-            }
-            default: { /* push a few, then take until empty */
-                uint32_t k = 1 + rng_below(&seed, 8);
-                for (uint32_t i = 0; i < k && i < left; i++, next++) {
-                    if (!ecs__deque_push(&t.deque, &jobs[next].job)) owner_obtained(&t, &jobs[next].job);
-                }
-                for (ecs__job_t *job; (job = ecs__deque_take(&t.deque));) owner_obtained(&t, job);
-                break;
-            }
-            }
-            if (op % 128 == 0) sched_yield();
-        }
-        /* The last jobs are left to the thieves for a while, so every
-         * run steals something however the threads were scheduled. */
-        for (; next < JOBS; next++) {
-            if (!ecs__deque_push(&t.deque, &jobs[next].job)) owner_obtained(&t, &jobs[next].job);
-        }
-        uint64_t deadline = now_ns() + 10000000000u;
-        while (atomic_load(&t.stolen) == 0 && now_ns() < deadline) sched_yield();
-        for (ecs__job_t *job; (job = ecs__deque_take(&t.deque));) owner_obtained(&t, job);
-        atomic_store_explicit(&t.stop, true, memory_order_release);
-        for (uint32_t i = 0; i < thieves; i++) pthread_join(th[i], NULL);
-
-        for (uint32_t i = 0; i < JOBS; i++) {
-            uint32_t n = atomic_load(&t.got[i]);
-            if (n != 1) fail_msg("%u thieves: job %u obtained %u times", thieves, i, n);
-        }
-        assert_true(atomic_load(&t.stolen) > 0);
-        assert_ptr_equal(ecs__deque_steal(&t.deque), ECS__DEQUE_EMPTY);
-        assert_ptr_equal(ecs__deque_take(&t.deque), ECS__DEQUE_EMPTY);
-        ecs__deque_fini(&t.deque, &a);
-        assert_int_equal(c.live, 0);
-        free(t.got);
-    }
-    free(jobs);
-}
-
-/* ---------------------------------------------------------------------- */
 /* Pool helpers                                                            */
 /* ---------------------------------------------------------------------- */
 
 /* A pool on a counting allocator (c must outlive it). */
-static ecs__job_pool_t *pool_new(counter_t *c, uint32_t workers, uint32_t spin_us)
+static ecs__job_pool_t *pool_new(alloc_hook_t *c, uint32_t workers, uint32_t spin_us)
 {
-    ecs_allocator_t a = counting_allocator(c);
+    ecs_allocator_t a = alloc_hook_init(c);
     ecs__job_pool_t *p = ecs__job_pool_create(&a, workers, spin_us);
     assert_non_null(p);
     assert_int_equal(ecs__job_pool_workers(p), workers);
@@ -738,10 +62,10 @@ static ecs__job_pool_t *pool_new(counter_t *c, uint32_t workers, uint32_t spin_u
 }
 
 /* Destroys the pool: every byte it took is given back. */
-static void pool_free(ecs__job_pool_t *p, counter_t *c)
+static void pool_free(ecs__job_pool_t *p, alloc_hook_t *c)
 {
     ecs__job_pool_destroy(p);
-    assert_int_equal(c->live, 0);
+    alloc_hook_expect_clean(c);
 }
 
 static ecs__worker_stats_t stats_sum(const ecs__job_pool_t *p)
@@ -829,7 +153,7 @@ static void pool_runs_every_job_once(void **state)
     /* 4096 is the deque's capacity: beyond it the submitter runs inline. */
     static const uint32_t sizes[] = {1, 2, 1000, 4096, 4097, 9000};
     for (uint32_t w = 1; w <= 16; w++) {
-        counter_t c;
+        alloc_hook_t c;
         ecs__job_pool_t *p = pool_new(&c, w, 0);
         uint64_t total = 0;
         for (size_t k = 0; k < COUNT_OF(sizes); k++) {
@@ -859,7 +183,7 @@ static void pool_wait_returns_when_every_job_is_done(void **state)
     uint64_t seed = 77;
     for (size_t k = 0; k < COUNT_OF(workers); k++) {
         uint32_t w = workers[k];
-        counter_t c;
+        alloc_hook_t c;
         ecs__job_pool_t *p = pool_new(&c, w, 0);
         for (int round = 0; round < 5; round++) {
             enum { PARTS = 5 };
@@ -897,7 +221,7 @@ static void pool_submit_beyond_deque_capacity_runs_inline(void **state)
     static const uint32_t workers[] = {1, 2, 5, 16};
     for (size_t k = 0; k < COUNT_OF(workers); k++) {
         uint32_t w = workers[k];
-        counter_t c;
+        alloc_hook_t c;
         ecs__job_pool_t *p = pool_new(&c, w, 0);
         batch_t b;
         batch_init(&b, 2 * 4096 + 5, 0);
@@ -997,7 +321,7 @@ static void pool_nested_fork_join_counts_exact(void **state)
     (void)state;
     guard(__func__);
     for (uint32_t w = 1; w <= 16; w++) {
-        counter_t c;
+        alloc_hook_t c;
         ecs__job_pool_t *p = pool_new(&c, w, 0);
         uint64_t before = stats_sum(p).jobs_run;
         tree_check(p, 3, 6, 3); /* 3 * 1093 nodes */
@@ -1048,7 +372,7 @@ static void pool_jobs_may_add_to_the_awaited_counter(void **state)
     enum { ROOTS = 4, DEPTH = 8, NODES = ROOTS * ((2 << DEPTH) - 1) };
     static const uint32_t workers[] = {1, 2, 4, 16};
     for (size_t k = 0; k < COUNT_OF(workers); k++) {
-        counter_t c;
+        alloc_hook_t c;
         ecs__job_pool_t *p = pool_new(&c, workers[k], 0);
         cont_ctx_t ctx = {.pool = p, .capacity = NODES};
         ctx.nodes = calloc(NODES, sizeof(*ctx.nodes));
@@ -1127,7 +451,7 @@ static void pool_parallel_for_covers_every_index_once(void **state)
     guard(__func__);
     static const int64_t sizes[] = {0, 1, 2, 97, 10007};
     for (uint32_t w = 1; w <= 16; w++) {
-        counter_t c;
+        alloc_hook_t c;
         ecs__job_pool_t *p = pool_new(&c, w, 0);
         for (size_t k = 0; k < COUNT_OF(sizes); k++) {
             int64_t n = sizes[k];
@@ -1195,7 +519,7 @@ static void pool_parallel_for_runs_inside_jobs(void **state)
     enum { JOBS = 8, N = 1000 };
     static const uint32_t workers[] = {1, 3, 16};
     for (size_t k = 0; k < COUNT_OF(workers); k++) {
-        counter_t c;
+        alloc_hook_t c;
         ecs__job_pool_t *p = pool_new(&c, workers[k], 0);
         _Atomic uint32_t bad;
         atomic_init(&bad, 0);
@@ -1253,8 +577,8 @@ static const char *huge_parallel_for(uint32_t workers, int64_t n, int64_t grain)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        counter_t c;
-        ecs_allocator_t a = counting_allocator(&c);
+        alloc_hook_t c;
+        ecs_allocator_t a = alloc_hook_init(&c);
         ecs__job_pool_t *p = ecs__job_pool_create(&a, workers, 0);
         if (!p) _exit(2);
         huge_ctx_t ctx = {.n = n, .grain = grain};
@@ -1320,10 +644,11 @@ static void pool_parallel_for_huge_range_does_not_overflow(void **state)
 #error "tests/CMakeLists.txt defines ECS_TEST_POOL_SLEEP, the sleep path this program's library must take"
 #endif
 
-/* The library sleeps the way its build says: test_jobs on the
- * platform's path ("futex" on Linux), test_jobs_portable on the mutex
- * and condition variable ("condvar"), so that the second program really
- * runs every case below on the portable path. */
+/* The library sleeps the way its build says: test_jobs_pool_internals
+ * on the platform's path ("futex" on Linux),
+ * test_jobs_pool_internals_portable on the mutex and condition variable
+ * ("condvar"), so that the second program really runs every case below
+ * on the portable path. */
 static void pool_sleeps_on_the_path_it_was_built_for(void **state)
 {
     (void)state;
@@ -1337,7 +662,7 @@ static void pool_single_worker_runs_jobs_on_the_caller(void **state)
     guard(__func__);
     int base = task_count();
     assert_true(base > 0);
-    counter_t c;
+    alloc_hook_t c;
     ecs__job_pool_t *p = pool_new(&c, 1, 50);
     assert_int_equal(task_count(), base); /* no thread started */
 
@@ -1373,7 +698,7 @@ static void pool_create_starts_threads_and_destroy_joins_them(void **state)
     assert_true(base > 0);
     static const uint32_t workers[] = {2, 5, 16};
     for (size_t k = 0; k < COUNT_OF(workers); k++) {
-        counter_t c;
+        alloc_hook_t c;
         ecs__job_pool_t *p = pool_new(&c, workers[k], 0);
         assert_int_equal(task_count(), base + (int)workers[k] - 1);
         pool_free(p, &c);
@@ -1390,17 +715,17 @@ static void pool_create_fails_cleanly_without_memory(void **state)
     for (size_t k = 0; k < COUNT_OF(workers); k++) {
         int failed = 0;
         for (int fail_at = 1;; fail_at++) {
-            counter_t c;
-            ecs_allocator_t a = counting_allocator(&c);
+            alloc_hook_t c;
+            ecs_allocator_t a = alloc_hook_init(&c);
             c.fail_in = fail_at;
             ecs__job_pool_t *p = ecs__job_pool_create(&a, workers[k], 0);
             if (p) {
-                assert_int_equal(c.failures, 0);
+                assert_int_equal(c.injected, 0);
                 pool_free(p, &c);
                 break;
             }
-            assert_int_equal(c.failures, 1);
-            assert_int_equal(c.live, 0);
+            assert_int_equal(c.injected, 1);
+            alloc_hook_expect_clean(&c);
             assert_int_equal(task_count_settled(base), base);
             failed++;
             assert_true(fail_at < 100);
@@ -1436,7 +761,7 @@ static void pool_spreads_jobs_over_workers(void **state)
     (void)state;
     guard(__func__);
     enum { W = 4, JOBS = 64, ATTEMPTS = 5 };
-    counter_t c;
+    alloc_hook_t c;
     ecs__job_pool_t *p = pool_new(&c, W, 50);
     bool spread = false;
     for (int attempt = 0; attempt < ATTEMPTS && !spread; attempt++) {
@@ -1500,7 +825,7 @@ static void pool_waiting_caller_counts_idle_time(void **state)
 {
     (void)state;
     guard(__func__);
-    counter_t c;
+    alloc_hook_t c;
     ecs__job_pool_t *p = pool_new(&c, 2, 0);
     ecs__worker_stats_t before, after;
     ecs__job_pool_stats(p, 0, &before);
@@ -1528,7 +853,7 @@ static void pool_stats_count_the_current_sleep(void **state)
 {
     (void)state;
     guard(__func__);
-    counter_t c;
+    alloc_hook_t c;
     ecs__job_pool_t *p = pool_new(&c, 2, 0); /* no spinning: idle workers sleep */
     sleep_job_t j = {.job = {sleep_run, NULL}, .worker = 99};
     JOB_COUNTER(jc);
@@ -1563,7 +888,7 @@ static void pool_sleeping_workers_wake_for_new_work(void **state)
     uint64_t seed = 4242;
     for (size_t k = 0; k < COUNT_OF(workers); k++) {
         uint32_t w = workers[k];
-        counter_t c;
+        alloc_hook_t c;
         ecs__job_pool_t *p = pool_new(&c, w, 0);
         uint64_t deadline = now_ns() + 10000000000u;
         while (stats_sum(p).sleeps < w - 1 && now_ns() < deadline) sleep_ns(1000000);
@@ -1606,7 +931,7 @@ enum { SLEEPER_JOBS = 50 };
  * submitted, and only watched, so a sleeper must run each. */
 static uint64_t sleeps_for_single_jobs(bool to_caller)
 {
-    counter_t c;
+    alloc_hook_t c;
     ecs__job_pool_t *p = pool_new(&c, 8, 0);
     flat_job_t job = {.job = {flat_run, NULL}};
     ecs__job_t *ptr = &job.job;
@@ -1676,7 +1001,7 @@ static void pool_wake_up_is_never_lost(void **state)
 {
     (void)state;
     guard(__func__);
-    counter_t c;
+    alloc_hook_t c;
     ecs__job_pool_t *p = pool_new(&c, 2, 0);
     uint64_t seed = 2024, rounds = 0, wrong = 0;
     uint64_t end = now_ns() + 3000000000u;
@@ -1746,7 +1071,7 @@ static void pool_wake_up_is_never_lost_with_many_sleepers(void **state)
 {
     (void)state;
     guard(__func__);
-    counter_t c;
+    alloc_hook_t c;
     ecs__job_pool_t *p = pool_new(&c, 4, 0);
     uint64_t seed = 31337, rounds = 0, wrong = 0;
     uint64_t end = now_ns() + 2000000000u;
@@ -1828,7 +1153,7 @@ static void pool_submit_of_n_jobs_wakes_n_sleepers(void **state)
     (void)state;
     guard(__func__);
     enum { W = 8, N = 3, ROUNDS = 30 };
-    counter_t c;
+    alloc_hook_t c;
     ecs__job_pool_t *p = pool_new(&c, W, 0);
     uint64_t before = sleeps_settled(p, W - 1);
     assert_true(before >= W - 1);
@@ -1880,7 +1205,7 @@ static void pool_mailbox_job_wakes_its_sleeping_target(void **state)
     (void)state;
     guard(__func__);
     enum { W = 8, VISITS = 3 * (W - 1) };
-    counter_t c;
+    alloc_hook_t c;
     ecs__job_pool_t *p = pool_new(&c, W, 0);
     uint32_t order[VISITS];
     for (uint32_t i = 0; i < VISITS; i++) order[i] = 1 + i % (W - 1);
@@ -1920,7 +1245,7 @@ static void pool_destroy_wakes_every_sleeper(void **state)
     static const uint32_t workers[] = {2, 8, 16};
     for (size_t k = 0; k < COUNT_OF(workers); k++) {
         uint32_t w = workers[k];
-        counter_t c;
+        alloc_hook_t c;
         ecs__job_pool_t *p = pool_new(&c, w, 0);
         /* A round of work first, so the workers sleep after being woken
          * once, not only after starting. */
@@ -1956,7 +1281,7 @@ static void pool_create_destroy_repeatedly(void **state)
     for (uint32_t i = 0; i < 100; i++) {
         uint32_t w = 1 + i % 16;
         uint32_t spin = rng_below(&seed, 3) == 0 ? 20 : 0;
-        counter_t c;
+        alloc_hook_t c;
         ecs__job_pool_t *p = pool_new(&c, w, spin);
         switch (i % 4) {
         case 0:
@@ -1991,20 +1316,6 @@ static void pool_create_destroy_repeatedly(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(arena_alloc_honours_alignment),
-        cmocka_unit_test(arena_allocations_are_distinct),
-        cmocka_unit_test(arena_large_request_gets_own_block),
-        cmocka_unit_test(arena_reset_reuses_blocks),
-        cmocka_unit_test(arena_capacity_reports_block_bytes),
-        cmocka_unit_test(arena_oom_returns_null_and_stays_usable),
-        cmocka_unit_test(arena_fini_frees_everything),
-        cmocka_unit_test(arena_huge_request_returns_null),
-        cmocka_unit_test(deque_take_is_lifo_and_steal_is_fifo),
-        cmocka_unit_test(deque_empty_returns_empty_and_stays_usable),
-        cmocka_unit_test(deque_push_on_full_fails_and_changes_nothing),
-        cmocka_unit_test(deque_matches_model_single_threaded),
-        cmocka_unit_test(deque_init_uses_the_allocator),
-        cmocka_unit_test_teardown(deque_owner_and_thieves_obtain_each_job_once, unguard),
         cmocka_unit_test_teardown(pool_runs_every_job_once, unguard),
         cmocka_unit_test_teardown(pool_wait_returns_when_every_job_is_done, unguard),
         cmocka_unit_test_teardown(pool_submit_beyond_deque_capacity_runs_inline, unguard),
