@@ -1,8 +1,10 @@
 /*
- * test_relation.c: the u64 open-addressing map of src/relation/
- * (ecs__map_*): insert, lookup, removal with backward shift, growth,
- * reservation and out-of-memory behaviour, plus a randomized run against
- * a plain reference table with keys chosen to collide.
+ * test_relation_internals.c: the u64 open-addressing map of src/relation/
+ * (ecs__map_*, through the internal header relation/relation.h): insert,
+ * lookup, removal with backward shift, growth, reservation and
+ * out-of-memory behaviour (on the counting allocator of alloc_hook.h),
+ * plus a randomized run against a plain reference table with keys chosen
+ * to collide.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,52 +19,8 @@
 #include <unistd.h>
 
 #include "relation/relation.h"
+#include "alloc_hook.h"
 #include "support.h"
-
-/* ---------------------------------------------------------------------- */
-/* Counting allocator                                                      */
-/* ---------------------------------------------------------------------- */
-
-typedef struct {
-    size_t allocs, frees, live, failures;
-    bool fail_all;
-} counter_t;
-
-typedef struct {
-    void *raw;
-    size_t pad;
-} header_t;
-
-static void *counting_alloc(size_t size, size_t align, void *ctx)
-{
-    counter_t *c = ctx;
-    if (c->fail_all) {
-        c->failures++;
-        return NULL;
-    }
-    unsigned char *raw = malloc(size + sizeof(header_t) + align);
-    assert_non_null(raw);
-    uintptr_t p = ((uintptr_t)raw + sizeof(header_t) + align - 1) & ~(uintptr_t)(align - 1);
-    ((header_t *)(p - sizeof(header_t)))->raw = raw;
-    c->allocs++;
-    c->live++;
-    return (void *)p;
-}
-
-static void counting_free(void *ptr, void *ctx)
-{
-    counter_t *c = ctx;
-    assert_true(c->live > 0);
-    c->frees++;
-    c->live--;
-    free(((header_t *)((uintptr_t)ptr - sizeof(header_t)))->raw);
-}
-
-static ecs_allocator_t counting_allocator(counter_t *c)
-{
-    memset(c, 0, sizeof(*c));
-    return (ecs_allocator_t){.alloc = counting_alloc, .free = counting_free, .ctx = c};
-}
 
 /* Structural invariants of a linear-probing table without tombstones:
  * count matches the occupied slots, and every key is reachable from its
@@ -97,8 +55,8 @@ static void map_check_structure(const ecs__map_t *m)
 static void map_insert_get_remove(void **state)
 {
     (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
+    alloc_hook_t c;
+    ecs_allocator_t a = alloc_hook_init(&c);
     ecs__map_t m;
     ecs__map_init(&m);
     assert_null(ecs__map_get(&m, 1));
@@ -148,7 +106,7 @@ static void map_insert_get_remove(void **state)
     assert_int_equal(*ecs__map_ensure(&m, &a, 42, NULL), 0);
 
     ecs__map_fini(&m, &a);
-    assert_int_equal(c.live, 0);
+    alloc_hook_expect_clean(&c);
     assert_null(m.entries);
     assert_int_equal(m.count, 0);
     assert_int_equal(m.cap, 0);
@@ -160,8 +118,8 @@ static void map_insert_get_remove(void **state)
 static void map_key_zero_is_never_found(void **state)
 {
     (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
+    alloc_hook_t c;
+    ecs_allocator_t a = alloc_hook_init(&c);
     ecs__map_t m;
     ecs__map_init(&m);
     assert_null(ecs__map_get(&m, 0));
@@ -180,7 +138,7 @@ static void map_key_zero_is_never_found(void **state)
         all_there = all_there && x && *x == k;
     }
     ecs__map_fini(&m, &a);
-    assert_int_equal(c.live, 0);
+    alloc_hook_expect_clean(&c);
     if (v) print_error("ecs__map_get(m, 0) returned a slot (an empty one) instead of NULL\n");
     if (removed || count_after != count)
         print_error("ecs__map_remove(m, 0) returned %s and changed count %u -> %u\n", removed ? "true" : "false",
@@ -220,8 +178,8 @@ static void map_insert_key_zero_asserts(void **state)
 static void map_growth_keeps_entries(void **state)
 {
     (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
+    alloc_hook_t c;
+    ecs_allocator_t a = alloc_hook_init(&c);
     ecs__map_t m;
     ecs__map_init(&m);
     enum { N = 20000 };
@@ -250,14 +208,14 @@ static void map_growth_keeps_entries(void **state)
     assert_int_equal(c.live, 1); /* one flat array, no per-entry allocation */
     for (uint64_t k = 1; k <= N; k++) assert_int_equal(*ecs__map_get(&m, k * 0x10001ull), k);
     ecs__map_fini(&m, &a);
-    assert_int_equal(c.live, 0);
+    alloc_hook_expect_clean(&c);
 }
 
 static void map_reserve_then_ensure_never_allocates(void **state)
 {
     (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
+    alloc_hook_t c;
+    ecs_allocator_t a = alloc_hook_init(&c);
     ecs__map_t m;
     ecs__map_init(&m);
     assert_true(ecs__map_reserve(&m, &a, 0));
@@ -271,7 +229,7 @@ static void map_reserve_then_ensure_never_allocates(void **state)
         assert_true(ecs__map_reserve(&m, &a, sizes[s])); /* again: already room */
         assert_int_equal(c.allocs, allocs);
         /* Everything fails from here: any allocation would show. */
-        c.fail_all = true;
+        c.failing = true;
         for (uint32_t i = 0; i < sizes[s]; i++) {
             bool inserted = false;
             uint64_t *v = ecs__map_ensure(&m, &a, next, &inserted);
@@ -280,31 +238,31 @@ static void map_reserve_then_ensure_never_allocates(void **state)
             *v = next * 3;
             next++;
         }
-        assert_int_equal(c.failures, 0);
-        c.fail_all = false;
+        assert_int_equal(c.injected, 0);
+        c.failing = false;
         assert_int_equal(c.allocs, allocs);
         map_check_structure(&m);
     }
     for (uint64_t k = 1; k < next; k++) assert_int_equal(*ecs__map_get(&m, k), k * 3);
     ecs__map_fini(&m, &a);
-    assert_int_equal(c.live, 0);
+    alloc_hook_expect_clean(&c);
 }
 
 static void map_oom_in_ensure_leaves_map_unchanged(void **state)
 {
     (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
+    alloc_hook_t c;
+    ecs_allocator_t a = alloc_hook_init(&c);
     ecs__map_t m;
     ecs__map_init(&m);
 
     /* An empty map that cannot get its first array. */
-    c.fail_all = true;
+    c.failing = true;
     assert_null(ecs__map_ensure(&m, &a, 5, NULL));
     assert_int_equal(m.count, 0);
     assert_null(ecs__map_get(&m, 5));
     assert_false(ecs__map_reserve(&m, &a, 1));
-    c.fail_all = false;
+    c.failing = false;
 
     /* Fill to exactly the growth threshold, then fail the growth. */
     uint64_t k = 1;
@@ -320,24 +278,24 @@ static void map_oom_in_ensure_leaves_map_unchanged(void **state)
     assert_non_null(copy);
     memcpy(copy, entries, cap * sizeof(*copy));
 
-    c.fail_all = true;
+    c.failing = true;
     bool inserted = true;
     assert_null(ecs__map_ensure(&m, &a, 123456789, &inserted));
     assert_false(ecs__map_reserve(&m, &a, 10));
-    c.fail_all = false;
-    assert_true(c.failures >= 2);
+    c.failing = false;
+    assert_true(c.injected >= 2);
     assert_ptr_equal(m.entries, entries);
     assert_int_equal(m.cap, cap);
     assert_int_equal(m.count, count);
     assert_memory_equal(m.entries, copy, cap * sizeof(*copy));
     assert_null(ecs__map_get(&m, 123456789));
     /* An existing key needs no room: found even while out of memory. */
-    c.fail_all = true;
+    c.failing = true;
     uint64_t *v = ecs__map_ensure(&m, &a, 7919, &inserted);
     assert_non_null(v);
     assert_false(inserted);
     assert_int_equal(*v, 1);
-    c.fail_all = false;
+    c.failing = false;
 
     /* Memory back: the insert grows the table and nothing is lost. */
     v = ecs__map_ensure(&m, &a, 123456789, &inserted);
@@ -348,7 +306,7 @@ static void map_oom_in_ensure_leaves_map_unchanged(void **state)
     map_check_structure(&m);
     free(copy);
     ecs__map_fini(&m, &a);
-    assert_int_equal(c.live, 0);
+    alloc_hook_expect_clean(&c);
 }
 
 /* Keys whose home slots pile up for every table size up to 1024 (and,
@@ -366,8 +324,8 @@ static uint32_t make_clustered_keys(uint64_t *out, uint32_t n, uint64_t start)
 static void map_random_ops_match_reference(void **state)
 {
     (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
+    alloc_hook_t c;
+    ecs_allocator_t a = alloc_hook_init(&c);
     enum { UNIVERSE = 6000, OPS = 100000 };
     static uint64_t keys[UNIVERSE];
     static uint64_t values[UNIVERSE];
@@ -441,7 +399,7 @@ static void map_random_ops_match_reference(void **state)
         }
     }
     ecs__map_fini(&m, &a);
-    assert_int_equal(c.live, 0);
+    alloc_hook_expect_clean(&c);
 }
 
 /* Removing every key of a long cluster in every order position keeps the
@@ -449,8 +407,8 @@ static void map_random_ops_match_reference(void **state)
 static void map_remove_from_wrapped_cluster(void **state)
 {
     (void)state;
-    counter_t c;
-    ecs_allocator_t a = counting_allocator(&c);
+    alloc_hook_t c;
+    ecs_allocator_t a = alloc_hook_init(&c);
     /* Keys homed in the last two slots of a 64-slot table, so their
      * cluster wraps around to slot 0. */
     uint64_t keys[24];
@@ -486,7 +444,7 @@ static void map_remove_from_wrapped_cluster(void **state)
         assert_int_equal(m.count, 0);
         ecs__map_fini(&m, &a);
     }
-    assert_int_equal(c.live, 0);
+    alloc_hook_expect_clean(&c);
 }
 
 int main(void)

@@ -1,10 +1,11 @@
 /*
- * test_changes.c: the per-chunk change tracker of src/changes/
- * (ecs__tracker_*), and above all its dirty-list invariant: a row's bit
- * is set if and only if the row is in the dirty list, so no row is
- * appended twice, the list never outgrows the chunk, and a consumer that
- * walks the list (skipping rows >= count and rows whose ticks are outside
- * its window) sees every changed row exactly once.
+ * test_changes_internals.c: the per-chunk change tracker of src/changes/
+ * (ecs__tracker_*, through its internal header changes/changes.h), and
+ * above all its dirty-list invariant: a row's bit is set if and only if
+ * the row is in the dirty list, so no row is appended twice, the list
+ * never outgrows the chunk, and a consumer that walks the list (skipping
+ * rows >= count and rows whose ticks are outside its window) sees every
+ * changed row exactly once.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,47 +17,29 @@
 #include <string.h>
 
 #include "changes/changes.h"
+#include "alloc_hook.h"
 #include "support.h"
 
 /* ---------------------------------------------------------------------- */
 /* Helpers                                                                 */
 /* ---------------------------------------------------------------------- */
 
-typedef struct {
-    size_t live;
-} counter_t;
-
-static void *counting_alloc(size_t size, size_t align, void *ctx)
-{
-    counter_t *c = ctx;
-    void *p = aligned_alloc(align, (size + align - 1) & ~(align - 1));
-    assert_non_null(p);
-    c->live++;
-    return p;
-}
-
-static void counting_free(void *ptr, void *ctx)
-{
-    counter_t *c = ctx;
-    assert_true(c->live > 0);
-    c->live--;
-    free(ptr);
-}
-
-static counter_t g_counter;
-static ecs_allocator_t g_alloc = {.alloc = counting_alloc, .free = counting_free, .ctx = &g_counter};
+/* Every tracker's memory comes from this hook; each case starts with
+ * nothing allocated and must end with nothing allocated. */
+static alloc_hook_t g_counter;
+static ecs_allocator_t g_alloc;
 
 static int setup(void **state)
 {
     (void)state;
-    g_counter.live = 0;
+    g_alloc = alloc_hook_init(&g_counter);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    assert_int_equal(g_counter.live, 0); /* every tracker was destroyed */
+    alloc_hook_expect_clean(&g_counter); /* every tracker was destroyed */
     return 0;
 }
 
@@ -544,29 +527,18 @@ static void tracker_fold_chunk_mark_stamps_present_rows(void **state)
     ecs__tracker_destroy(&g_alloc, t);
 }
 
-static void *refusing_alloc(size_t size, size_t align, void *ctx)
-{
-    (void)size;
-    (void)align;
-    ++*(int *)ctx;
-    return NULL;
-}
-
-static void refusing_free(void *ptr, void *ctx)
-{
-    (void)ptr;
-    (void)ctx;
-    fail_msg("free called although nothing was allocated");
-}
-
 static void tracker_create_oom_returns_null(void **state)
 {
     (void)state;
-    int calls = 0;
-    ecs_allocator_t refuse = {.alloc = refusing_alloc, .free = refusing_free, .ctx = &calls};
+    alloc_hook_t none;
+    ecs_allocator_t refuse = alloc_hook_init(&none);
+    none.failing = true;
     assert_null(ecs__tracker_create(&refuse, 64, ECS__TRACK_DIRTY));
     assert_null(ecs__tracker_create(&refuse, 1, ECS__TRACK_TICKS));
-    assert_int_equal(calls, 2);
+    assert_int_equal(none.injected, 2);
+    /* No free either: nothing was allocated. */
+    assert_int_equal(none.frees, 0);
+    assert_int_equal(none.bad_free, 0);
 }
 
 /* ---------------------------------------------------------------------- */
