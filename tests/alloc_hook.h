@@ -145,17 +145,20 @@ static inline ecs_allocator_t alloc_hook_init(alloc_hook_t *a)
     return (ecs_allocator_t){.alloc = alloc_hook_alloc, .free = alloc_hook_free, .ctx = a};
 }
 
-/* Fails the k-th allocation from now (once, or from then on); k = 0
- * disarms. Clears `injected` and any failure still in force. */
+/* Fails the k-th allocation from now (1: the next one), once, or with
+ * persistent that one and every one after it; k = 0: none. Ends any
+ * failure still in force; the counters stay. */
 static inline void alloc_hook_fail_in(alloc_hook_t *a, long k, bool persistent)
 {
     pthread_mutex_lock(&alloc_hook_lock);
     a->fail_in = k;
     a->persistent = persistent;
     a->failing = false;
-    a->injected = 0;
     pthread_mutex_unlock(&alloc_hook_lock);
 }
+
+/* Allocations succeed again (settings back to none; the counters stay). */
+static inline void alloc_hook_disarm(alloc_hook_t *a) { alloc_hook_fail_in(a, 0, false); }
 
 /* Refuses every allocation from now on (on), or none (off). */
 static inline void alloc_hook_fail_all(alloc_hook_t *a, bool on)
