@@ -22,38 +22,10 @@ typedef struct {
     uint8_t nreads, nwrites, nothers, nrequired, nexcluded;
 } ecs__access_t;
 
-/*
- * A per-pair walk kept across frames (frame_pairs.c): what the walk of one
- * chunk handed a per-pair system's callback (rows, pair ends, payload and
- * far-end pointers), kept while nothing it depends on changes, so that
- * later frames hand the same arrays without walking the slices or
- * resolving the far ends again. It depends on the rows of the chunk's
- * archetype, on the relation's store, and on the rows of the archetypes
- * the far ends are in (ECS__PAIR_KEEP_ARCH of them at most; past that, on
- * the world's whole structure). A chunk is walked by one job per frame,
- * which owns its entry.
- */
-#define ECS__PAIR_KEEP_ARCH 4
-typedef struct {
-    const ecs__chunk_t *chunk;            /* the chunk last walked (NULL: none) */
-    uint64_t rows_version, store_version; /* its archetype's and the store's, as then */
-    uint64_t structure_version;           /* the world's, when the far ends span too many archetypes */
-    uint32_t count, cap;                  /* pairs kept, room */
-    uint32_t nfar_arch;                   /* far ends' archetypes; ECS__PAIR_KEEP_ARCH + 1: more */
-    uint32_t wait, backoff;               /* walks left before keeping again, after far ends moved */
-    bool kept;                            /* count pairs kept, as of the versions above */
-    const ecs__archetype_t *far_arch[ECS__PAIR_KEEP_ARCH];
-    uint64_t far_version[ECS__PAIR_KEEP_ARCH];
-    void *block;                          /* cap x (row, src, tgt, payload, far[nfar]) */
-} ecs__pair_keep_t;
-
-/* A system's kept walks: per match of its query, per chunk index. Grown
- * only between walks (ecs__pair_keep_prepare), single-threaded. */
-typedef struct {
-    ecs__pair_keep_t *chunks;
-    uint32_t count;
-} ecs__pair_keep_match_t;
-
+/* A per-pair system's walks kept across frames (frame_keep.c): per
+ * match of its query, per chunk index. Opaque outside frame_keep.c. */
+typedef struct ecs__pair_keep ecs__pair_keep_t;
+typedef struct ecs__pair_keep_match ecs__pair_keep_match_t;
 typedef struct {
     ecs__pair_keep_match_t *matches;
     uint32_t count;
@@ -138,6 +110,8 @@ struct ecs__plan_node {
                       chunks come from dirty lists when it starts */
     bool pair_filtered; /* a pair-filtered one past its first run: it walks
                            the relation's dirty sources, in one job */
+    bool window_kept;   /* an EXCLUSIVE filtered run found no room for its
+                           due set: nothing ran, the window stays */
     uint64_t since, this_run; /* its change window */
     ecs__chunk_ref_t *chunks;
     uint32_t chunk_count, chunk_cap;
@@ -176,6 +150,18 @@ typedef struct {
     bool valid;
 } ecs__plan_t;
 
+/* The entities an EXCLUSIVE filtered system is due in its current run
+ * (frame_due.c), and the same keys as a list, so that emptying the map
+ * costs what it held; both keep their capacity, reserved for the run
+ * before it collects. */
+typedef struct {
+    ecs__map_t map;
+    uint64_t *keys;
+    uint32_t count, cap;
+} ecs__due_set_t;
+
+void ecs__due_set_fini(ecs_world_t *w, ecs__due_set_t *due);
+
 struct ecs__scheduler {
     ecs__stage_t *stages; /* in run order */
     uint32_t stage_count, stage_cap, stage_ids;
@@ -186,13 +172,7 @@ struct ecs__scheduler {
     ecs_worker_stats_t *worker_stats; /* per worker */
     uint32_t removal_readers;         /* systems with `removed` set */
     uint32_t filter_systems;          /* systems with change filters */
-    /* The entities an EXCLUSIVE filtered system is due in its current run
-     * (frame.c, run_exclusive_filtered), and the same keys as a list, so
-     * that emptying the map costs what it held; both keep their capacity,
-     * reserved for the run before it collects. */
-    ecs__map_t due;
-    uint64_t *due_keys;
-    uint32_t due_count, due_cap;
+    ecs__due_set_t due;               /* EXCLUSIVE filtered runs (frame_due.c) */
     uint64_t tick_per_ns_q16;         /* cycle counter rate, 16.16 fixed */
 };
 
@@ -215,47 +195,107 @@ uint64_t ecs__ticks_to_ns(const ecs__scheduler_t *s, uint64_t ticks);
 /* A system's walk (frame.c), and its per-pair dispatch (frame_pairs.c)   */
 /* ---------------------------------------------------------------------- */
 
-/* A per-pair system's batch (frame_pairs.c): opaque to frame.c. */
-typedef struct ecs__pair_batch ecs__pair_batch_t;
+/* A batch of pairs handed to an ECS_PAIRS_EACH callback (it->priv_.pairs):
+ * pairs of the chunk's matched rows, in row order, then slice order. Kept
+ * on the walking thread's stack: nothing is allocated per chunk. Filled
+ * by frame_pairs.c; frame_keep.c keeps and replays what it held. */
+typedef struct ecs__pair_batch {
+    ecs__pair_view_t v; /* what ecs.h's accessors read: first, for the cast */
+    const ecs_world_t *world;
+    const ecs__system_t *sys;
+    const ecs__store_t *store;
+    ecs_component_t marker; /* the role's marker, whose value is the slot hint */
+    bool target_role;
+    /* Every far end is live: a source always is (despawn drops its pairs),
+     * a target unless the relation is ECS_IGNORE (cleanup drops the pairs
+     * aimed at it; despawns wait for the barrier while such a walk runs). */
+    bool far_live;
+    /* The batch's own arrays, which the view points at (ecs__pair_batch_own)
+     * except while it hands over a stretch of a kept walk. */
+    uint16_t row[ECS__PAIR_BATCH];
+    ecs_entity_t src[ECS__PAIR_BATCH], tgt[ECS__PAIR_BATCH];
+    const void *payload[ECS__PAIR_BATCH];
+    const void *far[ECS__PAIR_FAR][ECS__PAIR_BATCH];
+} ecs__pair_batch_t;
 
-/* One system's walk over chunks, shared by jobs and the inline path. */
+/* Points the view at the batch's own arrays. */
+static inline void ecs__pair_batch_own(ecs__pair_batch_t *b)
+{
+    b->v.row = b->row;
+    b->v.src = b->src;
+    b->v.tgt = b->tgt;
+    b->v.payload = b->payload;
+    for (uint32_t t = 0; t < ECS__PAIR_FAR; t++) b->v.far[t] = b->far[t];
+}
+
+/* A walk's change window and filters: which rows of a chunk it hands. */
 typedef struct {
+    uint32_t filters;         /* change filters; 0: every row */
+    bool added0;              /* the first filter tests added ticks */
+    bool scan;                /* a filtered system's first run */
+    uint64_t since, this_run; /* the window, copied: callbacks may write anything */
+} ecs__walk_window_t;
+
+/* What a walk does for the chunks its system writes. */
+typedef struct {
+    bool mark;     /* WRITE terms mark whole chunks (not MANUAL_CHANGE_MARKS) */
+    bool list_now; /* single-threaded: list written chunks right away */
+} ecs__walk_writes_t;
+
+/* The commands' chunk key. A filtered walk meets chunks in dirty-list
+ * order, not chunk order: its commands are keyed by the position of the
+ * chunk in that order (visit: the next one's), so the flush plays them
+ * back in the order they were recorded (a provisional handle's spawn
+ * before its uses), the same for the inline walk and any split into
+ * jobs. Otherwise the key is (match, chunk index). */
+typedef struct {
+    bool by_visit;
+    uint64_t visit;
+} ecs__walk_keys_t;
+
+/* An ECS_PAIRS_EACH system's batch, and the chunk walk being kept
+ * (frame_keep.c; NULL: none). */
+typedef struct {
+    ecs__pair_batch_t *batch;
+    ecs__pair_keep_t *keep;
+} ecs__walk_pairs_t;
+
+/* An EXCLUSIVE filtered system's run (frame_due.c): opaque here. */
+typedef struct ecs__due_walk ecs__due_walk_t;
+
+/* One system's walk over chunks, shared by jobs and the inline path: a
+ * small core, and each mode's state in its own part. */
+typedef struct {
+    ecs_world_t *world;
     ecs__plan_node_t *node;
     const ecs__system_t *sys;
     const ecs_query_t *q;
     ecs_iter_t *it;
     ecs_commands_t *cmd;
-    uint16_t *rows; /* ECS__CHUNK_MAX_ROWS: the selected rows of one chunk */
-    bool scan;      /* a filtered system's first run */
-    bool list_now;  /* single-threaded: list written chunks right away */
-    bool added0;    /* the first filter tests added ticks */
-    bool marks;     /* WRITE terms mark whole chunks (not MANUAL_CHANGE_MARKS) */
-    uint32_t change_count;
-    uint64_t since, this_run; /* the window, copied: callbacks may write anything */
-    uint64_t handed;
-    /* An EXCLUSIVE filtered system (see run_exclusive_filtered): the
-     * entities due this run, whether the walk collects them (no callback)
-     * or hands them over, and how many the current pass handed. */
-    ecs__scheduler_t *due;
-    ecs_world_t *world;
-    bool collecting;
-    bool window_kept; /* out of memory for the due set: nothing ran, the window stays */
-    uint64_t fresh;
-    /* A filtered walk meets chunks in dirty-list order, not chunk order:
-     * its commands are keyed by the position of the chunk in that order
-     * (visit: the next one's), so the flush plays them back in the order
-     * they were recorded (a provisional handle's spawn before its uses),
-     * the same for the inline walk and any split into jobs. */
-    bool by_visit;
-    uint64_t visit;
-    ecs__pair_batch_t *batch; /* ECS_PAIRS_EACH */
-    ecs__pair_keep_t *keep;   /* ... the chunk walk being kept (frame_pairs.c), NULL: none */
+    uint16_t *rows;       /* ECS__CHUNK_MAX_ROWS: the selected rows of one chunk */
     uint32_t first, last; /* a job's chunks: [first, last) of the node's list */
-    bool exclusive;       /* run inline as an EXCLUSIVE system */
+    uint64_t handed;      /* rows (pairs) handed to the callback */
+    ecs__walk_window_t window;
+    ecs__walk_writes_t writes;
+    ecs__walk_keys_t keys;
+    ecs__walk_pairs_t pairs;
+    ecs__due_walk_t *due; /* NULL unless an EXCLUSIVE filtered run */
 #ifndef NDEBUG
     ecs__read_set_t *reads;
 #endif
 } ecs__walk_t;
+
+/* The rows of ch (match `match`) that the walk's change filters pass,
+ * into wk->rows: -1 every row, else how many (0: none). */
+static inline int32_t ecs__walk_select(ecs__walk_t *wk, const ecs__query_match_t *match, ecs__chunk_t *ch)
+{
+    const ecs__walk_window_t *win = &wk->window;
+    if (!win->filters) return -1;
+    if (win->filters == 1)
+        return ecs__changes_select_one(ch->trackers[match->filter_columns[0]], win->added0, ch->count, win->since,
+                                       win->this_run, win->scan, wk->rows);
+    return ecs__query_select(wk->q, match, ch, win->since, win->this_run, win->scan, wk->rows);
+}
 
 /* Lists chunk ch in the dirty-chunk lists of the columns the system
  * writes, where it has marks (single-threaded: see tracking.c). */
@@ -276,7 +316,7 @@ static inline void ecs__mark_written(const ecs__walk_t *wk, const ecs__query_mat
 {
     for (uint32_t k = 0; k < wk->sys->nwrite_terms; k++) {
         int32_t col = match->columns[wk->sys->write_terms[k]];
-        if (col >= 0 && ch->trackers[col]) ch->trackers[col]->chunk_changed = wk->this_run;
+        if (col >= 0 && ch->trackers[col]) ch->trackers[col]->chunk_changed = wk->window.this_run;
     }
 }
 
@@ -292,10 +332,42 @@ void ecs__walk_dirty_pairs(ecs__walk_t *wk);
  * system of another kind). */
 void ecs__with_pair_batch(ecs__walk_t *wk, void (*walk)(ecs__walk_t *));
 
+/*
+ * Kept per-pair walks (frame_keep.c): a plain walk of a chunk whose pairs,
+ * rows and far ends stood still hands over what it kept the last time.
+ * Built with ECS_PAIR_KEEP=0 (CMake option ECS_PAIR_KEEP=OFF), no walk
+ * is kept and every chunk is walked anew: the same callbacks, the same
+ * batches.
+ */
+#ifndef ECS_PAIR_KEEP
+#define ECS_PAIR_KEEP 1
+#endif
+
 /* Makes room for a per-pair system's kept walks, one per chunk its query
  * matches now, before a frame walks it (a no-op for systems whose walks
  * are not kept; out of memory: chunks without room are walked anew). */
 void ecs__pair_keep_prepare(ecs_world_t *w, ecs__system_t *sys);
 void ecs__pair_keep_fini(ecs_world_t *w, ecs__system_t *sys);
+
+/* Before the plain walk of every row of ch: hands the kept walk over and
+ * returns true when one is valid; otherwise returns false, having set
+ * wk->pairs.keep when this walk is to be kept. */
+bool ecs__keep_begin(ecs__walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch);
+/* Appends the batch, resolved, to the walk being kept (wk->pairs.keep). */
+void ecs__keep_batch(ecs__walk_t *wk);
+/* The walk being kept was kept whole: valid from the next walk on. */
+void ecs__keep_finish(ecs__walk_t *wk);
+
+/*
+ * EXCLUSIVE filtered systems (frame_due.c): runs walk (a walk over every
+ * chunk the system visits, calling ecs__due_select for each) in passes
+ * over the entities due in the window. false: out of memory before
+ * anything ran (the window stays).
+ */
+bool ecs__due_run(ecs__walk_t *wk, void (*walk)(ecs__walk_t *));
+/* The rows of ch to hand in the current pass: 0 while collecting (the
+ * rows are remembered, not handed), else the due rows not yet handed,
+ * ascending, into wk->rows (-1: every row). */
+int32_t ecs__due_select(ecs__walk_t *wk, const ecs__query_match_t *match, ecs__chunk_t *ch);
 
 #endif /* ECS_PRIVATE_H */

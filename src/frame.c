@@ -234,124 +234,32 @@ static void run_whole(const ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *
     sys->removed_cursor = end;
 }
 
-enum { DUE = 1, HANDED = 2 }; /* an entity's state in ecs__scheduler_t.due */
-
-/* Room for every entity the collecting walk can find due, reserved before
- * it starts: on the first run every matched entity, else every row of a
- * chunk the first filter lists (all of them under a chunk-level mark or
- * without a dirty list, else its listed rows). O(listed chunks), like the
- * walk. false on OOM, with nothing collected. */
-static bool due_reserve(ecs__walk_t *wk)
-{
-    const ecs_query_t *q = wk->q;
-    uint64_t n = 0;
-    for (uint32_t m = 0; m < q->match_count; m++) {
-        const ecs__archetype_t *a = q->matches[m].archetype;
-        if (wk->scan) {
-            n += a->entity_count;
-            continue;
-        }
-        const ecs__column_t *col = &a->columns[q->matches[m].filter_columns[0]];
-        for (uint32_t k = 0; k < col->dirty_chunk_count; k++) {
-            const ecs__tracker_t *t = col->dirty_chunks[k].tracker;
-            uint32_t rows = col->dirty_chunks[k].chunk->count;
-            bool whole = t->chunk_changed || t->chunk_retired || t->level != ECS__TRACK_DIRTY;
-            n += whole || t->dirty_count > rows ? rows : t->dirty_count;
-        }
-    }
-    ecs__scheduler_t *s = wk->due;
-    const ecs_allocator_t *a = &wk->world->allocator;
-    return n <= UINT32_MAX / 2 && ecs__map_reserve(&s->due, a, (uint32_t)n) &&
-           ecs__array_reserve(a, (void **)&s->due_keys, &s->due_cap, (uint32_t)n ? (uint32_t)n : 1,
-                              sizeof(uint64_t), _Alignof(uint64_t));
-}
-
-/* Collecting: remembers the entities of the selected rows (n in wk->rows,
- * or -1: every row) as due, in the room due_reserve made. */
-static void due_collect(ecs__walk_t *wk, const ecs__chunk_t *ch, int32_t n)
-{
-    ecs__scheduler_t *s = wk->due;
-    uint32_t count = n < 0 ? ch->count : (uint32_t)n;
-    for (uint32_t i = 0; i < count; i++) {
-        ecs_entity_t e = ch->entities[n < 0 ? i : wk->rows[i]];
-        ecs__assert(s->due_count < s->due_cap, "due room reserved");
-        bool inserted = false;
-        uint64_t *slot = ecs__map_ensure(&s->due, &wk->world->allocator, e, &inserted);
-        ecs__assert(slot, "due room reserved");
-        if (!inserted) continue;
-        *slot = DUE;
-        s->due_keys[s->due_count++] = e;
-    }
-}
-
-/* Handing over: the rows of ch whose entity is due and not handed yet,
- * ascending, into wk->rows (-1: every row). Wherever a due entity went, its
- * row is in the first filter's dirty list (a move carries its marks and
- * lists the chunk; a write marks it), unless the chunk has a chunk-level
- * mark, which covers all its rows. */
-static int32_t due_hand(ecs__walk_t *wk, const ecs__query_match_t *match, const ecs__chunk_t *ch)
-{
-    const ecs__map_t *due = &wk->due->due;
-    const ecs__tracker_t *t = ch->trackers[match->filter_columns[0]];
-    uint32_t count = ch->count, out = 0;
-    uint16_t *rows = wk->rows;
-    if (wk->scan || t->chunk_changed || t->level != ECS__TRACK_DIRTY || t->dirty_count > ECS__SELECT_LIST_MAX) {
-        /* Ascending by construction: every row, or the bitmap's rows. */
-        bool all = wk->scan || t->chunk_changed || t->level != ECS__TRACK_DIRTY;
-        for (uint32_t r = 0; r < count; r++) {
-            if (!all && !ecs__tracker_in_dirty(t, r)) continue;
-            uint64_t *slot = ecs__map_get(due, ch->entities[r]);
-            if (!slot || *slot != DUE) continue;
-            *slot = HANDED;
-            rows[out++] = (uint16_t)r;
-        }
-    } else {
-        for (uint32_t i = 0; i < t->dirty_count; i++) {
-            uint16_t r = t->dirty_list[i];
-            if (r >= count) continue;
-            uint64_t *slot = ecs__map_get(due, ch->entities[r]);
-            if (!slot || *slot != DUE) continue;
-            *slot = HANDED;
-            uint32_t at = out++;
-            while (at > 0 && rows[at - 1] > r) {
-                rows[at] = rows[at - 1];
-                at--;
-            }
-            rows[at] = r;
-        }
-    }
-    wk->fresh += out;
-    return out == count ? -1 : (int32_t)out;
-}
-
 /* The walk of a node's system with a query: its change window, copied
- * (callbacks may write anything), rows for its selections and the batch
- * of an ECS_PAIRS_EACH system. list_now: single-threaded, the walk lists
- * the chunks it writes itself. */
+ * (callbacks may write anything), rows for its selections. list_now:
+ * single-threaded, the walk lists the chunks it writes itself. The batch
+ * of an ECS_PAIRS_EACH system is set by ecs__with_pair_batch. */
 static ecs__walk_t walk_begin(ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *it, ecs_commands_t *cmd,
                               uint16_t *rows, bool list_now)
 {
     const ecs__system_t *sys = node->sys;
     const ecs_query_t *q = sys->query;
     return (ecs__walk_t){
+        .world = w,
         .node = node,
         .sys = sys,
         .q = q,
         .it = it,
         .cmd = cmd,
         .rows = rows,
-        .batch = NULL, /* a per-pair system's: set by ecs__with_pair_batch */
-        .world = w,
-        .scan = node->since == 0,
-        .list_now = list_now,
-        .added0 = q->changes[0].kind == ECS_ADDED,
-        .marks = !(sys->flags & ECS_SYSTEM_MANUAL_CHANGE_MARKS),
-        .change_count = q->change_count,
-        .since = node->since,
-        .this_run = node->this_run,
-        /* An EXCLUSIVE filtered system walks in passes (run_exclusive_
-         * filtered) on its first run too, going back to earlier chunks. */
-        .by_visit = node->filtered || ((sys->flags & ECS_SYSTEM_EXCLUSIVE) && q->change_count),
+        .window = {.filters = q->change_count,
+                   .added0 = q->changes[0].kind == ECS_ADDED,
+                   .scan = node->since == 0,
+                   .since = node->since,
+                   .this_run = node->this_run},
+        .writes = {.mark = !(sys->flags & ECS_SYSTEM_MANUAL_CHANGE_MARKS), .list_now = list_now},
+        /* An EXCLUSIVE filtered system walks in passes (frame_due.c) on
+         * its first run too, going back to earlier chunks. */
+        .keys = {.by_visit = node->filtered || ((sys->flags & ECS_SYSTEM_EXCLUSIVE) && q->change_count)},
     };
 }
 
@@ -361,24 +269,11 @@ static ecs__walk_t walk_begin(ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t
  * then the callback. */
 static inline void walk_chunk(ecs__walk_t *wk, uint32_t m, ecs__chunk_t *ch)
 {
-    const uint64_t key = wk->by_visit ? wk->visit++ : ((uint64_t)m << 32) | ch->index;
+    const uint64_t key = wk->keys.by_visit ? wk->keys.visit++ : ((uint64_t)m << 32) | ch->index;
     const ecs__query_match_t *match = &wk->q->matches[m];
     ecs_iter_t *it = wk->it;
-    int32_t n = -1;
-    if (ECS__UNLIKELY(wk->due != NULL) && !wk->collecting) {
-        if (!(n = due_hand(wk, match, ch))) return;
-    } else if (wk->change_count == 1) {
-        n = ecs__changes_select_one(ch->trackers[match->filter_columns[0]], wk->added0, ch->count, wk->since,
-                                    wk->this_run, wk->scan, wk->rows);
-        if (!n) return;
-    } else if (wk->change_count) {
-        n = ecs__query_select(wk->q, match, ch, wk->since, wk->this_run, wk->scan, wk->rows);
-        if (!n) return;
-    }
-    if (ECS__UNLIKELY(wk->collecting)) {
-        due_collect(wk, ch, n);
-        return;
-    }
+    int32_t n = ECS__UNLIKELY(wk->due != NULL) ? ecs__due_select(wk, match, ch) : ecs__walk_select(wk, match, ch);
+    if (!n) return;
 #ifndef NDEBUG
     wk->reads->chunk = ch;
 #endif
@@ -392,15 +287,17 @@ static inline void walk_chunk(ecs__walk_t *wk, uint32_t m, ecs__chunk_t *ch)
         it->rows = wk->rows;
         it->count = n;
     }
-    if (!wk->batch) wk->handed += (uint64_t)it->count;
+    ecs__pair_batch_t *batch = wk->pairs.batch;
+    if (!batch) wk->handed += (uint64_t)it->count;
     bool tracked = ch->trackers && wk->sys->nwrite_terms;
-    if (ECS__UNLIKELY(tracked) && wk->marks) ecs__mark_written(wk, match, ch);
-    if (wk->batch) ecs__walk_pairs(wk, it, ch, n);
+    if (ECS__UNLIKELY(tracked) && wk->writes.mark) ecs__mark_written(wk, match, ch);
+    if (batch) ecs__walk_pairs(wk, it, ch, n);
     else wk->sys->run(it);
     /* An exclusive callback may have created archetypes (moving the match
-     * array) or chunks: read them again. */
-    /* (An exclusive callback may also have lowered tracking: trackers gone.) */
-    if (ECS__UNLIKELY(tracked) && wk->list_now && ch->trackers) ecs__list_written(wk->sys, &wk->q->matches[m], ch);
+     * array) or chunks, or lowered tracking (trackers gone): read them
+     * again. */
+    if (ECS__UNLIKELY(tracked) && wk->writes.list_now && ch->trackers)
+        ecs__list_written(wk->sys, &wk->q->matches[m], ch);
 }
 
 /* A job's walk: chunks [first, last) of its node's frame list. */
@@ -438,7 +335,7 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
         /* A pair-filtered system's one job owns the walk: it lists
          * chunks as it goes. */
         ecs__walk_t wk = walk_begin(w, node, &it, cmd, rows, node->pair_filtered);
-        wk.visit = first; /* a filtered job's chunks: positions first.. in the list order */
+        wk.keys.visit = first; /* a filtered job's chunks: positions first.. in the list order */
         wk.first = first;
         wk.last = last;
 #ifndef NDEBUG
@@ -694,13 +591,15 @@ static void system_job_run(ecs__job_t *job, uint32_t worker)
 /* ---------------------------------------------------------------------- */
 
 /* Walks every chunk the system is to visit on the calling thread: the
- * dirty-chunk lists of its first filter, or every chunk it matches. By
- * index, re-reading every array after each callback: an exclusive system
- * may create archetypes, chunks and list entries as it goes (it covers
- * what was there when it reached them). */
-static void walk_all(ecs__walk_t *wk, bool filtered)
+ * dirty-chunk lists of its first filter (a filtered system past its first
+ * run), or every chunk it matches. By index, re-reading every array after
+ * each callback: an exclusive system may create archetypes, chunks and
+ * list entries as it goes (it covers what was there when it reached
+ * them). */
+static void walk_all(ecs__walk_t *wk)
 {
     const ecs_query_t *q = wk->q;
+    bool filtered = wk->node->filtered;
     uint32_t nm = q->match_count;
     for (uint32_t m = 0; m < nm; m++) {
         ecs__archetype_t *a = q->matches[m].archetype;
@@ -724,50 +623,20 @@ static void walk_all(ecs__walk_t *wk, bool filtered)
     }
 }
 
-/*
- * An EXCLUSIVE filtered system changes the world while it walks, and must
- * still be handed each entity marked in its window exactly once. Its own
- * immediate writes take its own tick and could hide an older mark on a row
- * it has not reached; rows it moves can land where its walk goes next
- * (handed twice) or where it has been (missed). So it first collects the
- * entities that pass its filters as the run starts (no callback), then
- * hands them over wherever they are, each once, walking again while its
- * own structural changes may have moved some: each such pass hands at
- * least one entity, so the passes end. The set is O(marked) and its map
- * keeps its capacity; clearing it costs what it held. Its room is
- * reserved first: without it the system does not run, and keeps its
- * window (the frame reports ECS_ENOMEM), so its next run is handed what
- * this one would have been.
- */
-static void run_exclusive_filtered(ecs_world_t *w, ecs__plan_node_t *node, ecs__walk_t *wk)
-{
-    ecs__scheduler_t *s = w->scheduler;
-    wk->due = s;
-    wk->world = w;
-    if (!due_reserve(wk)) {
-        if (!w->frame_error) w->frame_error = ECS_ENOMEM;
-        wk->window_kept = true;
-        return;
-    }
-    wk->collecting = true;
-    walk_all(wk, node->filtered);
-    wk->collecting = false;
-    uint64_t version;
-    do {
-        version = w->structure_version;
-        wk->fresh = 0;
-        walk_all(wk, node->filtered);
-    } while (w->structure_version != version && wk->fresh);
-    for (uint32_t i = 0; i < s->due_count; i++) ecs__map_remove(&s->due, s->due_keys[i]);
-    s->due_count = 0;
-}
-
-/* The inline walk of run_node_here. */
+/* The inline walk of run_node_here. An EXCLUSIVE filtered system that
+ * finds no room for its due set runs nothing and keeps its window. */
 static void walk_node(ecs__walk_t *wk)
 {
-    if (wk->exclusive && wk->q->change_count) run_exclusive_filtered(wk->world, wk->node, wk);
-    else if (wk->node->pair_filtered) ecs__walk_dirty_pairs(wk);
-    else walk_all(wk, wk->node->filtered);
+    if ((wk->sys->flags & ECS_SYSTEM_EXCLUSIVE) && wk->window.filters) {
+        if (!ecs__due_run(wk, walk_all)) {
+            if (!wk->world->frame_error) wk->world->frame_error = ECS_ENOMEM;
+            wk->node->window_kept = true;
+        }
+    } else if (wk->node->pair_filtered) {
+        ecs__walk_dirty_pairs(wk);
+    } else {
+        walk_all(wk);
+    }
 }
 
 /* Runs a node's system on the calling thread, straight over its query
@@ -796,14 +665,13 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
     if (!exclusive) ecs__tls_reads = &reads;
 #endif
     const ecs_query_t *q = sys->query;
-    bool window_kept = false;
+    node->window_kept = false;
     if (!q) {
         run_whole(w, node, &it);
     } else {
         if (exclusive) w->defer_chunk_release = true;
         uint16_t rows[ECS__CHUNK_MAX_ROWS];
         ecs__walk_t wk = walk_begin(w, node, &it, cmd, rows, true);
-        wk.exclusive = exclusive;
 #ifndef NDEBUG
         wk.reads = &reads;
 #endif
@@ -815,14 +683,13 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
         }
         node->rows = wk.handed;
         if (!node->rows) node->job_count = 0; /* no callback ran */
-        window_kept = wk.window_kept;
     }
 #ifndef NDEBUG
     ecs__tls_reads = NULL;
 #endif
     /* One job, on the calling thread: the caller's stats count it too. */
     if (node->job_count) ecs__job_pool_count_run(w->pool, 0);
-    if (!window_kept) sys->last_run = node->this_run;
+    if (!node->window_kept) sys->last_run = node->this_run;
     if (timed) atomic_store_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
 }
 

@@ -14,39 +14,8 @@
  */
 #include "ecs_private.h"
 
-/* A batch of pairs handed to an ECS_PAIRS_EACH callback (it->priv_.pairs):
- * pairs of the chunk's matched rows, in row order, then slice order. Kept
- * on the walking thread's stack: nothing is allocated per chunk. */
 #define PAIR_BATCH ECS__PAIR_BATCH
 #define PAIR_FAR ECS__PAIR_FAR
-struct ecs__pair_batch {
-    ecs__pair_view_t v; /* what ecs.h's accessors read: first, for the cast */
-    const ecs_world_t *world;
-    const ecs__system_t *sys;
-    const ecs__store_t *store;
-    ecs_component_t marker; /* the role's marker, whose value is the slot hint */
-    bool target_role;
-    /* Every far end is live: a source always is (despawn drops its pairs),
-     * a target unless the relation is ECS_IGNORE (cleanup drops the pairs
-     * aimed at it; despawns wait for the barrier while such a walk runs). */
-    bool far_live;
-    /* The batch's own arrays, which the view points at (batch_own) except
-     * while it hands over a stretch of a kept walk (replay). */
-    uint16_t row[PAIR_BATCH];
-    ecs_entity_t src[PAIR_BATCH], tgt[PAIR_BATCH];
-    const void *payload[PAIR_BATCH];
-    const void *far[PAIR_FAR][PAIR_BATCH];
-};
-
-/* Points the view at the batch's own arrays. */
-static inline void batch_own(ecs__pair_batch_t *b)
-{
-    b->v.row = b->row;
-    b->v.src = b->src;
-    b->v.tgt = b->tgt;
-    b->v.payload = b->payload;
-    for (uint32_t t = 0; t < PAIR_FAR; t++) b->v.far[t] = b->far[t];
-}
 
 /* Appends a pair to the batch (which has room). */
 ECS__INLINE void batch_add(ecs__pair_batch_t *b, uint16_t row, ecs_entity_t src, ecs_entity_t tgt, const void *payload)
@@ -153,7 +122,7 @@ static ecs__pair_batch_t *pair_batch_init(ecs__pair_batch_t *b, const ecs_world_
     b->v.n = 0;
     b->v.n_payload = 0;
     for (uint32_t t = 0; t < PAIR_FAR; t++) b->v.n_far[t] = 0; /* terms from nfar on stay 0 */
-    batch_own(b);
+    ecs__pair_batch_own(b);
     return b;
 }
 
@@ -161,22 +130,21 @@ static ecs__pair_batch_t *pair_batch_init(ecs__pair_batch_t *b, const ecs_world_
  * the window (an added test on a first run: anything added before it). */
 static inline bool pair_in_window(const ecs__walk_t *wk, const ecs__pair_ticks_t *t)
 {
-    if (wk->sys->pair_filter == ECS_ADDED) return (t->added > wk->since || wk->since == 0) && t->added < wk->this_run;
-    return t->changed > wk->since && t->changed < wk->this_run;
+    const ecs__walk_window_t *win = &wk->window;
+    if (wk->sys->pair_filter == ECS_ADDED) return (t->added > win->since || win->since == 0) && t->added < win->this_run;
+    return t->changed > win->since && t->changed < win->this_run;
 }
-
-static void keep_batch(ecs__walk_t *wk);
 
 /* Hands the callback the batch's first n pairs (kept first, when the
  * chunk's walk is being kept). */
 static inline void batch_run(ecs__walk_t *wk, ecs_iter_t *it, uint32_t n)
 {
-    ecs__pair_view_t *v = &wk->batch->v;
+    ecs__pair_view_t *v = &wk->pairs.batch->v;
     v->n = n;
     v->n_payload = v->payloads ? n : 0;
     for (uint32_t t = 0; t < v->nfar; t++) v->n_far[t] = n;
-    batch_resolve(wk->batch);
-    if (ECS__UNLIKELY(wk->keep != NULL)) keep_batch(wk);
+    batch_resolve(wk->pairs.batch);
+    if (ECS__UNLIKELY(wk->pairs.keep != NULL)) ecs__keep_batch(wk);
     it->count = (int)n;
     wk->handed += n;
     wk->sys->run(it);
@@ -216,7 +184,7 @@ ECS__NOINLINE uint32_t batch_spill(ecs__walk_t *wk, ecs_iter_t *it, uint32_t nb,
                                    ecs_entity_t mine, bool mine_is_src, const unsigned char *pl, size_t psize,
                                    uint32_t c)
 {
-    ecs__pair_batch_t *b = wk->batch;
+    ecs__pair_batch_t *b = wk->pairs.batch;
     for (uint32_t k = 0; k < c; k++) {
         if (nb == PAIR_BATCH) {
             batch_flush(wk, it, nb);
@@ -240,7 +208,7 @@ ECS__NOINLINE uint32_t batch_spill(ecs__walk_t *wk, ecs_iter_t *it, uint32_t nb,
 ECS__INLINE void walk_plain(ecs__walk_t *wk, ecs_iter_t *it, const ecs_entity_t *entities, const uint16_t *sel,
                             uint32_t count, const uint32_t *hints, const bool target, const bool all)
 {
-    ecs__pair_batch_t *b = wk->batch;
+    ecs__pair_batch_t *b = wk->pairs.batch;
     const ecs__store_t *st = b->store;
     const ecs__target_slice_t *fwd = st->fwd;
     const ecs__source_slice_t *rev = st->rev;
@@ -306,299 +274,6 @@ ECS__NOINLINE void walk_targets_plain(ecs__walk_t *wk, ecs_iter_t *it, const ecs
     else walk_plain(wk, it, entities, NULL, count, hints, true, true);
 }
 
-/* ---------------------------------------------------------------------- */
-/* Walks kept across frames                                                */
-/* ---------------------------------------------------------------------- */
-
-/*
- * A plain walk (neither EXCLUSIVE nor pair-filtered, every row of the
- * chunk) hands the callback what the slices and the far ends' records say,
- * and while none of them changes, it hands the same arrays frame after
- * frame. So the second walk of a chunk that stood still since its first
- * keeps what it hands over (ecs__pair_keep_t, ecs_private.h), and later
- * walks hand the kept arrays over in the same batches of PAIR_BATCH,
- * without touching a slice or a record, until a version they depend on
- * moves. A chunk that changes every frame (pairs made and broken, rows
- * moving) is never kept: it pays a few compares per chunk. One whose far
- * ends keep moving while it stands still waits longer after each such
- * miss before it is kept again (backoff, up to 256 walks).
- */
-
-/* The kept arrays of cap pairs in one block: rows, both ends, payload
- * pointers (when the view holds them), the far ends, and copies of the
- * payloads (stride bytes apart, aligned to their alignment), at which the payload
- * pointers point. Payloads change only through the store, whose version a
- * kept walk checks, so the copies read as the store's own, and a loop
- * over them reads memory in order instead of one slice block per source.
- * Returns the block's size; fills *a when block is not NULL. */
-typedef struct {
-    uint16_t *row;
-    ecs_entity_t *src, *tgt;
-    const void **payload;
-    const void **far[PAIR_FAR];
-    unsigned char *copies;
-} keep_arrays_t;
-
-typedef struct {
-    uint32_t nfar;
-    bool payloads;
-    size_t stride, align; /* a payload copy's; stride 0: none */
-} keep_shape_t;
-
-static keep_shape_t keep_shape(const ecs__pair_batch_t *b)
-{
-    keep_shape_t sh = {b->v.nfar, b->v.payloads, 0, 8};
-    if (sh.payloads && b->store->size) {
-        sh.stride = ecs__align_up(b->store->size, b->store->align);
-        if (b->store->align > sh.align) sh.align = b->store->align;
-    }
-    return sh;
-}
-
-static size_t keep_layout(uint32_t cap, const keep_shape_t *sh, void *block, keep_arrays_t *a)
-{
-    size_t at[4 + PAIR_FAR], off = ecs__align_up((size_t)cap * sizeof(uint16_t), 8);
-    uint32_t n = 0;
-    at[n++] = off; /* src */
-    off += (size_t)cap * sizeof(ecs_entity_t);
-    at[n++] = off; /* tgt */
-    off += (size_t)cap * sizeof(ecs_entity_t);
-    at[n++] = off; /* payload */
-    if (sh->payloads) off += (size_t)cap * sizeof(void *);
-    for (uint32_t t = 0; t < sh->nfar; t++) {
-        at[n++] = off;
-        off += (size_t)cap * sizeof(void *);
-    }
-    off = ecs__align_up(off, sh->align);
-    size_t copies = off;
-    off += (size_t)cap * sh->stride;
-    if (block) {
-        unsigned char *p = block;
-        a->row = (uint16_t *)p;
-        a->src = (ecs_entity_t *)(p + at[0]);
-        a->tgt = (ecs_entity_t *)(p + at[1]);
-        a->payload = sh->payloads ? (const void **)(p + at[2]) : NULL;
-        for (uint32_t t = 0; t < sh->nfar; t++) a->far[t] = (const void **)(p + at[3 + t]);
-        a->copies = p + copies;
-    }
-    return off;
-}
-
-/* The kept walk of chunk ch (match m) of the walking system: NULL when
- * its walks are not kept, or no room was made for the chunk. */
-static ecs__pair_keep_t *keep_of(const ecs__walk_t *wk, int32_t m, const ecs__chunk_t *ch)
-{
-    const ecs__pair_keeps_t *ks = &wk->sys->pair_keeps;
-    if (m < 0 || (uint32_t)m >= ks->count) return NULL;
-    const ecs__pair_keep_match_t *km = &ks->matches[m];
-    return ch->index < km->count ? &km->chunks[ch->index] : NULL;
-}
-
-/* Whether k holds what a walk of ch would hand over now. */
-static bool keep_valid(const ecs_world_t *w, const ecs__pair_keep_t *k, const ecs__chunk_t *ch,
-                       const ecs__store_t *st)
-{
-    if (!k->kept || k->chunk != ch || k->rows_version != ch->archetype->rows_version ||
-        k->store_version != st->version)
-        return false;
-    if (k->nfar_arch > ECS__PAIR_KEEP_ARCH) return k->structure_version == w->structure_version;
-    for (uint32_t j = 0; j < k->nfar_arch; j++) {
-        if (k->far_arch[j]->rows_version != k->far_version[j]) return false;
-    }
-    return true;
-}
-
-/* Before a walk of ch that k cannot replace: notes the versions it
- * starts from, and tells whether to keep this walk (the chunk and the
- * store stood still since the last one, and no backoff is running). A
- * kept walk lost while the chunk and the store stood still lost it to
- * rows of a far end's archetype (or, past ECS__PAIR_KEEP_ARCH of them, to
- * any structural change): the next keep waits 2, 4, ... 256 walks, the
- * count of such losses in a row with no replay between them (a replay
- * starts it again, keep_replay). The chunk or the store moving ends a
- * wait: what comes after is a new stretch. */
-static bool keep_settle(ecs__pair_keep_t *k, const ecs__chunk_t *ch, const ecs__store_t *st)
-{
-    bool same = k->chunk == ch && k->rows_version == ch->archetype->rows_version && k->store_version == st->version;
-    if (k->chunk != ch) k->backoff = 0;
-    if (k->kept && same) {
-        if (k->backoff < 8) k->backoff++;
-        k->wait = 1u << k->backoff;
-    } else if (!same) {
-        k->wait = 0;
-    }
-    k->kept = false;
-    k->chunk = ch;
-    k->rows_version = ch->archetype->rows_version;
-    k->store_version = st->version;
-    if (!same) return false;
-    if (k->wait) {
-        k->wait--;
-        return false;
-    }
-    return true;
-}
-
-/* Notes archetype a among those of k's far ends. */
-static void keep_far_arch(ecs__pair_keep_t *k, const ecs__archetype_t *a)
-{
-    if (k->nfar_arch > ECS__PAIR_KEEP_ARCH) return;
-    for (uint32_t j = 0; j < k->nfar_arch; j++) {
-        if (k->far_arch[j] == a) return;
-    }
-    if (k->nfar_arch < ECS__PAIR_KEEP_ARCH) k->far_arch[k->nfar_arch++] = a;
-    else k->nfar_arch = ECS__PAIR_KEEP_ARCH + 1;
-}
-
-/* Appends the batch, resolved, to the walk being kept (out of memory: the
- * walk is not kept). Off the walks' line: it runs in one walk of a chunk
- * after each change. */
-ECS__NOINLINE void keep_batch(ecs__walk_t *wk)
-{
-    ecs__pair_keep_t *k = wk->keep;
-    const ecs__pair_batch_t *b = wk->batch;
-    const ecs_allocator_t *al = &wk->world->allocator;
-    const keep_shape_t sh = keep_shape(b);
-    uint32_t n = b->v.n, nfar = sh.nfar;
-    keep_arrays_t a;
-    if (k->count + n > k->cap) {
-        uint32_t cap = k->cap ? k->cap : PAIR_BATCH;
-        while (cap < k->count + n) cap *= 2;
-        void *block = ecs__alloc(al, keep_layout(cap, &sh, NULL, NULL), sh.align);
-        if (!block) {
-            wk->keep = NULL;
-            return;
-        }
-        if (k->count) { /* payload pointers are written when the walk ends */
-            keep_arrays_t old;
-            keep_layout(k->cap, &sh, k->block, &old);
-            keep_layout(cap, &sh, block, &a);
-            memcpy(a.row, old.row, k->count * sizeof(uint16_t));
-            memcpy(a.src, old.src, k->count * sizeof(ecs_entity_t));
-            memcpy(a.tgt, old.tgt, k->count * sizeof(ecs_entity_t));
-            for (uint32_t t = 0; t < nfar; t++) memcpy(a.far[t], old.far[t], k->count * sizeof(void *));
-            memcpy(a.copies, old.copies, k->count * sh.stride);
-        }
-        ecs__free(al, k->block);
-        k->block = block;
-        k->cap = cap;
-    }
-    keep_layout(k->cap, &sh, k->block, &a);
-    uint32_t at = k->count;
-    memcpy(a.row + at, b->row, n * sizeof(uint16_t));
-    memcpy(a.src + at, b->src, n * sizeof(ecs_entity_t));
-    memcpy(a.tgt + at, b->tgt, n * sizeof(ecs_entity_t));
-    for (uint32_t t = 0; t < nfar; t++) memcpy(a.far[t] + at, b->far[t], n * sizeof(void *));
-    if (sh.stride) {
-        for (uint32_t i = 0; i < n; i++) memcpy(a.copies + (size_t)(at + i) * sh.stride, b->payload[i], b->store->size);
-    }
-    k->count += n;
-    /* The far ends' archetypes, live ones (a stale end under ECS_IGNORE
-     * stays stale), the far term present or not (gaining it moves the
-     * entity out of its archetype). */
-    if (!nfar || k->nfar_arch > ECS__PAIR_KEEP_ARCH) return;
-    const ecs__entity_index_t *ix = &wk->world->entity_index;
-    const ecs_entity_t *ends = b->target_role ? b->src : b->tgt;
-    const ecs__archetype_t *last = NULL;
-    for (uint32_t i = 0; i < n && k->nfar_arch <= ECS__PAIR_KEEP_ARCH; i++) {
-        const ecs__record_t *rec = ecs__record_from_entity(ix, ends[i]);
-        if (!rec || rec->chunk->archetype == last) continue;
-        last = rec->chunk->archetype;
-        keep_far_arch(k, last);
-    }
-}
-
-/* A chunk's walk was kept whole: its payload pointers point at the
- * copies, and it is valid from the next walk on. */
-static void keep_finish(ecs__walk_t *wk)
-{
-    ecs__pair_keep_t *k = wk->keep;
-    const keep_shape_t sh = keep_shape(wk->batch);
-    wk->keep = NULL;
-    if (k->count && sh.payloads) { /* (no pairs: no block to point into) */
-        keep_arrays_t a;
-        keep_layout(k->cap, &sh, k->block, &a);
-        for (uint32_t i = 0; i < k->count; i++) a.payload[i] = sh.stride ? a.copies + (size_t)i * sh.stride : NULL;
-    }
-    k->kept = true;
-    for (uint32_t j = 0; j < k->nfar_arch && j < ECS__PAIR_KEEP_ARCH; j++) k->far_version[j] = k->far_arch[j]->rows_version;
-    k->structure_version = wk->world->structure_version;
-}
-
-/* Hands the kept walk k over, in the batches the walk it replaces would
- * have made. */
-static void keep_replay(ecs__walk_t *wk, ecs_iter_t *it, const ecs__pair_keep_t *k)
-{
-    ecs__pair_batch_t *b = wk->batch;
-    ecs__pair_view_t *v = &b->v;
-    const keep_shape_t sh = keep_shape(b);
-    keep_arrays_t a;
-    keep_layout(k->cap, &sh, k->block, &a);
-    for (uint32_t at = 0; at < k->count; at += PAIR_BATCH) {
-        uint32_t n = k->count - at < PAIR_BATCH ? k->count - at : PAIR_BATCH;
-        v->row = a.row + at;
-        v->src = a.src + at;
-        v->tgt = a.tgt + at;
-        v->payload = v->payloads ? a.payload + at : b->payload;
-        for (uint32_t t = 0; t < v->nfar; t++) v->far[t] = a.far[t] + at;
-        v->n = n;
-        v->n_payload = v->payloads ? n : 0;
-        for (uint32_t t = 0; t < v->nfar; t++) v->n_far[t] = n;
-        it->count = (int)n;
-        wk->handed += n;
-        wk->sys->run(it);
-    }
-    batch_own(b);
-}
-
-/* Whether sys's plain walks are kept: a per-pair system that is neither
- * EXCLUSIVE nor pair-filtered and walks every row of its chunks (no change
- * filters, which select rows per frame). */
-static bool keeps_walks(const ecs__system_t *sys)
-{
-    return sys->pair_mode == ECS_PAIRS_EACH && !sys->pair_filter && !(sys->flags & ECS_SYSTEM_EXCLUSIVE) &&
-           sys->query && !sys->query->change_count;
-}
-
-/* ecs__array_reserve for the kept-walk tables, whose count is their
- * capacity: the entries it adds are zeroed (no walk kept). */
-static bool keep_table_grow(const ecs_allocator_t *a, void **t, uint32_t *count, uint32_t need, size_t size,
-                            size_t align)
-{
-    uint32_t old = *count;
-    if (!ecs__array_reserve(a, t, count, need, size, align)) return false;
-    if (*count > old) memset((unsigned char *)*t + (size_t)old * size, 0, (size_t)(*count - old) * size);
-    return true;
-}
-
-void ecs__pair_keep_prepare(ecs_world_t *w, ecs__system_t *sys)
-{
-    if (!keeps_walks(sys)) return;
-    const ecs_query_t *q = sys->query;
-    ecs__pair_keeps_t *ks = &sys->pair_keeps;
-    if (!keep_table_grow(&w->allocator, (void **)&ks->matches, &ks->count, q->match_count,
-                         sizeof(ecs__pair_keep_match_t), _Alignof(ecs__pair_keep_match_t)))
-        return;
-    for (uint32_t i = 0; i < q->match_count; i++) {
-        ecs__pair_keep_match_t *km = &ks->matches[i];
-        keep_table_grow(&w->allocator, (void **)&km->chunks, &km->count, q->matches[i].archetype->chunk_count,
-                        sizeof(ecs__pair_keep_t), _Alignof(ecs__pair_keep_t));
-    }
-}
-
-void ecs__pair_keep_fini(ecs_world_t *w, ecs__system_t *sys)
-{
-    ecs__pair_keeps_t *ks = &sys->pair_keeps;
-    for (uint32_t i = 0; i < ks->count; i++) {
-        ecs__pair_keep_match_t *km = &ks->matches[i];
-        for (uint32_t c = 0; c < km->count; c++) ecs__free(&w->allocator, km->chunks[c].block);
-        ecs__free(&w->allocator, km->chunks);
-    }
-    ecs__free(&w->allocator, ks->matches);
-    ks->matches = NULL;
-    ks->count = 0;
-}
-
 /* Whether row of ch still holds e (after a callback that may have moved
  * it). */
 static inline bool row_holds(const ecs__chunk_t *ch, uint16_t row, ecs_entity_t e)
@@ -611,7 +286,7 @@ static inline bool row_holds(const ecs__chunk_t *ch, uint16_t row, ecs_entity_t 
  * slice comes through the slot hint in its marker (relation.h). */
 void ecs__walk_pairs(ecs__walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, int32_t n)
 {
-    ecs__pair_batch_t *b = wk->batch;
+    ecs__pair_batch_t *b = wk->pairs.batch;
     ecs__pair_view_t *v = &b->v;
     const ecs__store_t *st = b->store;
     const uint16_t *sel = it->rows;
@@ -625,21 +300,13 @@ void ecs__walk_pairs(ecs__walk_t *wk, ecs_iter_t *it, const ecs__chunk_t *ch, in
     int32_t hcol = ecs__archetype_column(ch->archetype, b->marker);
     const uint32_t *hints = hcol >= 0 ? ch->cols[hcol] : NULL;
     if (!filtered && !(wk->sys->flags & ECS_SYSTEM_EXCLUSIVE) && ECS__LIKELY(hints)) {
-        ecs__pair_keep_t *k = n < 0 ? keep_of(wk, it->priv_.match, ch) : NULL;
-        if (k && keep_valid(wk->world, k, ch, st)) {
-            k->backoff = 0;
-            keep_replay(wk, it, k);
+        if (n < 0 && ECS_PAIR_KEEP && ecs__keep_begin(wk, it, ch)) {
             it->priv_.pairs = NULL;
             return;
         }
-        if (k && keep_settle(k, ch, st)) {
-            k->count = 0;
-            k->nfar_arch = 0;
-            wk->keep = k;
-        }
         if (b->target_role) walk_targets_plain(wk, it, entities, n < 0 ? NULL : sel, count, hints);
         else walk_sources_plain(wk, it, entities, n < 0 ? NULL : sel, count, hints);
-        if (wk->keep) keep_finish(wk);
+        if (wk->pairs.keep) ecs__keep_finish(wk);
         it->priv_.pairs = NULL;
         return;
     }
@@ -707,8 +374,8 @@ static int32_t match_of(const ecs_query_t *q, const ecs__archetype_t *a)
  * marked (nothing ran there). Returns that the chunk is marked. */
 static bool dirty_batch_run(ecs__walk_t *wk, ecs_iter_t *it, ecs__chunk_t *ch, int32_t m, bool marked)
 {
-    if (!marked && ch->trackers && wk->marks) ecs__mark_written(wk, &wk->q->matches[m], ch);
-    batch_run(wk, it, wk->batch->v.n);
+    if (!marked && ch->trackers && wk->writes.mark) ecs__mark_written(wk, &wk->q->matches[m], ch);
+    batch_run(wk, it, wk->pairs.batch->v.n);
     return true;
 }
 
@@ -719,7 +386,7 @@ static bool dirty_batch_run(ecs__walk_t *wk, ecs_iter_t *it, ecs__chunk_t *ch, i
  * lists the chunks it marks itself. */
 void ecs__walk_dirty_pairs(ecs__walk_t *wk)
 {
-    ecs__pair_batch_t *b = wk->batch;
+    ecs__pair_batch_t *b = wk->pairs.batch;
     const ecs__store_t *st = b->store;
     const ecs_query_t *q = wk->q;
     ecs_iter_t *it = wk->it;
@@ -740,7 +407,7 @@ void ecs__walk_dirty_pairs(ecs__walk_t *wk)
         int32_t m = -1;
         if (k < n) {
             ts = ecs__store_targets(st, st->dirty[k]);
-            if (!ts || ts->max_tick <= wk->since) continue;
+            if (!ts || ts->max_tick <= wk->window.since) continue;
             rec = ecs__record_from_entity(&wk->world->entity_index, st->dirty[k]);
             if (!rec || (m = match_of(q, rec->chunk->archetype)) < 0) continue;
         }
@@ -849,7 +516,7 @@ const void *const *ecs__field_targets_lookup(const ecs_iter_t *it, int term)
 void ecs__with_pair_batch(ecs__walk_t *wk, void (*walk)(ecs__walk_t *))
 {
     ecs__pair_batch_t batch;
-    wk->batch = pair_batch_init(&batch, wk->world, wk->sys);
+    wk->pairs.batch = pair_batch_init(&batch, wk->world, wk->sys);
     walk(wk);
-    wk->batch = NULL;
+    wk->pairs.batch = NULL;
 }

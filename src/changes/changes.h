@@ -148,6 +148,20 @@ typedef struct {
 int32_t ecs__changes_select(const ecs__change_test_t *tests, uint32_t n, uint32_t count, uint64_t lo, uint64_t hi,
                             bool scan, uint16_t *rows);
 
+/* Inserts row r into rows[0..n), ascending, and returns n + 1. The
+ * selections walk short dirty lists (at most ECS__SELECT_LIST_MAX rows),
+ * so an insertion into the sorted prefix costs a few moves at most. */
+static inline uint32_t ecs__rows_insert_sorted(uint16_t *rows, uint32_t n, uint16_t r)
+{
+    uint32_t at = n;
+    while (at > 0 && rows[at - 1] > r) {
+        rows[at] = rows[at - 1];
+        at--;
+    }
+    rows[at] = r;
+    return n + 1;
+}
+
 /* ecs__changes_select for one test, with the common case inline: a
  * chunk-level mark in the window, or a short list whose bounds lie in the
  * window (a consumer that runs every frame), where no tick is read. */
@@ -169,13 +183,7 @@ static inline int32_t ecs__changes_select_one(const ecs__tracker_t *t, bool adde
     }
     for (uint32_t i = 0; i < n; i++) {
         uint16_t r = t->dirty_list[i];
-        if (r >= count) continue;
-        uint32_t at = out++;
-        while (at > 0 && rows[at - 1] > r) {
-            rows[at] = rows[at - 1];
-            at--;
-        }
-        rows[at] = r;
+        if (r < count) out = ecs__rows_insert_sorted(rows, out, r);
     }
     return out == count ? -1 : (int32_t)out;
 }

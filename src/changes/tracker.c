@@ -248,13 +248,7 @@ int32_t ecs__changes_select(const ecs__change_test_t *tests, uint32_t n, uint32_
         for (uint32_t i = 0; i < drv->dirty_count; i++) {
             uint32_t r = drv->dirty_list[i];
             if (r >= count || !row_passes(tests, pending, first, np, r, lo, hi)) continue;
-            /* Insertion into the sorted prefix: at most a few entries. */
-            uint32_t at = out++;
-            while (at > 0 && rows[at - 1] > r) {
-                rows[at] = rows[at - 1];
-                at--;
-            }
-            rows[at] = (uint16_t)r;
+            out = ecs__rows_insert_sorted(rows, out, (uint16_t)r);
         }
     } else {
         uint32_t words = (count + 63) / 64;
