@@ -72,8 +72,7 @@ void ecs__scheduler_destroy(ecs_world_t *w, ecs__scheduler_t *s)
 {
     if (!s) return;
     ecs__plan_fini(w, &s->plan);
-    ecs__map_fini(&s->due, &w->allocator);
-    ecs__free(&w->allocator, s->due_keys);
+    ecs__due_set_fini(w, &s->due);
     for (uint32_t i = 0; i < s->system_count; i++) {
         ecs__system_t *sys = &s->systems[i];
         if (sys->query) ecs__query_free(sys->query);

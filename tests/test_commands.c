@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ecs.h"
+#include "alloc_hook.h"
 #include "support.h"
 
 typedef struct {
@@ -88,23 +89,6 @@ typedef struct {
     ecs_world_t *w;
     ecs_component_t pos, vel, tag, str, link;
 } fixture_t;
-
-typedef struct {
-    long allocs, frees;
-} alloc_count_t;
-
-static void *count_alloc(size_t size, size_t align, void *ctx)
-{
-    ((alloc_count_t *)ctx)->allocs++;
-    size = (size + align - 1) / align * align;
-    return aligned_alloc(align, size ? size : align);
-}
-
-static void count_free(void *ptr, void *ctx)
-{
-    if (ptr) ((alloc_count_t *)ctx)->frees++;
-    free(ptr);
-}
 
 static void fixture_init_with(fixture_t *f, const ecs_world_desc_t *desc)
 {
@@ -1370,9 +1354,9 @@ static void respawn_every_row(ecs_iter_t *it)
 
 static void check_steady_frames_allocate_nothing(void (*run)(ecs_iter_t *))
 {
-    alloc_count_t counts = {0, 0};
+    alloc_hook_t counts;
     fixture_t f;
-    fixture_init_with(&f, &(ecs_world_desc_t){.allocator = {.alloc = count_alloc, .free = count_free, .ctx = &counts}});
+    fixture_init_with(&f, &(ecs_world_desc_t){.allocator = alloc_hook_init(&counts)});
     g_reset(&f);
     enum { N = 3000 };
     ecs_component_t pv[] = {f.pos, f.vel};
@@ -1380,7 +1364,7 @@ static void check_steady_frames_allocate_nothing(void (*run)(ecs_iter_t *))
     add_query_system(&f, "PreUpdate", run, f.pos);
     add_query_system(&f, "Update", run, f.pos);
     for (int i = 0; i < 5; i++) progress(&f); /* warm-up */
-    long allocs = counts.allocs, frees = counts.frees;
+    size_t allocs = counts.allocs, frees = counts.frees;
     for (int i = 0; i < 5; i++) progress(&f);
     assert_int_equal(g.bad, 0);
     assert_int_equal(counts.allocs - allocs, 0);
@@ -1657,9 +1641,9 @@ static void wide_set_two(ecs_iter_t *it)
 static void commands_folded_run_on_a_wide_entity_allocates_nothing(void **state)
 {
     (void)state;
-    alloc_count_t counts = {0, 0};
+    alloc_hook_t counts;
     ecs_world_t *w = ecs_world_create(
-        &(ecs_world_desc_t){.workers = 1, .allocator = {.alloc = count_alloc, .free = count_free, .ctx = &counts}});
+        &(ecs_world_desc_t){.workers = 1, .allocator = alloc_hook_init(&counts)});
     for (int i = 0; i < WIDE; i++) {
         char name[16];
         snprintf(name, sizeof(name), "W%d", i);
@@ -1670,7 +1654,7 @@ static void commands_folded_run_on_a_wide_entity_allocates_nothing(void **state)
     wide.e = ecs_spawn_with(w, WIDE, wide.c, NULL);
     assert_true(ecs_system_register(w, &(ecs_system_desc_t){.run = wide_set_two}) != 0);
     for (int f = 0; f < 3; f++) assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
-    long allocs = counts.allocs;
+    size_t allocs = counts.allocs;
     for (int f = 0; f < 10; f++) assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
     assert_int_equal(counts.allocs - allocs, 0);
     const int *v = ecs_get(w, wide.e, wide.c[1]);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ecs.h"
+#include "alloc_hook.h"
 
 typedef struct {
     float x, y;
@@ -971,23 +972,6 @@ static void query_each_visits_same_chunks_as_cached_query(void **state)
 /* Lifetime                                                                */
 /* ---------------------------------------------------------------------- */
 
-typedef struct {
-    long allocs, frees;
-} alloc_count_t;
-
-static void *count_alloc(size_t size, size_t align, void *ctx)
-{
-    ((alloc_count_t *)ctx)->allocs++;
-    size = (size + align - 1) / align * align;
-    return aligned_alloc(align, size ? size : align);
-}
-
-static void count_free(void *ptr, void *ctx)
-{
-    if (ptr) ((alloc_count_t *)ctx)->frees++;
-    free(ptr);
-}
-
 static void query_destroy_null_is_ignored(void **state)
 {
     (void)state;
@@ -1026,9 +1010,9 @@ static void query_destroy_keeps_other_queries_working(void **state)
 static void query_left_alive_is_freed_by_world_destroy(void **state)
 {
     (void)state;
-    alloc_count_t counts = {0, 0};
+    alloc_hook_t counts;
     ecs_world_t *w = ecs_world_create(
-        &(ecs_world_desc_t){.allocator = {.alloc = count_alloc, .free = count_free, .ctx = &counts}});
+        &(ecs_world_desc_t){.allocator = alloc_hook_init(&counts)});
     assert_non_null(w);
     ecs_component_t pos = ECS_COMPONENT(w, Pos);
     ecs_component_t vel = ECS_COMPONENT(w, Vel);
