@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ecs.h"
+#include "alloc_hook.h"
 #include "support.h"
 
 typedef struct {
@@ -247,42 +248,14 @@ static void component_register_entity_field_offset_overflow(void **state)
     ecs_world_destroy(w);
 }
 
-/* An allocator that fails every allocation from the k-th one on. */
-typedef struct {
-    long countdown; /* < 0: disarmed */
-    size_t failed;
-    long live;
-} faulty_t;
-
-static void *faulty_alloc(size_t size, size_t align, void *ctx)
-{
-    faulty_t *f = ctx;
-    if (f->countdown == 0) {
-        f->failed++;
-        return NULL;
-    }
-    if (f->countdown > 0) f->countdown--;
-    size_t rounded = (size + align - 1) / align * align;
-    void *p = aligned_alloc(align, rounded ? rounded : align);
-    if (p) f->live++;
-    return p;
-}
-
-static void faulty_free(void *ptr, void *ctx)
-{
-    faulty_t *f = ctx;
-    if (!ptr) return;
-    f->live--;
-    free(ptr);
-}
-
 static void component_register_out_of_memory(void **state)
 {
     (void)state;
     bool registered = false;
     for (long k = 0; k < 100 && !registered; k++) {
-        faulty_t ft = {.countdown = -1};
-        ecs_world_desc_t desc = {.allocator = {.alloc = faulty_alloc, .free = faulty_free, .ctx = &ft}};
+        /* Armed below: every allocation from the (k + 1)-th one on fails. */
+        alloc_hook_t ft;
+        ecs_world_desc_t desc = {.allocator = alloc_hook_init(&ft)};
         ecs_world_t *w = ecs_world_create(&desc);
         assert_non_null(w);
         /* Several registrations first, so the registry has grown once. */
@@ -291,11 +264,11 @@ static void component_register_out_of_memory(void **state)
             snprintf(name, sizeof(name), "Pre%d", i);
             assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = 4}), i + 1);
         }
-        ft.countdown = k;
+        alloc_hook_fail_in(&ft, k + 1, true);
         ecs_component_t c = ecs_component_register(w, &(ecs_component_desc_t){.name = "Late", .size = 8});
-        ft.countdown = -1;
+        alloc_hook_disarm(&ft);
         if (c == 0) {
-            assert_true(ft.failed > 0);
+            assert_true(ft.injected > 0);
             assert_int_equal(stats_of(w).components, 5);
             assert_int_equal(ecs_component_lookup(w, "Late"), 0);
             assert_null(ecs_component_info(w, 6));
@@ -303,14 +276,14 @@ static void component_register_out_of_memory(void **state)
             c = ecs_component_register(w, &(ecs_component_desc_t){.name = "Late", .size = 8});
         } else {
             registered = true;
-            assert_int_equal(ft.failed, 0);
+            assert_int_equal(ft.injected, 0);
         }
         assert_int_equal(c, 6);
         assert_int_equal(ecs_component_lookup(w, "Late"), 6);
         ecs_entity_t e = ecs_spawn_with(w, 1, &c, NULL);
         assert_true(ecs_has(w, e, c));
         ecs_world_destroy(w);
-        assert_int_equal(ft.live, 0);
+        alloc_hook_expect_clean(&ft);
     }
     assert_true(registered);
 }

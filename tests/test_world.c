@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "ecs.h"
+#include "alloc_hook.h"
 #include "support.h"
 
 #define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
@@ -128,34 +129,6 @@ static ecs_world_t *create_capturing(const ecs_world_desc_t *desc, char *out, si
     ecs_world_t *w = ecs_world_create(desc);
     stderr_capture_end(&c, out, size);
     return w;
-}
-
-/* A counting allocator: the world's every byte, its pool's included. */
-typedef struct {
-    size_t allocs, live;
-    size_t fail_at; /* > 0: the fail_at-th allocation fails */
-} mem_t;
-
-static void *mem_alloc(size_t size, size_t align, void *ctx)
-{
-    mem_t *m = ctx;
-    if (m->fail_at && m->allocs + 1 == m->fail_at) {
-        m->fail_at = 0;
-        return NULL;
-    }
-    void *p = aligned_alloc(align, (size + align - 1) / align * align);
-    if (p) {
-        m->allocs++;
-        m->live++;
-    }
-    return p;
-}
-
-static void mem_free(void *ptr, void *ctx)
-{
-    mem_t *m = ctx;
-    m->live--;
-    free(ptr);
 }
 
 /* Process CPU time spent while sleeping for wall_ns: what the world's
@@ -415,8 +388,9 @@ static void world_descriptor_out_of_range_returns_null(void **state)
 {
     (void)state;
     int base = task_baseline();
-    mem_t m = {0};
-    ecs_allocator_t a = {.alloc = mem_alloc, .free = mem_free, .ctx = &m};
+    /* A counting allocator: the world's every byte, its pool's included. */
+    alloc_hook_t m;
+    ecs_allocator_t a = alloc_hook_init(&m);
     static const ecs_world_desc_t bad[] = {
         {.workers = -1},
         {.workers = INT_MIN},
@@ -441,7 +415,7 @@ static void world_descriptor_out_of_range_returns_null(void **state)
      * library's (an out-of-memory test through it would inject nothing).
      * Regression: it was silently ignored. */
     const ecs_allocator_t half[] = {
-        {.alloc = mem_alloc, .ctx = &m}, {.free = mem_free, .ctx = &m}, {.alloc = mem_alloc}, {.ctx = &m}};
+        {.alloc = alloc_hook_alloc, .ctx = &m}, {.free = alloc_hook_free, .ctx = &m}, {.alloc = alloc_hook_alloc}, {.ctx = &m}};
     for (size_t i = 0; i < COUNT_OF(half); i++) {
         ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = half[i]});
         if (w) {
@@ -469,7 +443,7 @@ static void world_descriptor_out_of_range_returns_null(void **state)
         if (!w) fail_msg("descriptor (workers %d, spin_us %d) refused", d.workers, d.spin_us);
         assert_int_equal(ecs_world_workers(w), d.workers);
         ecs_world_destroy(w);
-        assert_int_equal(m.live, 0);
+        alloc_hook_expect_clean(&m);
     }
     assert_int_equal(task_count_settled(base), base);
 }
@@ -554,15 +528,14 @@ static void world_with_16_workers_runs_and_destroys_cleanly(void **state)
 {
     (void)state;
     int base = task_baseline();
-    mem_t m = {0};
-    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){
-        .workers = 16, .allocator = {.alloc = mem_alloc, .free = mem_free, .ctx = &m}});
+    alloc_hook_t m;
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 16, .allocator = alloc_hook_init(&m)});
     assert_non_null(w);
     assert_int_equal(ecs_world_workers(w), 16);
     assert_int_equal(task_count(), base + 15);
     run_frames(w, 3000, 20);
     ecs_world_destroy(w);
-    assert_int_equal(m.live, 0);
+    alloc_hook_expect_clean(&m);
     assert_int_equal(task_count_settled(base), base);
 }
 
@@ -576,13 +549,14 @@ static void world_create_fails_cleanly_without_memory(void **state)
     for (size_t k = 0; k < COUNT_OF(workers); k++) {
         size_t failures = 0;
         for (size_t fail_at = 1;; fail_at++) {
-            mem_t m = {.fail_at = fail_at};
-            ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){
-                .workers = workers[k], .allocator = {.alloc = mem_alloc, .free = mem_free, .ctx = &m}});
+            alloc_hook_t m;
+            ecs_world_desc_t desc = {.workers = workers[k], .allocator = alloc_hook_init(&m)};
+            m.fail_in = (long)fail_at; /* that allocation fails, once */
+            ecs_world_t *w = ecs_world_create(&desc);
             if (w) {
                 assert_int_equal(ecs_world_workers(w), workers[k]);
                 ecs_world_destroy(w);
-                assert_int_equal(m.live, 0);
+                alloc_hook_expect_clean(&m);
                 break;
             }
             if (m.live) fail_msg("%d workers, allocation %zu failing: %zu allocations left", workers[k], fail_at, m.live);
