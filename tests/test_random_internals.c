@@ -1,6 +1,8 @@
 /*
- * test_random.c: a randomized run of the world against a plain reference
- * model.
+ * test_random_internals.c: a randomized run of the world against a plain
+ * reference model. The model predicts command playback order, which
+ * follows chunk order; chunk_of is its one look inside the world (the
+ * internal header world/world.h).
  *
  * The model is an array of entity records (handle, component presence,
  * component values) for seven components of different sizes: 4, 8, 12,
@@ -34,6 +36,23 @@
 
 #include "ecs.h"
 #include "world/world.h"
+
+/* ---------------------------------------------------------------------- */
+/* What the model reads inside the world                                   */
+/* ---------------------------------------------------------------------- */
+
+/* The archetype id and chunk index behind a system's callback (0, 0 for a
+ * callback with no chunk): they key its random choices, and they order
+ * its deferred commands at playback the way the library does (chunk
+ * order within a system), which include/ecs.h does not show. */
+static void chunk_of(const ecs_iter_t *it, uint32_t *arch, uint32_t *chunk)
+{
+    if (it->priv_.chunk) {
+        const ecs__chunk_t *ch = it->priv_.chunk;
+        *arch = ch->archetype->id;
+        *chunk = ch->index;
+    }
+}
 
 /* ---------------------------------------------------------------------- */
 /* Components                                                              */
@@ -639,11 +658,7 @@ static void sys_record(ecs_iter_t *it)
     sysctx_t *sc = it->ctx;
     model_t *m = sc->m;
     uint32_t arch = 0, chunk = 0;
-    if (it->priv_.chunk) {
-        const ecs__chunk_t *ch = it->priv_.chunk;
-        arch = ch->archetype->id;
-        chunk = ch->index;
-    }
+    chunk_of(it, &arch, &chunk);
     /* Deterministic per (frame, system, chunk), whatever the timing. */
     uint64_t rng = mix64(m->frame_seed ^ mix64(((uint64_t)sc->which << 48) ^ ((uint64_t)arch << 24) ^ chunk));
     static _Thread_local local_log_t l;
