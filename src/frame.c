@@ -137,6 +137,13 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *no
     it->priv_.pairs = NULL;
 }
 
+/* The removal log a reader reads: its relation's or its component's. */
+static ecs__log_t *reader_log(const ecs_world_t *w, const ecs__system_t *sys)
+{
+    if (sys->removed_pairs) return &ecs__relation_get(w, sys->removed_pairs)->removed;
+    return sys->removed ? &w->components[sys->removed]->removed : NULL;
+}
+
 /* A removal reader's slice: from its cursor to the log's end as it is
  * now. The log changes only at barriers and in immediate mode, never under
  * a running segment (an EXCLUSIVE reader's own immediate removals land
@@ -144,26 +151,14 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *no
  * once the callback has run. */
 static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ecs_iter_t *it)
 {
-    if (sys->removed_pairs) {
-        const ecs__relation_t *r = ecs__relation_get(w, sys->removed_pairs);
-        uint64_t end = ecs__pairs_removals_end(r);
-        ecs__assert(sys->removed_cursor >= r->removed_base && sys->removed_cursor <= end, "reader cursor in the log");
-        if (end - sys->removed_cursor > INT32_MAX) end = sys->removed_cursor + INT32_MAX;
-        it->priv_.removed_pairs = true;
-        if (end > sys->removed_cursor) {
-            it->priv_.removed_log = r;
-            it->priv_.removed_from = sys->removed_cursor;
-            it->priv_.removed_count = (int32_t)(end - sys->removed_cursor);
-        }
-        return end;
-    }
-    const ecs__component_t *c = w->components[sys->removed];
-    uint64_t end = ecs__removals_end(c);
-    ecs__assert(sys->removed_cursor >= c->removed_base && sys->removed_cursor <= end, "reader cursor in the log");
+    const ecs__log_t *log = reader_log(w, sys);
+    uint64_t end = ecs__log_end(log);
+    ecs__assert(sys->removed_cursor >= log->base && sys->removed_cursor <= end, "reader cursor in the log");
     /* The count is an int: a backlog past INT32_MAX goes over several runs. */
     if (end - sys->removed_cursor > INT32_MAX) end = sys->removed_cursor + INT32_MAX;
+    it->priv_.removed_pairs = sys->removed_pairs != 0;
     if (end > sys->removed_cursor) {
-        it->priv_.removed_log = c;
+        it->priv_.removed_log = log;
         it->priv_.removed_from = sys->removed_cursor;
         it->priv_.removed_count = (int32_t)(end - sys->removed_cursor);
     }
@@ -177,46 +172,36 @@ static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ec
 int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities)
 {
     if (!it || !entities) return ECS_EINVAL;
-    const ecs__component_t *c = it->priv_.removed_pairs ? NULL : it->priv_.removed_log;
-    *entities = c ? c->removed + (it->priv_.removed_from - c->removed_base) : NULL;
-    return c ? it->priv_.removed_count : 0;
+    const ecs__log_t *log = it->priv_.removed_pairs ? NULL : it->priv_.removed_log;
+    *entities = log ? ecs__log_at(log, 0, it->priv_.removed_from) : NULL;
+    return log ? it->priv_.removed_count : 0;
 }
 
 int ecs_iter_removed_pairs(const ecs_iter_t *it, const ecs_entity_t **sources, const ecs_entity_t **targets)
 {
     if (!it || !sources || !targets) return ECS_EINVAL;
-    const ecs__relation_t *r = it->priv_.removed_pairs ? it->priv_.removed_log : NULL;
-    *sources = r ? r->removed_src + (it->priv_.removed_from - r->removed_base) : NULL;
-    *targets = r ? r->removed_tgt + (it->priv_.removed_from - r->removed_base) : NULL;
-    return r ? it->priv_.removed_count : 0;
+    const ecs__log_t *log = it->priv_.removed_pairs ? it->priv_.removed_log : NULL;
+    *sources = log ? ecs__log_at(log, 0, it->priv_.removed_from) : NULL;
+    *targets = log ? ecs__log_at(log, 1, it->priv_.removed_from) : NULL;
+    return log ? it->priv_.removed_count : 0;
 }
 
 /* At the frame's end: each read log drops what all its readers have
- * passed. Readers are few; nothing runs without any. */
+ * passed (it is pruned with its first reader). Readers are few; nothing
+ * runs without any. */
 static void prune_removals(ecs_world_t *w, ecs__scheduler_t *s)
 {
     for (uint32_t i = 0; i < s->system_count; i++) {
-        ecs_relation_t rel = s->systems[i].removed_pairs;
-        bool seen = false;
-        for (uint32_t k = 0; k < i && rel && !seen; k++) seen = s->systems[k].removed_pairs == rel;
-        if (!rel || seen) continue;
+        ecs__log_t *log = reader_log(w, &s->systems[i]);
+        bool earlier = false;
+        for (uint32_t k = 0; k < i && log && !earlier; k++) earlier = reader_log(w, &s->systems[k]) == log;
+        if (!log || earlier) continue;
         uint64_t min = s->systems[i].removed_cursor;
         for (uint32_t k = i + 1; k < s->system_count; k++) {
-            if (s->systems[k].removed_pairs == rel && s->systems[k].removed_cursor < min)
+            if (reader_log(w, &s->systems[k]) == log && s->systems[k].removed_cursor < min)
                 min = s->systems[k].removed_cursor;
         }
-        ecs__pairs_removals_prune(ecs__relation_get(w, rel), min);
-    }
-    for (uint32_t i = 0; i < s->system_count; i++) {
-        ecs_component_t c = s->systems[i].removed;
-        bool earlier = false;
-        for (uint32_t k = 0; k < i && c && !earlier; k++) earlier = s->systems[k].removed == c;
-        if (!c || earlier) continue; /* pruned with its first reader */
-        uint64_t min = s->systems[i].removed_cursor;
-        for (uint32_t k = i + 1; k < s->system_count; k++) {
-            if (s->systems[k].removed == c && s->systems[k].removed_cursor < min) min = s->systems[k].removed_cursor;
-        }
-        ecs__removals_prune(w->components[c], min);
+        ecs__log_prune(log, min);
     }
 }
 

@@ -1225,7 +1225,7 @@ static void pairs_removed_pairs_each_once_per_reader(void **state)
     ecs_pair_remove(w, ig, e[4], e[7]);
     frame(w);
     rlog_expect(&igl, (ecs_entity_t[]){e[4], e[7]}, 1);
-    assert_int_equal(w->relations[r - 1].removed_count, 0); /* pruned once every reader passed */
+    assert_int_equal(w->relations[r - 1].removed.count, 0); /* pruned once every reader passed */
     free(e);
     ecs_world_destroy(w);
 }

@@ -125,7 +125,7 @@ static void removals_immediate_seen_once_in_order(void **state)
     assert_int_equal(rp.runs, 4);
     assert_int_equal(rp.per_run[2], 0);
     /* Everyone has passed: the log is empty again. */
-    assert_int_equal(f.w->components[f.pos]->removed_count, 0);
+    assert_int_equal(f.w->components[f.pos]->removed.count, 0);
     reader_fini(&rp);
     reader_fini(&rt);
     ecs_world_destroy(f.w);
@@ -164,13 +164,13 @@ static void removals_cursors_are_per_reader(void **state)
     assert_int_equal(ecs_remove(f.w, e[10], f.pos), ECS_OK);
     assert_int_equal(ecs_despawn(f.w, e[11]), ECS_OK);
     frame(&f);
-    assert_int_equal(f.w->components[f.pos]->removed_count, 2);
+    assert_int_equal(f.w->components[f.pos]->removed.count, 2);
     frame(&f);
     frame(&f); /* frame 12: it catches up */
     assert_int_equal(third.count, 12);
     assert_true(third.seen[10] == e[10] && third.seen[11] == e[11]);
     assert_int_equal(every.count, 12);
-    assert_int_equal(f.w->components[f.pos]->removed_count, 0);
+    assert_int_equal(f.w->components[f.pos]->removed.count, 0);
     reader_fini(&every);
     reader_fini(&third);
     reader_fini(&later);
@@ -195,7 +195,7 @@ static void removals_registration_errors(void **state)
     /* Nothing watches Pos: removing it logs nothing. */
     ecs_entity_t e = spawn2(&f, f.pos, 0);
     assert_int_equal(ecs_remove(f.w, e, f.pos), ECS_OK);
-    assert_int_equal(f.w->components[f.pos]->removed_cap, 0);
+    assert_int_equal(f.w->components[f.pos]->removed.cap, 0);
     /* Outside a reader, ecs_iter_removed gives nothing; NULLs are refused. */
     ecs_iter_t it;
     memset(&it, 0, sizeof(it));
@@ -253,7 +253,7 @@ static void removals_out_of_memory_changes_nothing(void **state)
     /* Between frames the log only grows: fill its room exactly. */
     const ecs__component_t *c = w->components[P];
     int removed = 0;
-    while (c->removed_count == 0 || c->removed_count < c->removed_cap) {
+    while (c->removed.count == 0 || c->removed.count < c->removed.cap) {
         assert_true(removed < N - 3);
         assert_int_equal(ecs_remove(w, e[removed], P), ECS_OK);
         removed++;
@@ -314,7 +314,7 @@ static void removals_log_room_only_for_lost_components(void **state)
     /* Fill the log's room exactly (between frames it only grows). */
     const ecs__component_t *c = w->components[P];
     int removed = 0;
-    while (c->removed_count == 0 || c->removed_count < c->removed_cap) {
+    while (c->removed.count == 0 || c->removed.count < c->removed.cap) {
         assert_true(removed < N / 2);
         assert_int_equal(ecs_remove(w, e[removed++], P), ECS_OK);
     }
@@ -337,7 +337,7 @@ static void removals_log_room_only_for_lost_components(void **state)
     for (;; k++) {
         assert_true(k < 100);
         ecs_world_stats_t before = stats_of(w);
-        uint32_t logged = c->removed_count;
+        uint32_t logged = c->removed.count;
         alloc_hook_fail_in(&fa, k, false);
         int err = ecs_remove(w, z, P); /* to {V, U}: new */
         alloc_hook_disarm(&fa);
@@ -347,7 +347,7 @@ static void removals_log_room_only_for_lost_components(void **state)
         assert_int_equal(after.archetypes, before.archetypes);
         assert_int_equal(after.chunks, before.chunks);
         assert_true(ecs_has(w, z, P) && ecs_has(w, z, V) && ecs_has(w, z, U));
-        assert_int_equal(c->removed_count, logged);
+        assert_int_equal(c->removed.count, logged);
     }
     assert_true(k > 1); /* some allocation was needed, and failed first */
     assert_false(ecs_has(w, z, P));

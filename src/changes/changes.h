@@ -128,6 +128,46 @@ typedef struct {
     bool added;
 } ecs__change_test_t;
 
+/*
+ * A log of entity ids in the order they happened (log.c): the removal
+ * logs of components (one column: the entity) and of relations (two: the
+ * source and the target, side by side, so that a reader gets flat
+ * arrays). Entry 0 has sequence number `base`; readers keep sequence-
+ * number cursors, and the owner drops what every reader has passed. Room
+ * is reserved before a change commits, so that appending never fails
+ * halfway.
+ */
+#define ECS__LOG_COLS 2
+typedef struct {
+    ecs_entity_t *cols[ECS__LOG_COLS];
+    uint32_t ncols, count, cap;
+    uint64_t base;
+} ecs__log_t;
+
+static inline ecs__log_t ecs__log_make(uint32_t ncols) { return (ecs__log_t){.ncols = ncols}; }
+void ecs__log_fini(ecs__log_t *log, const ecs_allocator_t *a);
+/* Room for n more entries. false (nothing changed) when out of memory or
+ * past UINT32_MAX / 2 entries. */
+bool ecs__log_reserve(ecs__log_t *log, const ecs_allocator_t *a, uint64_t n);
+/* Appends an entry (ids: one per column) into reserved room. */
+static inline void ecs__log_append(ecs__log_t *log, ecs_entity_t a, ecs_entity_t b)
+{
+    ecs__assert(log->count < log->cap, "log room reserved");
+    log->cols[0][log->count] = a;
+    if (log->ncols > 1) log->cols[1][log->count] = b;
+    log->count++;
+}
+/* The sequence number one past the last entry: a new reader's cursor. */
+static inline uint64_t ecs__log_end(const ecs__log_t *log) { return log->base + log->count; }
+/* Column col from sequence number `at` (within the log) on. */
+static inline const ecs_entity_t *ecs__log_at(const ecs__log_t *log, uint32_t col, uint64_t at)
+{
+    ecs__assert(at >= log->base && at <= ecs__log_end(log), "cursor within the log");
+    return log->cols[col] + (at - log->base);
+}
+/* Drops the entries below cursor (every reader has passed them). */
+void ecs__log_prune(ecs__log_t *log, uint64_t cursor);
+
 /* A dirty list at most this long is walked and its few passing rows
  * sorted; a longer one is read through its bitmap, which is ascending. */
 #define ECS__SELECT_LIST_MAX 16u

@@ -89,6 +89,7 @@ ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_
     c->info.align = align;
     c->info.ctx = desc->hooks.ctx;
     c->hooks = desc->hooks;
+    c->removed = ecs__log_make(1);
     c->entity_field_count = nfields;
     for (uint32_t i = 0; i < nfields; i++) c->entity_fields[i] = (uint32_t)(desc->entity_fields[i] - 1);
     /* Room was reserved: this cannot fail. */
@@ -141,7 +142,7 @@ void ecs__components_fini(ecs_world_t *w)
         ecs__component_t *c = w->components[id];
         ecs__free(&w->allocator, (void *)c->info.name);
         ecs__free(&w->allocator, c->archetypes);
-        ecs__free(&w->allocator, c->removed);
+        ecs__log_fini(&c->removed, &w->allocator);
         ecs__free(&w->allocator, c);
     }
     ecs__free(&w->allocator, w->components);

@@ -73,6 +73,7 @@ ecs_relation_t ecs_relation_register(ecs_world_t *w, const ecs_relation_desc_t *
     r->cleanup = desc->on_target_despawn;
     r->source_marker = sm;
     r->target_marker = tm;
+    r->removed = ecs__log_make(2);
     ecs__store_init(&r->store, (uint32_t)size, (uint32_t)align, desc->exclusive);
     return w->relation_count;
 
@@ -87,8 +88,7 @@ void ecs__relations_fini(ecs_world_t *w)
     for (uint32_t i = 0; i < w->relation_count; i++) {
         ecs__store_fini(&w->relations[i].store, &w->allocator);
         ecs__free(&w->allocator, w->relations[i].name);
-        ecs__free(&w->allocator, w->relations[i].removed_src);
-        ecs__free(&w->allocator, w->relations[i].removed_tgt);
+        ecs__log_fini(&w->relations[i].removed, &w->allocator);
     }
     ecs__free(&w->allocator, w->relations);
     ecs__free(&w->allocator, w->pending);
@@ -117,57 +117,19 @@ ecs_component_t ecs_relation_target_marker(const ecs_world_t *w, ecs_relation_t 
 uint64_t ecs__pairs_removals_watch(ecs__relation_t *r)
 {
     r->removal_readers++;
-    return ecs__pairs_removals_end(r);
+    return ecs__log_end(&r->removed);
 }
 
 /* Room for n more entries, taken before a write commits, so that logging
  * never fails halfway. Free while nobody reads the log. */
 static bool log_reserve(ecs_world_t *w, ecs__relation_t *r, uint64_t n)
 {
-    if (!r->removal_readers || r->removed_count + n <= r->removed_cap) return true;
-    if (r->removed_count + n > UINT32_MAX / 2) return false;
-    uint32_t cap = r->removed_cap ? r->removed_cap : 16;
-    while (cap < r->removed_count + n) cap *= 2;
-    ecs_entity_t *src = ecs__alloc(&w->allocator, cap * sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
-    ecs_entity_t *tgt = ecs__alloc(&w->allocator, cap * sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
-    if (!src || !tgt) {
-        ecs__free(&w->allocator, src);
-        ecs__free(&w->allocator, tgt);
-        return false;
-    }
-    if (r->removed_count) {
-        memcpy(src, r->removed_src, r->removed_count * sizeof(ecs_entity_t));
-        memcpy(tgt, r->removed_tgt, r->removed_count * sizeof(ecs_entity_t));
-    }
-    ecs__free(&w->allocator, r->removed_src);
-    ecs__free(&w->allocator, r->removed_tgt);
-    r->removed_src = src;
-    r->removed_tgt = tgt;
-    r->removed_cap = cap;
-    return true;
+    return !r->removal_readers || ecs__log_reserve(&r->removed, &w->allocator, n);
 }
 
 static inline void log_pair(ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt)
 {
-    if (!r->removal_readers) return;
-    ecs__assert(r->removed_count < r->removed_cap, "log room reserved");
-    r->removed_src[r->removed_count] = src;
-    r->removed_tgt[r->removed_count] = tgt;
-    r->removed_count++;
-}
-
-void ecs__pairs_removals_prune(ecs__relation_t *r, uint64_t cursor)
-{
-    if (cursor <= r->removed_base) return;
-    uint64_t drop = cursor - r->removed_base;
-    ecs__assert(drop <= r->removed_count, "cursor within the log");
-    uint32_t keep = r->removed_count - (uint32_t)drop;
-    if (keep) {
-        memmove(r->removed_src, r->removed_src + drop, keep * sizeof(ecs_entity_t));
-        memmove(r->removed_tgt, r->removed_tgt + drop, keep * sizeof(ecs_entity_t));
-    }
-    r->removed_count = keep;
-    r->removed_base = cursor;
+    if (r->removal_readers) ecs__log_append(&r->removed, src, tgt);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -3,9 +3,9 @@
  * (ecs_iter_removed). While some system reads T's removals, every entity
  * that loses T (ecs_remove, despawn, their commands, a folded command run
  * that ends without T) is appended to T's log, in the order the changes
- * are applied, which is fixed whatever the worker count. Readers keep
- * sequence-number cursors; the frame's end drops what every reader has
- * passed. Components nobody reads are not watched: their archetypes'
+ * are applied, which is fixed whatever the worker count (the log itself,
+ * ecs__log_t, is changes/log.c's). Readers keep sequence-number cursors;
+ * the frame's end drops what every reader has passed. Components nobody reads are not watched: their archetypes'
  * watch_removals flag is false and the structural paths test only that.
  */
 #include "world/world.h"
@@ -51,11 +51,7 @@ bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *src, con
 {
     lost_walk_t k = lost_begin(src);
     for (ecs__component_t *c; (c = lost_next(w, src, dst, &k)) != NULL;) {
-        if ((uint64_t)c->removed_count + n <= c->removed_cap) continue;
-        if ((uint64_t)c->removed_count + n > UINT32_MAX / 2) return false;
-        if (!ecs__array_reserve(&w->allocator, (void **)&c->removed, &c->removed_cap, c->removed_count + n,
-                                sizeof(ecs_entity_t), _Alignof(ecs_entity_t)))
-            return false;
+        if (!ecs__log_reserve(&c->removed, &w->allocator, n)) return false;
     }
     return true;
 }
@@ -63,10 +59,7 @@ bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *src, con
 void ecs__removals_log(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst, ecs_entity_t e)
 {
     lost_walk_t k = lost_begin(src);
-    for (ecs__component_t *c; (c = lost_next(w, src, dst, &k)) != NULL;) {
-        ecs__assert(c->removed_count < c->removed_cap, "removal log room reserved");
-        c->removed[c->removed_count++] = e;
-    }
+    for (ecs__component_t *c; (c = lost_next(w, src, dst, &k)) != NULL;) ecs__log_append(&c->removed, e, ECS_NULL);
 }
 
 uint64_t ecs__removals_watch(ecs_world_t *w, ecs_component_t id)
@@ -79,7 +72,7 @@ uint64_t ecs__removals_watch(ecs_world_t *w, ecs_component_t id)
         int32_t i = ecs__archetype_type_index(a, id);
         if (i >= 0 && i < 64) a->watched_types |= 1ull << i;
     }
-    return ecs__removals_end(c);
+    return ecs__log_end(&c->removed);
 }
 
 void ecs__removals_watch_archetype(const ecs_world_t *w, ecs__archetype_t *a)
@@ -89,15 +82,4 @@ void ecs__removals_watch_archetype(const ecs_world_t *w, ecs__archetype_t *a)
         a->watch_removals = true;
         if (i < 64) a->watched_types |= 1ull << i;
     }
-}
-
-void ecs__removals_prune(ecs__component_t *c, uint64_t cursor)
-{
-    if (cursor <= c->removed_base) return;
-    uint64_t drop = cursor - c->removed_base;
-    ecs__assert(drop <= c->removed_count, "cursor within the log");
-    uint32_t keep = c->removed_count - (uint32_t)drop;
-    if (keep) memmove(c->removed, c->removed + drop, keep * sizeof(ecs_entity_t));
-    c->removed_count = keep;
-    c->removed_base = cursor;
 }

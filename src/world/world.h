@@ -177,12 +177,9 @@ typedef struct {
     ecs__component_record_t *archetypes;
     uint32_t archetype_count, archetype_cap;
     /* Removal log (removals.c): the entities that lost this component,
-     * in order, while some system reads its removals. ids[0] has sequence
-     * number removed_base; readers keep sequence-number cursors. */
+     * in order, while some system reads its removals (one column). */
     uint32_t removal_readers;
-    ecs_entity_t *removed;
-    uint32_t removed_count, removed_cap;
-    uint64_t removed_base;
+    ecs__log_t removed;
     /* Change tracking (tracking.c): the level every archetype holding this
      * component tracks it at, and who asks for it: systems with a change
      * filter on it need dirty lists, filtered cached queries only ticks. */
@@ -495,10 +492,6 @@ void ecs__removals_log(ecs_world_t *w, const ecs__archetype_t *src, const ecs__a
 uint64_t ecs__removals_watch(ecs_world_t *w, ecs_component_t c);
 /* Sets a new archetype's watch_removals and watched_types. */
 void ecs__removals_watch_archetype(const ecs_world_t *w, ecs__archetype_t *a);
-/* The log's end (sequence number of the next removal). */
-static inline uint64_t ecs__removals_end(const ecs__component_t *c) { return c->removed_base + c->removed_count; }
-/* Drops the entries below cursor (every reader has passed them). */
-void ecs__removals_prune(ecs__component_t *c, uint64_t cursor);
 /* Spawns an entity with no components. ECS_NULL on OOM. */
 ecs_entity_t ecs__entity_create_empty(ecs_world_t *w);
 /* Adds or removes one component of a live entity. */
@@ -659,13 +652,9 @@ typedef struct {
     ecs_cleanup_t cleanup;
     ecs_component_t source_marker, target_marker; /* 0: switched off */
     /* Removal log: the pairs removed, in the order it happened, while some
-     * system reads them (removed_pairs); sources and targets side by side,
-     * so a reader gets two flat arrays. Entry 0 has sequence number
-     * removed_base; readers keep cursors. */
+     * system reads them (removed_pairs); two columns, sources and targets. */
     uint32_t removal_readers;
-    ecs_entity_t *removed_src, *removed_tgt;
-    uint32_t removed_count, removed_cap;
-    uint64_t removed_base;
+    ecs__log_t removed;
     uint32_t filter_systems; /* systems with a change filter on its pairs: store.tracked */
     uint64_t prune_min;      /* scratch of the frame's pruning */
 } ecs__relation_t;
@@ -688,12 +677,6 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
 /* A system starts reading r's removed pairs: returns the log's end, where
  * its cursor starts. */
 uint64_t ecs__pairs_removals_watch(ecs__relation_t *r);
-static inline uint64_t ecs__pairs_removals_end(const ecs__relation_t *r)
-{
-    return r->removed_base + r->removed_count;
-}
-/* Drops the entries below cursor (every reader has passed them). */
-void ecs__pairs_removals_prune(ecs__relation_t *r, uint64_t cursor);
 /* End of a flush: one archetype move per entity whose markers changed
  * during it. ECS_OK or ECS_ENOMEM (those entities stay pending). */
 int ecs__pairs_flush_markers(ecs_world_t *w);
