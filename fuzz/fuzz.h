@@ -322,8 +322,11 @@ enum {
 #define FZ_C_INVALID (FZ_NCOMP + 2 * FZ_NREL)
 
 /* Term byte: access (bits 0-1: READ, WRITE, WITH, WITHOUT), optional
- * (bit 2), source (bits 3-4: SELF, SELF, OTHER, SINGLETON); a term whose
+ * (bit 2), source (bits 3-4: SELF, SELF, OTHER, and 3 with bit 5 set
+ * FZ_SRC_UNKNOWN, which registration must refuse); a term whose
  * combination the contract leaves open is made valid (see harness.c). */
+/* A source value past the enum: every registration must refuse it. */
+#define FZ_SRC_UNKNOWN ((ecs_source_t)(ECS_OTHER + 1))
 
 /* Writes the scenario inputs into dir (fuzz_world --make-corpus=DIR). */
 int fz_scenarios_write(const char *dir);

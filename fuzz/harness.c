@@ -675,7 +675,7 @@ static void op_pair(int op, fz_in_t *in, int variant)
 /* Terms whose combination the contract leaves open are made valid: an
  * ECS_OTHER term is a plain READ, optional only on READ/WRITE. The rest
  * is valid unless a component is unknown, a marker is written, or the
- * source is ECS_SINGLETON. The count byte's bits 2-3 ask for change
+ * source is unknown (FZ_SRC_UNKNOWN). The count byte's bits 2-3 ask for change
  * filters (bit 2 ADDED, bit 3 CHANGED) on the first term's component,
  * where it is a user component: *filter gets them, and a filter on a tag
  * makes the terms invalid. */
@@ -693,13 +693,13 @@ static bool terms_decode(fz_in_t *in, fz_terms_t *t, int *filter)
         term->access = (ecs_access_t)(b & 3);
         term->optional = (b & 4) != 0;
         int src = (b >> 3) & 3;
-        term->src = src == 2 ? ECS_OTHER : (src == 3 && (b & 0x20)) ? ECS_SINGLETON : ECS_SELF;
+        term->src = src == 2 ? ECS_OTHER : (src == 3 && (b & 0x20)) ? FZ_SRC_UNKNOWN : ECS_SELF;
         if (term->src == ECS_OTHER) {
             term->access = ECS_READ;
             term->optional = false;
         }
         if (term->access == ECS_WITH || term->access == ECS_WITHOUT) term->optional = false;
-        if (t->refs[k].kind == FZ_REF_INVALID || term->src == ECS_SINGLETON) valid = false;
+        if (t->refs[k].kind == FZ_REF_INVALID || term->src == FZ_SRC_UNKNOWN) valid = false;
         if (term->access == ECS_WRITE && t->refs[k].kind != FZ_REF_USER) valid = false;
     }
     *filter = t->refs[0].kind == FZ_REF_USER ? (count >> 2) & 3 : 0;

@@ -153,12 +153,13 @@ static void query_create_rejects_bad_access(void **state)
     ecs_world_destroy(f.w);
 }
 
-static void query_create_rejects_singleton_and_bad_source(void **state)
+static void query_create_rejects_unknown_source(void **state)
 {
     (void)state;
     fixture_t f;
     fixture_init(&f);
-    assert_null(ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {{.component = f.pos, .src = ECS_SINGLETON}}}));
+    assert_null(ecs_query_create(
+        f.w, &(ecs_query_desc_t){.terms = {{.component = f.pos, .src = (ecs_source_t)(ECS_OTHER + 1)}}}));
     assert_null(ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {{.component = f.pos, .src = (ecs_source_t)9}}}));
     assert_int_equal(live_queries(f.w), 0);
     ecs_world_destroy(f.w);
@@ -882,7 +883,7 @@ static void query_each_rejects_bad_terms(void **state)
     ecs_term_t bad[] = {
         {.component = 999},
         {.component = f.pos, .access = (ecs_access_t)17},
-        {.component = f.pos, .src = ECS_SINGLETON},
+        {.component = f.pos, .src = (ecs_source_t)(ECS_OTHER + 1)},
         {.component = f.pos, .access = ECS_WITH, .optional = true},
         {.component = f.pos, .access = ECS_WITHOUT, .optional = true},
         {.component = f.pos, .access = ECS_WRITE, .src = ECS_OTHER},
@@ -1160,7 +1161,7 @@ int main(void)
         cmocka_unit_test(query_create_rejects_null_world_and_desc),
         cmocka_unit_test(query_create_rejects_unknown_component),
         cmocka_unit_test(query_create_rejects_bad_access),
-        cmocka_unit_test(query_create_rejects_singleton_and_bad_source),
+        cmocka_unit_test(query_create_rejects_unknown_source),
         cmocka_unit_test(query_create_rejects_optional_presence_terms),
         cmocka_unit_test(query_create_rejects_other_write_or_optional),
         cmocka_unit_test(query_create_accepts_valid_terms),
