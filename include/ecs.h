@@ -1,6 +1,7 @@
 /*
- * ecs.h: the one public header of Stagehand, a job-scheduled Entity
- * Component System runtime in C11.
+ * ecs.h: the public header of Stagehand, a job-scheduled Entity Component
+ * System runtime in C11, written as its user's manual: every type, call
+ * and rule a program needs, section by section.
  *
  * An engine creates a world, registers components and systems, and calls
  * ecs_world_progress() once per frame. Entities live in archetypes (one per
@@ -8,6 +9,12 @@
  * systems receive one ecs_iter_t per (job, chunk) and record structural
  * changes into deferred command buffers that are applied at stage barriers
  * in a fixed order.
+ *
+ * The library's private layouts (the iterator's internal state and the view
+ * of a per-pair batch) and the bodies of the inline per-pair accessors are
+ * in <ecs/private.h>, installed beside this file and included by it: a
+ * program includes <ecs.h> only. Nothing there is API; it may change with
+ * any release.
  *
  * Conventions used throughout:
  * - Every call that can fail returns a negative ECS_E* code (ECS_OK is 0),
@@ -17,6 +24,8 @@
  *   predicates and getters). Handles carry a generation, so a stale handle
  *   is detected, never dereferenced.
  * - Descriptor structs are zero-initialised: a zero field means "default".
+ *   The library copies what it keeps of a descriptor (names included);
+ *   the caller's descriptor may go away after the call.
  * - Pointers into storage (ecs_get, ecs_field, ...) stay valid until the
  *   next structural change (spawn, despawn, add, remove, a set that adds,
  *   a pair write that adds or removes a relation marker, a command flush).
@@ -66,7 +75,12 @@ enum {
 #undef ECS__ERRNO_ENUM
 };
 
-/** A static string describing an error code (or "unknown error"). */
+/**
+ * Describes an error code.
+ * @param err  ECS_OK or an ECS_E* code
+ * @return a static string ("success" for ECS_OK, "unknown error" for a
+ *         value outside the table); never NULL, never to be freed.
+ */
 ECS_API const char *ecs_strerror(int err);
 
 /* ---------------------------------------------------------------------- */
@@ -83,11 +97,20 @@ typedef uint32_t ecs_system_t;
 typedef uint32_t ecs_relation_t;
 
 #define ECS_NULL ((ecs_entity_t)0)
-#define ECS_MAX_TERMS 16
-#define ECS_MAX_DEPS 8
-#define ECS_MAX_ENTITY_FIELDS 8
+#define ECS_MAX_TERMS 16         /* terms, change filters, target terms per list */
+#define ECS_MAX_DEPS 8           /* after / before names per system */
+#define ECS_MAX_ENTITY_FIELDS 8  /* entity fields per component */
 
+/**
+ * @param e  an entity handle (any value)
+ * @return its index, the low 32 bits (the slot, reused after a despawn).
+ */
 static inline uint32_t ecs_entity_index(ecs_entity_t e) { return (uint32_t)e; }
+
+/**
+ * @param e  an entity handle (any value)
+ * @return its generation, the high 32 bits (bumped when the slot is reused).
+ */
 static inline uint32_t ecs_entity_generation(ecs_entity_t e) { return (uint32_t)(e >> 32); }
 
 typedef struct ecs_world ecs_world_t;
@@ -128,8 +151,8 @@ typedef struct {
  * - spin_us: microseconds an idle worker keeps looking for work before it
  *   sleeps; -1 here means no spinning phase. Environment ECS_SPIN_US (0
  *   there means no spinning phase). Default 50. With spinning, a worker
- *   also checks its wake-up word about a thousand times (a few
- *   microseconds) before the futex sleep; without, it sleeps at once.
+ *   also checks its wake-up word about a thousand times before the futex
+ *   sleep; without, it sleeps at once.
  * A malformed environment value is reported on stderr and ignored.
  */
 typedef struct {
@@ -141,23 +164,26 @@ typedef struct {
 #define ECS_MAX_WORKERS 256
 
 /**
- * Creates a world and starts its worker threads. desc may be NULL.
- * Returns NULL when out of memory, when threads cannot be started, or for
- * a descriptor with workers or spin_us out of range or a half-filled
- * allocator (alloc or free missing, or a ctx without them).
+ * Creates a world and starts its worker threads.
+ * @param desc  settings, or NULL for every default; read during the call only
+ * @return the world, the caller's until ecs_world_destroy; NULL when out of
+ *         memory, when threads cannot be started, or for a descriptor with
+ *         workers or spin_us out of range or a half-filled allocator (alloc
+ *         or free missing, or a ctx without them).
  */
 ECS_API ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc);
 
 /**
  * Destroys the world: runs the dtor of every live component value, then
  * frees every allocation. Handles, queries and pointers obtained from the
- * world are invalid afterwards. NULL is ignored. Must not be called from
- * inside ecs_world_progress() or an ecs_query_each() callback (it is then
- * ignored and nothing is freed).
+ * world are invalid afterwards.
  * The dtors run first, on the whole world: a dtor may read it (values
  * whose dtor has already run are uninitialised), and every call that
  * would change it, run a frame or destroy it is refused as inside a system
  * (ECS_EBUSY, ECS_NULL, 0 or NULL).
+ * @param world  the world; NULL is ignored, and so is a call from inside
+ *               ecs_world_progress() or an ecs_query_each() callback
+ *               (nothing is freed then)
  */
 ECS_API void ecs_world_destroy(ecs_world_t *world);
 
@@ -167,41 +193,58 @@ ECS_API void ecs_world_destroy(ecs_world_t *world);
  * systems whose access does not conflict may run at the same time: see
  * ecs_system_register), with each stage's deferred commands applied at
  * its end (and around every EXCLUSIVE system).
- * delta_time reaches the callbacks as it is (it->delta_time), negative
- * included; NaN and infinities are refused.
- * Returns ECS_OK; ECS_EINVAL for a NULL world or a NaN or infinite
- * delta_time (no system runs); ECS_EBUSY when called from
- * inside a system, an ecs_query_each() callback or a type hook (a dtor run
- * by ecs_world_destroy included); ECS_ENOMEM when a deferred command could not be
- * applied for lack of memory (that command is skipped, the others are
- * applied), when a relation marker could not be moved at a flush's end
- * (tried again at the next flush), when an EXCLUSIVE filtered system
- * could not reserve the set of entities due to it (it does not run, and
- * its next run is handed what this one would have been), or when the
- * frame's plan could not be rebuilt after a registration (no system
- * runs).
- * Stack: the calling thread runs systems too. In optimised builds a frame
- * of ordinary systems fits a 16 KB thread stack, one with per-pair
- * systems (their batch) a 32 KB one (about 30 KB used), plus what the
- * callbacks use, the library calls they make included (an EXCLUSIVE
- * callback's ecs_despawn of a cascade: about 4 KB more). The workers get
- * the default thread stack.
+ *
+ * Stack: the calling thread runs systems too (it is worker 0), so its
+ * stack must hold the library's frame, which grows while a per-pair system
+ * walks (its batch of pairs lives on the walking thread's stack), plus
+ * what the callbacks use, the library calls they make included. Give it
+ * room beyond the smallest thread stacks: docs/benchmarks.md ("Stack
+ * use") lists the sizes measured. The workers get the default thread
+ * stack.
+ *
+ * @param world       the world
+ * @param delta_time  handed to the callbacks as it is (it->delta_time),
+ *                    negative included; NaN and infinities are refused
+ * @return ECS_OK;
+ *         ECS_EINVAL for a NULL world or a NaN or infinite delta_time (no
+ *         system runs);
+ *         ECS_EBUSY when called from inside a system, an ecs_query_each()
+ *         callback or a type hook (a dtor run by ecs_world_destroy
+ *         included);
+ *         ECS_ENOMEM when a deferred command could not be applied for lack
+ *         of memory (that command is skipped, the others are applied), when
+ *         a relation marker could not be moved at a flush's end (tried
+ *         again at the next flush), when an EXCLUSIVE filtered system could
+ *         not reserve the set of entities due to it (it does not run, and
+ *         its next run is handed what this one would have been), or when
+ *         the frame's plan could not be rebuilt after a registration (no
+ *         system runs).
  */
 ECS_API int ecs_world_progress(ecs_world_t *world, float delta_time);
 
-/** Workers of the world's job pool, the calling thread included (>= 1;
- * 0 for a NULL world). */
+/**
+ * @param world  the world, or NULL
+ * @return the workers of its job pool, the calling thread included (>= 1);
+ *         0 for a NULL world.
+ */
 ECS_API int ecs_world_workers(const ecs_world_t *world);
 
-/** Frames completed by ecs_world_progress() (0 for a new world). */
+/**
+ * @param world  the world, or NULL
+ * @return the frames completed by ecs_world_progress() (0 for a new world
+ *         and for NULL).
+ */
 ECS_API uint64_t ecs_world_frame(const ecs_world_t *world);
 
 /**
- * Inserts a user stage after the stage named after_stage (NULL: after the
- * last stage). The default stages are "PreUpdate", "Update", "PostUpdate".
- * Returns ECS_OK, ECS_EINVAL (NULL or empty name), ECS_EEXIST (name taken),
- * ECS_ENOTFOUND (after_stage unknown), ECS_EBUSY (inside a frame),
- * ECS_ENOMEM. The name is copied.
+ * Inserts a user stage. The default stages are "PreUpdate", "Update",
+ * "PostUpdate", in that order.
+ * @param world        the world
+ * @param name         the new stage's name, copied
+ * @param after_stage  the stage it runs after; NULL: after the last stage
+ * @return ECS_OK; ECS_EINVAL (NULL world, NULL or empty name); ECS_EEXIST
+ *         (name taken); ECS_ENOTFOUND (after_stage unknown); ECS_EBUSY
+ *         (inside a frame or a type hook); ECS_ENOMEM.
  */
 ECS_API int ecs_stage_add(ecs_world_t *world, const char *name, const char *after_stage);
 
@@ -247,7 +290,13 @@ typedef struct {
     const ecs_worker_stats_t *worker_stats;
 } ecs_world_stats_t;
 
-/** Fills *out. Returns ECS_OK, or ECS_EINVAL when world or out is NULL. */
+/**
+ * Reads the world's figures.
+ * @param world  the world
+ * @param out    filled on success; its arrays are the world's (see
+ *               ecs_world_stats_t)
+ * @return ECS_OK, or ECS_EINVAL when world or out is NULL.
+ */
 ECS_API int ecs_world_stats(const ecs_world_t *world, ecs_world_stats_t *out);
 
 /* ---------------------------------------------------------------------- */
@@ -298,14 +347,23 @@ typedef struct {
 } ecs_component_desc_t;
 
 /**
- * Registers a component. Returns its id, or 0 on failure: NULL world or
- * desc, NULL or duplicate name, bad size/alignment, hooks on a tag, an
- * entity field outside the value, called from a system that is not
- * EXCLUSIVE, out of memory.
+ * Registers a component.
+ * @param world  the world
+ * @param desc   the component; read during the call only
+ * @return its id; 0 on failure: NULL world or desc, NULL or duplicate
+ *         name, bad size/alignment, hooks on a tag, an entity field outside
+ *         the value, called from a system that is not EXCLUSIVE (or a type
+ *         hook), out of memory.
  */
 ECS_API ecs_component_t ecs_component_register(ecs_world_t *world, const ecs_component_desc_t *desc);
 
-/** Registers type T under the name #T; evaluates to its id (0 on failure). */
+/**
+ * Registers type T under the name #T, with its size and alignment.
+ * @param world  the world
+ * @param T      a complete object type
+ * @return (the expression's value) its id, 0 on failure as
+ *         ecs_component_register.
+ */
 #define ECS_COMPONENT(world, T)                                                \
     ecs_component_register((world), &(ecs_component_desc_t){                   \
                                         .name = #T,                            \
@@ -313,82 +371,157 @@ ECS_API ecs_component_t ecs_component_register(ecs_world_t *world, const ecs_com
                                         .align = _Alignof(T),                  \
                                     })
 
-/** The component registered under name, or 0. */
+/**
+ * @param world  the world, or NULL
+ * @param name   a component name, or NULL
+ * @return the component registered under name; 0 when there is none (or
+ *         for NULL arguments).
+ */
 ECS_API ecs_component_t ecs_component_lookup(const ecs_world_t *world, const char *name);
 
-/** Registration data of a component (name, size, align), or NULL. */
+/**
+ * @param world      the world, or NULL
+ * @param component  a component id
+ * @return its registration data (id, name, size, align, hooks' ctx), owned
+ *         by the world and valid until ecs_world_destroy; NULL for a NULL
+ *         world or an unknown id.
+ */
 ECS_API const ecs_type_info_t *ecs_component_info(const ecs_world_t *world, ecs_component_t component);
 
 /* ---------------------------------------------------------------------- */
 /* Entities                                                                */
 /* ---------------------------------------------------------------------- */
 
-/** Spawns an entity with no components. ECS_NULL on failure. */
+/**
+ * Spawns an entity with no components.
+ * @param world  the world
+ * @return its handle; ECS_NULL for a NULL world, inside a non-exclusive
+ *         system or a type hook, or out of memory.
+ */
 ECS_API ecs_entity_t ecs_spawn(ecs_world_t *world);
 
 /**
  * Spawns an entity with count components placed in their archetype at
- * once (no intermediate archetypes). values may be NULL; values[k] == NULL
- * gives component ids[k] its default (ctor or zero); tags take no value.
- * Values are copied (copy hook). Returns ECS_NULL on failure: negative
- * count, NULL ids with count > 0, unknown or duplicate component ids,
- * inside a non-exclusive system, out of memory. count 0 is ecs_spawn.
+ * once (no intermediate archetypes). count 0 is ecs_spawn.
+ * @param world   the world
+ * @param count   components in ids (>= 0)
+ * @param ids     the components, each once (NULL only when count is 0);
+ *                relation markers are refused
+ * @param values  NULL (every component its default: ctor or zero), or
+ *                count pointers: values[k] is copied (copy hook) into ids[k],
+ *                NULL gives it its default; a tag takes no value
+ * @return its handle; ECS_NULL on failure: NULL world, negative count, NULL
+ *         ids with count > 0, unknown, duplicate or marker component ids,
+ *         inside a non-exclusive system, out of memory.
  */
 ECS_API ecs_entity_t ecs_spawn_with(ecs_world_t *world, int count, const ecs_component_t *ids,
                                     const void *const *values);
 
 /**
  * Spawns n entities with the same count components into one archetype,
- * filling chunks one after another. values may be NULL; values[k] (may be
- * NULL: default) points to n consecutive values of ids[k], copied. out (may
- * be NULL) receives the n ids. All or nothing: on failure nothing is
+ * filling chunks one after another. All or nothing: on failure nothing is
  * spawned, though capacity reserved before the failing step (entity-index
  * pages, the free-id stack) stays with the world for later spawns: a
- * huge n that runs out of memory can leave much of it reserved. Returns
- * ECS_OK, ECS_EINVAL, ECS_EBUSY, ECS_ENOMEM.
+ * huge n that runs out of memory can leave much of it reserved.
+ * @param world   the world
+ * @param n       entities to spawn (>= 0; 0 checks the ids and spawns none)
+ * @param count   components in ids, as for ecs_spawn_with
+ * @param ids     the components, as for ecs_spawn_with
+ * @param values  NULL, or count pointers: values[k] points to n consecutive
+ *                values of ids[k], copied; NULL gives them their default
+ * @param out     NULL, or room for n handles: the entities spawned, in order
+ * @return ECS_OK; ECS_EINVAL (NULL world, negative n or count, NULL ids with
+ *         count > 0, unknown, duplicate or marker ids); ECS_EBUSY (inside a
+ *         non-exclusive system or a type hook); ECS_ENOMEM.
  */
 ECS_API int ecs_spawn_batch(ecs_world_t *world, int n, int count, const ecs_component_t *ids,
                             const void *const *values, ecs_entity_t *out);
 
-/** Despawns: runs the dtors of its components, and drops its pairs (with
- * the relations' cleanup: a CASCADE_SOURCE relation despawns the sources
- * aimed at it). ECS_OK; ECS_EINVAL (NULL world); ECS_ESTALE; ECS_EBUSY;
- * ECS_ENOMEM (room for the removal logs or the cleanup's moves could not
- * be made: nothing is despawned). */
+/**
+ * Despawns an entity: runs the dtors of its components, and drops its
+ * pairs with the relations' cleanup (a CASCADE_SOURCE relation despawns
+ * the sources aimed at it, transitively).
+ * @param world   the world
+ * @param entity  a live entity
+ * @return ECS_OK; ECS_EINVAL (NULL world); ECS_ESTALE (null or stale
+ *         entity); ECS_EBUSY (inside a non-exclusive system or a type hook);
+ *         ECS_ENOMEM (room for the removal logs or the cleanup's moves
+ *         could not be made: nothing is despawned).
+ */
 ECS_API int ecs_despawn(ecs_world_t *world, ecs_entity_t entity);
 
-/** True for a live entity handle; false for ECS_NULL, stale or provisional. */
+/**
+ * @param world   the world, or NULL
+ * @param entity  any handle
+ * @return true for a live entity; false for ECS_NULL, a stale or
+ *         provisional handle, or a NULL world.
+ */
 ECS_API bool ecs_is_alive(const ecs_world_t *world, ecs_entity_t entity);
 
 /**
- * Adds a component (default value: ctor or zero). Already present: no-op,
- * ECS_OK. Returns ECS_OK, ECS_ESTALE, ECS_EINVAL (unknown component),
- * ECS_EBUSY, ECS_ENOMEM.
+ * Adds a component with its default value (ctor or zero). Already
+ * present: nothing changes, ECS_OK.
+ * @param world      the world
+ * @param entity     a live entity
+ * @param component  a registered component (not a relation marker)
+ * @return ECS_OK; ECS_EINVAL (NULL world, unknown component or a marker);
+ *         ECS_ESTALE; ECS_EBUSY (inside a non-exclusive system or a type
+ *         hook); ECS_ENOMEM.
  */
 ECS_API int ecs_add(ecs_world_t *world, ecs_entity_t entity, ecs_component_t component);
 
-/** Removes a component (runs its dtor). Absent: no-op, ECS_OK. Errors as ecs_add. */
+/**
+ * Removes a component (runs its dtor). Absent: nothing changes, ECS_OK.
+ * @param world      the world
+ * @param entity     a live entity
+ * @param component  a registered component (not a relation marker)
+ * @return as ecs_add.
+ */
 ECS_API int ecs_remove(ecs_world_t *world, ecs_entity_t entity, ecs_component_t component);
 
 /**
- * Writes a copy of *value into the component, adding it when missing (one
- * archetype move). ECS_EINVAL for a tag, an unknown component or a NULL
- * value; otherwise as ecs_add.
+ * Writes a copy of *value into the component (copy hook), adding it when
+ * missing (one archetype move). A present value is marked changed.
+ * @param world      the world
+ * @param entity     a live entity
+ * @param component  a registered data component (not a tag, not a marker)
+ * @param value      the value to copy; not kept
+ * @return ECS_OK; ECS_EINVAL also for a tag or a NULL value; otherwise as
+ *         ecs_add.
  */
 ECS_API int ecs_set(ecs_world_t *world, ecs_entity_t entity, ecs_component_t component,
                     const void *value);
 
-/** True when the live entity has the component (data or tag). */
+/**
+ * @param world      the world, or NULL
+ * @param entity     any handle
+ * @param component  any component id
+ * @return true when the entity is live and has the component (data or
+ *         tag); false otherwise.
+ */
 ECS_API bool ecs_has(const ecs_world_t *world, ecs_entity_t entity, ecs_component_t component);
 
 /**
- * The entity's value of a data component, or NULL (stale entity, absent
- * component, tag). Valid until the next structural change. Safe to call
- * from systems.
+ * Reads a value. Safe to call from systems, within the rule on declared
+ * reads given at ecs_system_register.
+ * @param world      the world
+ * @param entity     a live entity
+ * @param component  a data component
+ * @return the entity's value, owned by the world, valid until the next
+ *         structural change; NULL for a NULL world, a stale entity, an
+ *         absent component or a tag.
  */
 ECS_API const void *ecs_get(const ecs_world_t *world, ecs_entity_t entity, ecs_component_t component);
 
-/** As ecs_get, writable; marks the value changed. NULL inside non-exclusive systems. */
+/**
+ * As ecs_get, writable: marks the value changed.
+ * @param world      the world
+ * @param entity     a live entity
+ * @param component  a data component (not a relation marker)
+ * @return the value, valid until the next structural change; NULL as
+ *         ecs_get, and also inside a non-exclusive system or a type hook and
+ *         for a marker.
+ */
 ECS_API void *ecs_get_mut(ecs_world_t *world, ecs_entity_t entity, ecs_component_t component);
 
 /* ---------------------------------------------------------------------- */
@@ -396,7 +529,9 @@ ECS_API void *ecs_get_mut(ecs_world_t *world, ecs_entity_t entity, ecs_component
 /* ---------------------------------------------------------------------- */
 
 typedef enum { ECS_READ, ECS_WRITE, ECS_WITH, ECS_WITHOUT } ecs_access_t;
-typedef enum { ECS_SELF, ECS_OTHER, ECS_SINGLETON } ecs_source_t;
+/* Where a term's component is read: on the matched entity, or (ECS_OTHER)
+ * on other entities through ecs_get. Other values are refused. */
+typedef enum { ECS_SELF, ECS_OTHER } ecs_source_t;
 
 /**
  * One term. READ/WRITE: the entity has the component and the field is its
@@ -404,12 +539,13 @@ typedef enum { ECS_SELF, ECS_OTHER, ECS_SINGLETON } ecs_source_t;
  * field is NULL. optional: a READ/WRITE term that does not restrict
  * matching; the field is NULL where the archetype lacks the component.
  * src ECS_OTHER: the system reads the component on other entities through
- * ecs_get (declared access; never restricts matching, field NULL). A system
- * that also WRITEs that component on its own rows (or reads a component it
- * writes on pairs' far ends) runs as one job, as if SINGLE_THREADED: split,
- * one job would write rows another reads, and the result would depend on
- * the worker count.
- * ECS_SINGLETON is not supported yet (rejected with ECS_EINVAL / NULL).
+ * ecs_get (declared access; a READ term, never optional, never restricts
+ * matching, field NULL). A system that also WRITEs that component on its
+ * own rows (or reads a component it writes on pairs' far ends) runs as one
+ * job, as if SINGLE_THREADED: split, one job would write rows another
+ * reads, and the result would depend on the worker count.
+ * A bad term (unknown component, access or source, a WRITE on a relation
+ * marker, optional on WITH/WITHOUT) is refused with ECS_EINVAL / NULL / 0.
  */
 typedef struct {
     ecs_component_t component;
@@ -463,25 +599,43 @@ typedef struct {
 
 /**
  * Creates a cached query: it keeps its matching archetypes and is updated
- * when archetypes are created. Returns NULL on bad terms or filters, out
- * of memory, or when called from a system that is not EXCLUSIVE. Not to be
- * destroyed from such a system either. A query with change filters starts
+ * when archetypes are created. A query with change filters starts
  * tracking its filters' components (which allocates change-tracking state
  * beside their chunks) and supports one iteration at a time: starting a
  * new ecs_query_iter ends the previous one.
+ * @param world  the world
+ * @param desc   terms and change filters; read during the call only
+ * @return the query, the caller's until ecs_query_destroy (or
+ *         ecs_world_destroy); NULL for NULL arguments, bad terms or filters,
+ *         out of memory, or when called from a system that is not EXCLUSIVE
+ *         or a type hook.
  */
 ECS_API ecs_query_t *ecs_query_create(ecs_world_t *world, const ecs_query_desc_t *desc);
 
 /**
- * Destroys a query made by ecs_query_create. NULL is ignored, and so is a
- * call from a system that is not EXCLUSIVE (the world frees the query when
- * it is destroyed).
+ * Destroys a query made by ecs_query_create.
+ * @param query  the query; NULL is ignored, and so is a call from a system
+ *               that is not EXCLUSIVE or a type hook (the world frees the
+ *               query when it is destroyed)
  */
 ECS_API void ecs_query_destroy(ecs_query_t *query);
 
+/*
+ * The iterator a system's callback receives, and ecs_query_iter returns.
+ * Read its public fields; priv_ is the library's.
+ *
+ * priv_ is embedded by value (ecs_query_iter returns an iterator by value,
+ * to be kept on the caller's stack), so its type must be complete here.
+ * Its layout is in the first part of <ecs/private.h>, included just below;
+ * the rest of that file (the inline accessors' bodies) comes at the end of
+ * this header, once the declarations it needs are complete.
+ */
+#include "ecs/private.h"
+
 struct ecs_iter {
     ecs_world_t *world;
-    int count;                    /* rows in this batch */
+    int count;                    /* rows in this batch (pairs, for per-pair
+                                     dispatch) */
     const uint16_t *rows;         /* NULL: dense (rows 0 .. count-1); else the
                                      matching chunk-local rows, ascending */
     const ecs_entity_t *entities; /* indexed by row */
@@ -489,22 +643,7 @@ struct ecs_iter {
     float delta_time;
     int worker;
     void *ctx;
-    struct {                      /* private: filled by the library */
-        void *fields[ECS_MAX_TERMS];
-        const void *query;
-        const void *chunk;
-        uint64_t version;
-        int32_t match, chunk_index;
-        int32_t field_count;
-        const void *removed_log; /* a removal reader's log (component or relation) */
-        uint64_t removed_from;   /* ... and where its run starts in it */
-        int32_t removed_count;
-        uint64_t since, tick; /* change-filter window; tick: what marks take */
-        uint32_t marks;       /* nonzero: ecs_iter_changed may mark rows */
-        const void *pairs;    /* the pair batch (ECS_PAIRS_EACH) */
-        bool removed_pairs; /* the log is a relation's */
-        uint64_t serial;    /* a filtered query's iteration number */
-    } priv_;
+    ecs__iter_priv_t priv_;       /* private: filled by the library */
 };
 
 /**
@@ -520,27 +659,58 @@ struct ecs_iter {
  * iterated from inside a system that is not EXCLUSIVE or from a run_if:
  * its one window would be shared by the system's jobs. Filter the system
  * itself instead (ecs_system_desc_t.changes).
+ * @param world  the world
+ * @param query  a query of that world
+ * @return an iterator, by value, positioned before the first chunk; it
+ *         iterates nothing for a NULL world or query, a query of another
+ *         world, or the filtered case above.
  */
 ECS_API ecs_iter_t ecs_query_iter(ecs_world_t *world, ecs_query_t *query);
 
-/** Advances to the next non-empty chunk. Archetypes in creation order, chunks in order. */
+/**
+ * Advances to the next non-empty chunk: archetypes in creation order,
+ * chunks in order.
+ * @param it  an iterator from ecs_query_iter
+ * @return true with it on the next chunk (count, entities, rows and
+ *         fields set); false when the iteration is over or was ended (a
+ *         structural change, a newer iteration of the same filtered query),
+ *         or for a NULL it. After false, count is 0 and every field NULL.
+ */
 ECS_API bool ecs_query_next(ecs_iter_t *it);
 
 /**
- * Uncached one-shot query: calls fn once per non-empty matching chunk,
- * with it->ctx = ctx. fn must not make structural changes. Returns ECS_OK,
- * or ECS_EINVAL (bad terms, or change filters, which need a cached query
- * to remember what it saw; fn is then never called).
+ * Uncached one-shot query: calls fn once per non-empty matching chunk.
+ * fn must not make structural changes.
+ * @param world  the world
+ * @param desc   terms (no change filters: they need a cached query to
+ *               remember what it saw); read during the call only
+ * @param fn     called with an iterator whose ctx is ctx
+ * @param ctx    passed as it->ctx
+ * @return ECS_OK; ECS_EINVAL (NULL world, desc or fn, bad terms, change
+ *         filters: fn is then never called).
  */
 ECS_API int ecs_query_each(ecs_world_t *world, const ecs_query_desc_t *desc, void (*fn)(ecs_iter_t *it),
                            void *ctx);
 
-/** Column of term `term` at row 0 of the chunk, or NULL (tag, WITH/WITHOUT,
- * absent optional, a finished iterator). */
+/**
+ * A term's column in the current chunk.
+ * @param it    the iterator
+ * @param term  the term's index in its list
+ * @return the column at row 0 of the chunk (index it with rows), valid
+ *         until the next structural change; NULL for a tag, a
+ *         WITH/WITHOUT or ECS_OTHER term, an absent optional one, a term
+ *         out of range, a finished iterator or a NULL it.
+ */
 ECS_API void *ecs_field(const ecs_iter_t *it, int term);
 
-/* Debug builds check that sizeof(T) matches the component's size. */
-ECS_API void *ecs__field_checked(const ecs_iter_t *it, int term, size_t size);
+/**
+ * ecs_field as a T *. Builds without NDEBUG check that sizeof(T) matches
+ * the component's size (abort with a message when it does not).
+ * @param it    the iterator
+ * @param T     the component's type
+ * @param term  the term's index
+ * @return (the expression's value) as ecs_field, cast to T *.
+ */
 #ifdef NDEBUG
 #define ECS_FIELD(it, T, term) ((T *)ecs_field((it), (term)))
 #else
@@ -548,30 +718,42 @@ ECS_API void *ecs__field_checked(const ecs_iter_t *it, int term, size_t size);
 #endif
 
 /**
- * In a removal reader (ecs_system_desc_t.removed): sets *entities to the
- * entities that lost the component since the system's previous run and
- * returns their count (0 with *entities NULL when there are none, or in
- * any other iterator). The ids are no longer alive when the entity was
- * despawned. The array is valid during the callback, and in an EXCLUSIVE
- * reader until its next structural change (call again after one: the
- * same entities, wherever the log now is). ECS_EINVAL for NULL arguments.
+ * The entities a removal reader (ecs_system_desc_t.removed) is handed:
+ * those that lost the component since the system's previous run. The ids
+ * are no longer alive when the entity was despawned.
+ * @param it        the reader's iterator
+ * @param entities  set to the array (NULL when there are none or for
+ *                  another iterator), owned by the world and valid during
+ *                  the callback; in an EXCLUSIVE reader until its next
+ *                  structural change (call again after one: the same
+ *                  entities, wherever the log now is)
+ * @return their count (0 in any other iterator); ECS_EINVAL for NULL
+ *         arguments.
  */
 ECS_API int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities);
 
-/** Chunk-local row of the i-th matching row. */
+/**
+ * @param it  the iterator
+ * @param i   a matching row, 0 .. it->count - 1
+ * @return the chunk-local row of the i-th matching row (i itself when
+ *         it->rows is NULL).
+ */
 static inline int ecs_iter_row(const ecs_iter_t *it, int i) { return it->rows ? it->rows[i] : i; }
 
 /**
- * Marks the value of WRITE term `term` at chunk-local row `row` of the
- * current chunk as changed: what an ECS_SYSTEM_MANUAL_CHANGE_MARKS system
- * calls for the rows it wrote (other systems' WRITE terms mark whole
- * chunks, so there it is redundant but harmless). Also works on an
- * ecs_query_iter iterator where immediate mode is open. Returns ECS_OK;
- * ECS_EINVAL for a NULL or finished iterator, a term that is not a WRITE
- * term present in this chunk, a row outside the chunk, an iterator that
- * may not write (a query iterated from inside a non-exclusive system), or
- * a structural change since the iterator reached the chunk (the row may
- * hold another entity now).
+ * Marks the value of a WRITE term at a row of the current chunk as
+ * changed: what an ECS_SYSTEM_MANUAL_CHANGE_MARKS system calls for the rows
+ * it wrote (other systems' WRITE terms mark whole chunks, so there it is
+ * redundant but harmless). Also works on an ecs_query_iter iterator where
+ * immediate mode is open.
+ * @param it    the iterator
+ * @param term  a WRITE term present in this chunk
+ * @param row   a chunk-local row (ecs_iter_row)
+ * @return ECS_OK; ECS_EINVAL for a NULL or finished iterator, a term that
+ *         is not a WRITE term present in this chunk, a row outside the
+ *         chunk, an iterator that may not write (a query iterated from
+ *         inside a non-exclusive system), or a structural change since the
+ *         iterator reached the chunk (the row may hold another entity now).
  */
 ECS_API int ecs_iter_changed(ecs_iter_t *it, int term, int row);
 
@@ -600,14 +782,10 @@ enum {
  *   it->count pairs in row order, then slice order (a chunk with many
  *   pairs comes in several batches). ecs_pair_row gives the matched row of
  *   pair i (index the system's fields with it), ecs_pair_source_of /
- *   ecs_pair_target_of its two ends, ecs_pair_field its payload
- *   (read-only; while the pairs, the rows and the far ends stand still,
- *   the library hands a walk kept from an earlier frame, whose payloads
- *   are copies of the store's bytes: equal to ecs_pair_get's, not always
- *   at the same address), and ecs_field_target(it, term, i)
- *   target_terms[term] read on the pair's far end (the target; the source
- *   for role ECS_ROLE_TARGET), read-only, NULL where it lacks the
- *   component.
+ *   ecs_pair_target_of its two ends, ecs_pair_field its payload, and
+ *   ecs_field_target(it, term, i) target_terms[term] read on the pair's
+ *   far end (the target; the source for role ECS_ROLE_TARGET); see
+ *   "Per-pair accessors" under Relations.
  * Both modes match through the role's marker, so it must not be switched
  * off (registration fails).
  * Target terms are READ terms; they count for conflicts like ECS_OTHER
@@ -679,13 +857,13 @@ typedef struct {
  * the world's workers. A system without terms, or whose terms are all
  * ECS_OTHER, runs once per frame with it->count == 0.
  *
- * From inside a non-EXCLUSIVE system, ecs_get of a component on an entity
- * outside the chunk being handed is safe only for components the system
- * declared with an ECS_OTHER term (or reads on pairs' far ends): a READ
- * term covers its own rows, and a writer whose entities WITH/WITHOUT
- * terms prove disjoint may run at the same time. Debug builds abort with
- * a message on an undeclared read: it could race with a system writing
- * it.
+ * Reads from a system: from inside a non-EXCLUSIVE system, ecs_get of a
+ * component on an entity outside the chunk being handed is safe only for
+ * components the system declared with an ECS_OTHER term (or reads on
+ * pairs' far ends): a READ term covers its own rows, and a writer whose
+ * entities WITH/WITHOUT terms prove disjoint may run at the same time.
+ * Debug builds abort with a message on an undeclared read: it could race
+ * with a system writing it.
  *
  * Order within a stage: `after`/`before` always add an edge; the stage
  * order is a stable topological sort of those edges, registration order
@@ -695,11 +873,13 @@ typedef struct {
  * proven disjoint by WITH/WITHOUT terms remove a conflict, unless either
  * system reads the component through an ECS_OTHER term.
  *
- * Returns its id, or 0 with one line on stderr naming the problem: bad
- * descriptor (no run callback, unknown stage, bad terms, unknown flags,
- * duplicate name), an after/before name that is unknown, not registered
- * yet, or in another stage, a constraint that closes a cycle, inside a
- * frame, out of memory. Nothing is registered then.
+ * @param world  the world
+ * @param desc   the system; read during the call only (names copied)
+ * @return its id; 0 with one line on stderr naming the problem: bad
+ *         descriptor (no run callback, unknown stage, bad terms, unknown
+ *         flags, duplicate name), an after/before name that is unknown, not
+ *         registered yet, or in another stage, a constraint that closes a
+ *         cycle, inside a frame, out of memory. Nothing is registered then.
  */
 ECS_API ecs_system_t ecs_system_register(ecs_world_t *world, const ecs_system_desc_t *desc);
 
@@ -715,23 +895,61 @@ ECS_API ecs_system_t ecs_system_register(ecs_world_t *world, const ecs_system_de
  * despawned earlier in the same flush are skipped (their value's dtor runs)
  * and counted in ecs_world_stats().commands_skipped.
  *
- * Each call returns ECS_OK; ECS_ESTALE for a null or stale handle (a
- * provisional handle from the same buffer counts as live); ECS_EINVAL (NULL
- * buffer, unknown component, tag for ecs_cmd_set, NULL value); ECS_ENOMEM
- * with nothing recorded.
+ * The recording calls below share their checks and results: ECS_OK;
+ * ECS_ESTALE for a null or stale handle (a provisional handle from the
+ * same buffer counts as live); ECS_EINVAL for a NULL buffer or a bad
+ * component (unknown, or a relation marker); ECS_ENOMEM with nothing
+ * recorded.
  */
 
 /**
- * Records a spawn and returns a provisional handle, usable in later
- * commands of the same buffer (and inside entity fields of values given to
- * them, which playback patches). The real id is assigned at playback. Any
- * other use of a provisional handle is invalid. ECS_NULL on failure.
+ * Records a spawn. The real id is assigned at playback.
+ * @param cmd  the job's buffer (it->commands)
+ * @return a provisional handle, usable in later commands of the same buffer
+ *         (and inside entity fields of values given to them, which playback
+ *         patches); any other use of it is invalid. ECS_NULL for a NULL
+ *         buffer, too many spawns in one buffer, or out of memory.
  */
 ECS_API ecs_entity_t ecs_cmd_spawn(ecs_commands_t *cmd);
+
+/**
+ * Records a despawn.
+ * @param cmd     the job's buffer
+ * @param entity  a live or provisional entity
+ * @return ECS_OK, ECS_ESTALE, ECS_EINVAL, ECS_ENOMEM (see above).
+ */
 ECS_API int ecs_cmd_despawn(ecs_commands_t *cmd, ecs_entity_t entity);
+
+/**
+ * Records an ecs_add.
+ * @param cmd        the job's buffer
+ * @param entity     a live or provisional entity
+ * @param component  a registered component, not a relation marker
+ * @return ECS_OK, ECS_ESTALE, ECS_EINVAL, ECS_ENOMEM (see above).
+ */
 ECS_API int ecs_cmd_add(ecs_commands_t *cmd, ecs_entity_t entity, ecs_component_t component);
+
+/**
+ * Records an ecs_remove.
+ * @param cmd        the job's buffer
+ * @param entity     a live or provisional entity
+ * @param component  a registered component, not a relation marker
+ * @return ECS_OK, ECS_ESTALE, ECS_EINVAL, ECS_ENOMEM (see above).
+ */
 ECS_API int ecs_cmd_remove(ecs_commands_t *cmd, ecs_entity_t entity, ecs_component_t component);
-/** Copies *value now (copy hook); playback moves it into storage. */
+
+/**
+ * Records an ecs_set: copies *value now (copy hook); playback moves it into
+ * storage.
+ * @param cmd        the job's buffer
+ * @param entity     a live or provisional entity
+ * @param component  a registered data component (not a tag, not a marker)
+ * @param value      the value; not kept. A provisional handle in one of its
+ *                   entity fields must come from this buffer
+ * @return ECS_OK; ECS_EINVAL also for a tag or a NULL value; ECS_ESTALE
+ *         also for another buffer's provisional handle in an entity field;
+ *         ECS_ENOMEM.
+ */
 ECS_API int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t entity, ecs_component_t component,
                         const void *value);
 
@@ -787,171 +1005,248 @@ typedef struct {
 } ecs_relation_desc_t;
 
 /**
- * Registers a relation type. Returns its id, or 0: NULL world or desc, a
- * NULL, empty or duplicate name (or a marker name taken by a component),
- * a bad size or alignment (as for components), an unknown cleanup policy,
- * during ecs_world_progress (inside any system, EXCLUSIVE ones included:
- * running walks and readers hold on to the relations), out of memory.
+ * Registers a relation type.
+ * @param world  the world
+ * @param desc   the relation; read during the call only (name copied)
+ * @return its id; 0 for a NULL world or desc, a NULL, empty or duplicate
+ *         name (or a marker name taken by a component), a bad size or
+ *         alignment (as for components), an unknown cleanup policy, a call
+ *         during ecs_world_progress (inside any system, EXCLUSIVE ones
+ *         included: running walks and readers hold on to the relations) or
+ *         from a type hook, out of memory.
  */
 ECS_API ecs_relation_t ecs_relation_register(ecs_world_t *world, const ecs_relation_desc_t *desc);
 
 /**
- * Makes the pair src -> tgt with a copy of *payload (NULL: zeroes), or
- * replaces the payload of an existing one. On an exclusive relation a
- * source's previous pair is replaced. Returns ECS_OK; ECS_ESTALE (src or
- * tgt null or stale); ECS_EINVAL (NULL world, unknown relation, src ==
- * tgt); ECS_EBUSY (inside a non-exclusive system); ECS_ENOMEM (nothing
- * changed).
+ * Makes the pair src -> tgt, or replaces the payload of an existing one.
+ * On an exclusive relation a source's previous pair is replaced.
+ * @param world    the world
+ * @param rel      a registered relation
+ * @param src      a live entity
+ * @param tgt      a live entity other than src
+ * @param payload  copied (the relation's size bytes); NULL: zeroes. May
+ *                 point into the store (a payload from ecs_pair_get)
+ * @return ECS_OK; ECS_ESTALE (src or tgt null, stale or provisional);
+ *         ECS_EINVAL (NULL world, unknown relation, src == tgt); ECS_EBUSY
+ *         (inside a non-exclusive system or a type hook); ECS_ENOMEM
+ *         (nothing changed).
  */
 ECS_API int ecs_pair_set(ecs_world_t *world, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt,
                          const void *payload);
-/** Removes the pair src -> tgt; no pair: ECS_OK. Errors as ecs_pair_set
- * (tgt may be stale: a pair to a dead target under ECS_IGNORE). */
+
+/**
+ * Removes the pair src -> tgt.
+ * @param world  the world
+ * @param rel    a registered relation
+ * @param src    a live entity
+ * @param tgt    the target; may be stale (a pair to a dead target kept
+ *               under ECS_IGNORE), not null or provisional
+ * @return ECS_OK, also when there is no such pair; errors as ecs_pair_set.
+ */
 ECS_API int ecs_pair_remove(ecs_world_t *world, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt);
-/** The payload of src -> tgt, or NULL (no such pair, no payload, bad arguments). */
+
+/**
+ * @param world  the world
+ * @param rel    a registered relation
+ * @param src    a live entity
+ * @param tgt    the target
+ * @return the payload of src -> tgt, owned by the world; NULL when there is
+ *         no such pair, the relation has no payload, or for bad arguments.
+ */
 ECS_API const void *ecs_pair_get(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt);
-/** src's first target (the oldest pair), or ECS_NULL. */
+
+/**
+ * @param world  the world
+ * @param rel    a registered relation
+ * @param src    a live entity
+ * @return src's first target (its oldest pair; the only one on an
+ *         exclusive relation); ECS_NULL when it has none or for bad
+ *         arguments.
+ */
 ECS_API ecs_entity_t ecs_pair_target(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t src);
+
 /**
  * src's targets and their payloads, as two parallel arrays in the order
- * the pairs were made (payloads NULL for a payload-less relation);
- * returns their count. Either out pointer may be NULL. ECS_ESTALE,
- * ECS_EINVAL for bad arguments.
+ * the pairs were made, owned by the world.
+ * @param world     the world
+ * @param rel       a registered relation
+ * @param src       a live entity
+ * @param targets   NULL, or set to the targets (NULL when there are none
+ *                  or on error)
+ * @param payloads  NULL, or set to the payloads, the relation's size bytes
+ *                  each (NULL for a payload-less relation, when there are
+ *                  none, or on error)
+ * @return the number of pairs (0: none); ECS_EINVAL (NULL world, unknown
+ *         relation); ECS_ESTALE (src not alive).
  */
 ECS_API int ecs_pair_targets(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t src,
                              const ecs_entity_t **targets, const void **payloads);
-/** tgt's sources (an array); returns their count. Errors as ecs_pair_targets. */
+
+/**
+ * tgt's sources, as an array owned by the world.
+ * @param world    the world
+ * @param rel      a registered relation
+ * @param tgt      a live entity
+ * @param sources  NULL, or set to the sources (NULL when there are none or
+ *                 on error)
+ * @return the number of pairs aimed at tgt; errors as ecs_pair_targets.
+ */
 ECS_API int ecs_pair_sources(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t tgt,
                              const ecs_entity_t **sources);
-/** The marker components (0 when switched off or for a bad relation). */
+
+/**
+ * @param world  the world, or NULL
+ * @param rel    a relation id
+ * @return the relation's source marker component; 0 when switched off, for
+ *         an unknown relation or a NULL world.
+ */
 ECS_API ecs_component_t ecs_relation_source_marker(const ecs_world_t *world, ecs_relation_t rel);
+
+/**
+ * @param world  the world, or NULL
+ * @param rel    a relation id
+ * @return the relation's target marker component; 0 as
+ *         ecs_relation_source_marker.
+ */
 ECS_API ecs_component_t ecs_relation_target_marker(const ecs_world_t *world, ecs_relation_t rel);
 
 /**
- * In a removed-pair reader (ecs_system_desc_t.removed_pairs): sets
- * *sources and *targets to two parallel arrays, the pairs removed since
- * the system's previous run, and returns their count (0 with NULL arrays
- * when there are none, or in any other iterator). Either end may be dead.
- * Valid during the callback; in an EXCLUSIVE reader until it writes pairs
- * or despawns (call again after: the same pairs, wherever the log now
- * is). ECS_EINVAL for NULL arguments.
+ * The pairs a removed-pair reader (ecs_system_desc_t.removed_pairs) is
+ * handed: those removed since the system's previous run. Either end may be
+ * dead.
+ * @param it       the reader's iterator
+ * @param sources  set to the sources (NULL when there are none or for
+ *                 another iterator)
+ * @param targets  set to the targets, parallel to sources; both arrays are
+ *                 the world's, valid during the callback; in an EXCLUSIVE
+ *                 reader until it writes pairs or despawns (call again
+ *                 after: the same pairs, wherever the log now is)
+ * @return their count (0 in any other iterator); ECS_EINVAL for NULL
+ *         arguments.
  */
 ECS_API int ecs_iter_removed_pairs(const ecs_iter_t *it, const ecs_entity_t **sources, const ecs_entity_t **targets);
 
 /*
- * Private: the part of a per-pair batch (it->priv_.pairs) that the
- * accessors below read, so that each compiles to a few loads in the
- * callback's loop. Filled by the library; the layout may change with any
- * release.
+ * Per-pair accessors. In an ECS_PAIRS_EACH callback (see "Pair dispatch"),
+ * pair i of the batch in it, for i in 0 .. it->count - 1. They are inline,
+ * so that a callback's loop pays a compare and a load per call, not a call
+ * into the library; their bodies are in <ecs/private.h>. What they return
+ * is valid during the callback and read-only. Payloads hold the bytes
+ * ecs_pair_get would give, though not always at the same address (the
+ * library may hand copies), so compare payloads by value, never by
+ * address. In an EXCLUSIVE system, payloads and far ends are looked up
+ * when asked and are as of the call: ask again after the callback writes
+ * pairs or changes the structure.
  */
-#define ECS__PAIR_BATCH 128 /* pairs per batch */
-#define ECS__PAIR_FAR ECS_MAX_TERMS /* far-end terms resolved while a batch fills */
-typedef struct {
-    uint32_t n;             /* pairs in the batch */
-    uint32_t nfar;          /* far-end terms in far (the rest: when asked) */
-    bool payloads;          /* payload holds them (role TARGET: when asked) */
-    /* What the per-pair accessors check, one compare each: n where
-     * payload / far[term] hold the batch's entries, else 0. */
-    uint32_t n_payload, n_far[ECS__PAIR_FAR];
-    /* The batch's arrays, n entries each: the library's own, or a stretch
-     * of the ones it kept from an earlier frame for the same chunk. */
-    const uint16_t *row;
-    const ecs_entity_t *src, *tgt;
-    const void *const *payload;
-    const void *const *far[ECS__PAIR_FAR];
-} ecs__pair_view_t;
 
-ECS_API const void *ecs__pair_field_lookup(const ecs_iter_t *it, int i);
-ECS_API const void *ecs__field_target_lookup(const ecs_iter_t *it, int term, int i);
-ECS_API const void *const *ecs__pair_fields_lookup(const ecs_iter_t *it);
-ECS_API const void *const *ecs__field_targets_lookup(const ecs_iter_t *it, int term);
+/**
+ * @param it  the callback's iterator
+ * @param i   the pair
+ * @return the matched row of pair i (index the system's fields with it);
+ *         -1 for i out of range or an iterator that is not per-pair.
+ */
+static inline int ecs_pair_row(const ecs_iter_t *it, int i);
 
-/* The batch view of a per-pair iterator (NULL: another kind), and the
- * same only when pair i is in it. */
-static inline const ecs__pair_view_t *ecs__pair_batch(const ecs_iter_t *it)
-{
-    return it ? (const ecs__pair_view_t *)it->priv_.pairs : NULL;
-}
+/**
+ * @param it  the callback's iterator
+ * @param i   the pair
+ * @return the source of pair i; ECS_NULL as ecs_pair_row's -1.
+ */
+static inline ecs_entity_t ecs_pair_source_of(const ecs_iter_t *it, int i);
 
-static inline const ecs__pair_view_t *ecs__pair_view(const ecs_iter_t *it, int i)
-{
-    const ecs__pair_view_t *v = ecs__pair_batch(it);
-    return v && (uint32_t)i < v->n ? v : NULL;
-}
+/**
+ * @param it  the callback's iterator
+ * @param i   the pair
+ * @return the target of pair i; ECS_NULL as ecs_pair_row's -1.
+ */
+static inline ecs_entity_t ecs_pair_target_of(const ecs_iter_t *it, int i);
 
-/* Per-pair dispatch (ECS_PAIRS_EACH): pair i of the batch in it. Out of
- * range, or another kind of iterator: -1 / ECS_NULL / NULL. */
-static inline int ecs_pair_row(const ecs_iter_t *it, int i)
-{
-    const ecs__pair_view_t *v = ecs__pair_view(it, i);
-    return v ? v->row[i] : -1;
-}
+/**
+ * @param it  the callback's iterator
+ * @param i   the pair
+ * @return the payload of pair i (read-only); NULL for a payload-less
+ *         relation, i out of range or an iterator that is not per-pair
+ *         (in an EXCLUSIVE system, also once the pair is gone).
+ */
+static inline const void *ecs_pair_field(const ecs_iter_t *it, int i);
 
-static inline ecs_entity_t ecs_pair_source_of(const ecs_iter_t *it, int i)
-{
-    const ecs__pair_view_t *v = ecs__pair_view(it, i);
-    return v ? v->src[i] : ECS_NULL;
-}
-
-static inline ecs_entity_t ecs_pair_target_of(const ecs_iter_t *it, int i)
-{
-    const ecs__pair_view_t *v = ecs__pair_view(it, i);
-    return v ? v->tgt[i] : ECS_NULL;
-}
-
-static inline const void *ecs_pair_field(const ecs_iter_t *it, int i)
-{
-    const ecs__pair_view_t *v = ecs__pair_batch(it);
-    if (v && (uint32_t)i < v->n_payload) return v->payload[i];
-    return ecs__pair_field_lookup(it, i);
-}
-
-static inline const void *ecs_field_target(const ecs_iter_t *it, int term, int i)
-{
-    const ecs__pair_view_t *v = ecs__pair_batch(it);
-    if (v && (uint32_t)term < ECS__PAIR_FAR && (uint32_t)i < v->n_far[term]) return v->far[term][i];
-    return ecs__field_target_lookup(it, term, i);
-}
+/**
+ * @param it    the callback's iterator
+ * @param term  an index into the system's pairs.target_terms
+ * @param i     the pair
+ * @return target_terms[term] read on the far end of pair i (the target;
+ *         the source for role ECS_ROLE_TARGET), read-only; NULL where the
+ *         far end lacks the component, for a term that is not a target
+ *         term, i out of range or an iterator that is not per-pair.
+ */
+static inline const void *ecs_field_target(const ecs_iter_t *it, int term, int i);
 
 /*
- * Per-pair dispatch, the whole batch at once: the arrays behind the
- * accessors above, it->count entries each, for loops that should cost
- * what a loop over plain arrays costs (one load per entry, no check):
+ * The whole batch at once: the arrays behind the accessors above,
+ * it->count entries each, for loops that should cost what a loop over
+ * plain arrays costs (one load per entry, no check):
  *   ecs_pair_rows(it)[i]            == ecs_pair_row(it, i)
  *   ecs_pair_fields(it)[i]          == ecs_pair_field(it, i)
  *   ecs_field_targets(it, term)[i]  == ecs_field_target(it, term, i)
- * NULL for another kind of iterator, and ecs_field_targets also for a
- * term that is not one of the system's target_terms. Valid during the
- * callback. In an EXCLUSIVE system the payload and far-end arrays are
- * found when asked and are as of the call: call again after the callback
- * writes pairs or changes the structure.
+ * Valid during the callback (in an EXCLUSIVE system, as of the call).
  */
-static inline const uint16_t *ecs_pair_rows(const ecs_iter_t *it)
-{
-    const ecs__pair_view_t *v = ecs__pair_batch(it);
-    return v ? v->row : NULL;
-}
 
-static inline const void *const *ecs_pair_fields(const ecs_iter_t *it)
-{
-    const ecs__pair_view_t *v = ecs__pair_batch(it);
-    if (v && v->payloads) return v->payload;
-    return ecs__pair_fields_lookup(it);
-}
+/**
+ * @param it  the callback's iterator
+ * @return the matched rows of the batch's pairs; NULL for an iterator that
+ *         is not per-pair.
+ */
+static inline const uint16_t *ecs_pair_rows(const ecs_iter_t *it);
 
-static inline const void *const *ecs_field_targets(const ecs_iter_t *it, int term)
-{
-    const ecs__pair_view_t *v = ecs__pair_batch(it);
-    if (v && (uint32_t)term < v->nfar) return v->far[term];
-    return ecs__field_targets_lookup(it, term);
-}
+/**
+ * @param it  the callback's iterator
+ * @return the payloads of the batch's pairs (entries NULL for a
+ *         payload-less relation); NULL for an iterator that is not per-pair.
+ */
+static inline const void *const *ecs_pair_fields(const ecs_iter_t *it);
 
-/** Deferred pair writes, applied at the barrier like any command. The
- * payload is copied when recorded. Returns as the other ecs_cmd_* calls;
- * ECS_EINVAL also for an unknown relation or src == tgt. */
+/**
+ * @param it    the callback's iterator
+ * @param term  an index into the system's pairs.target_terms
+ * @return target_terms[term] on the far ends of the batch's pairs (entries
+ *         NULL where a far end lacks the component); NULL for a term that
+ *         is not one of the system's target terms or an iterator that is
+ *         not per-pair.
+ */
+static inline const void *const *ecs_field_targets(const ecs_iter_t *it, int term);
+
+/**
+ * Records an ecs_pair_set, applied at the barrier like any command.
+ * @param cmd      the job's buffer (it->commands)
+ * @param rel      a registered relation
+ * @param src      a live or provisional entity
+ * @param tgt      a live or provisional entity other than src
+ * @param payload  copied now; NULL: zeroes
+ * @return as the other ecs_cmd_* calls (see "Deferred commands"); ECS_EINVAL
+ *         also for an unknown relation or src == tgt.
+ */
 ECS_API int ecs_cmd_pair_set(ecs_commands_t *cmd, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt,
                              const void *payload);
+
+/**
+ * Records an ecs_pair_remove, applied at the barrier like any command.
+ * @param cmd  the job's buffer
+ * @param rel  a registered relation
+ * @param src  a live or provisional entity
+ * @param tgt  the target; may be stale (a pair kept under ECS_IGNORE), not
+ *             null; a provisional one must be this buffer's
+ * @return as ecs_cmd_pair_set.
+ */
 ECS_API int ecs_cmd_pair_remove(ecs_commands_t *cmd, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt);
+
+/*
+ * The second part of <ecs/private.h>: the bodies of the per-pair accessors
+ * declared above, and the library entry points behind them and ECS_FIELD.
+ * It needs struct ecs_iter and the declarations above, hence its place at
+ * the very end.
+ */
+#define ECS__API_DECLARED
+#include "ecs/private.h"
 
 #ifdef __cplusplus
 }
