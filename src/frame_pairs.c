@@ -218,17 +218,19 @@ ECS__INLINE void walk_plain(ecs__walk_t *wk, ecs_iter_t *it, const ecs_entity_t 
     for (uint32_t i = 0; i < count; i++) {
         uint16_t row = all ? (uint16_t)i : sel[i];
         ecs_entity_t e = entities[row];
-        uint32_t h = hints[row] - 1;
+        uint32_t hint = hints[row];
         const ecs_entity_t *ends;
         const unsigned char *pl = NULL;
         uint32_t c;
         if (target) {
-            const ecs__source_slice_t *ss = ECS__LIKELY(h < slots && rev[h].owner == e) ? &rev[h] : sources_again(st, e);
+            const ecs__source_slice_t *ss =
+                ECS__LIKELY(ECS__SLOT_OWNED(rev, slots, hint, e)) ? &rev[hint - 1] : sources_again(st, e);
             if (!ss) continue;
             ends = ss->sources;
             c = ss->count;
         } else {
-            const ecs__target_slice_t *ts = ECS__LIKELY(h < slots && fwd[h].owner == e) ? &fwd[h] : targets_again(st, e);
+            const ecs__target_slice_t *ts =
+                ECS__LIKELY(ECS__SLOT_OWNED(fwd, slots, hint, e)) ? &fwd[hint - 1] : targets_again(st, e);
             if (!ts) continue;
             ends = ts->targets;
             pl = ts->payloads;

@@ -198,15 +198,23 @@ static inline uint32_t ecs__store_sources_slot(const ecs__store_t *st, ecs_entit
     return v ? (uint32_t)*v : 0;
 }
 
+/* Whether `hint` (a slot + 1, as a marker column holds it) names a slot
+ * of `slices` (count of them) that e owns. A hint is only a guess: slots
+ * are reused, so a stale one may name another entity's slice or a free
+ * one (owner 0); every reader of a hint checks it this way before it
+ * trusts the slot. A macro, so that the pair walks can pass the arrays
+ * they keep in registers. */
+#define ECS__SLOT_OWNED(slices, count, hint, e) ((uint32_t)(hint) - 1 < (count) && (slices)[(hint) - 1].owner == (e))
+
 static inline ecs__target_slice_t *ecs__store_targets_hinted(const ecs__store_t *st, ecs_entity_t src, uint32_t hint)
 {
-    if (hint - 1 < st->fwd_count && st->fwd[hint - 1].owner == src) return &st->fwd[hint - 1];
+    if (ECS__SLOT_OWNED(st->fwd, st->fwd_count, hint, src)) return &st->fwd[hint - 1];
     return ecs__store_targets(st, src);
 }
 
 static inline ecs__source_slice_t *ecs__store_sources_hinted(const ecs__store_t *st, ecs_entity_t tgt, uint32_t hint)
 {
-    if (hint - 1 < st->rev_count && st->rev[hint - 1].owner == tgt) return &st->rev[hint - 1];
+    if (ECS__SLOT_OWNED(st->rev, st->rev_count, hint, tgt)) return &st->rev[hint - 1];
     return ecs__store_sources(st, tgt);
 }
 

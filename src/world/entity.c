@@ -44,6 +44,28 @@ static inline void value_copy1(const ecs__column_t *col, void *dst, const void *
         ecs__copy_bytes(dst, src, col->size);
 }
 
+/* Constructs a new value: from *value (moved or copied, as `move` says),
+ * or by default when value is NULL. The rule of every path that fills a
+ * new row: a move, ecs_set of an absent component, spawns. */
+static inline void value_construct1(const ecs__column_t *col, void *dst, void *value, bool move)
+{
+    if (!value) value_init1(col, dst);
+    else if (move) value_move1(col, dst, value);
+    else value_copy1(col, dst, value);
+}
+
+/* A new entity in a new row of ch (which has room, as has the entity
+ * index); its values are the caller's to construct. */
+static inline ecs_entity_t entity_new_row(ecs_world_t *w, ecs__chunk_t *ch, uint32_t *row)
+{
+    ecs__record_t *rec;
+    ecs_entity_t e = ecs__entity_index_new(&w->entity_index, &rec);
+    *row = ecs__chunk_push(w, ch, e);
+    rec->chunk = ch;
+    rec->row = *row;
+    return e;
+}
+
 static inline const ecs__init_t *init_find(const ecs__init_t *inits, uint32_t n, ecs_component_t c)
 {
     for (uint32_t k = 0; k < n; k++) {
@@ -99,9 +121,7 @@ void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
         if (j < 0) continue;
         const ecs__column_t *dcol = &dcols[j];
         void *dst = (unsigned char *)dst_chunk->cols[j] + (size_t)drow * dcol->size;
-        if (!inits[k].value) value_init1(dcol, dst);
-        else if (move) value_move1(dcol, dst, inits[k].value);
-        else value_copy1(dcol, dst, inits[k].value);
+        value_construct1(dcol, dst, inits[k].value, move);
     }
 
     /* Both column lists are sorted by component id: one merge walk. */
@@ -139,19 +159,12 @@ void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
 ecs_entity_t ecs__entity_create_in(ecs_world_t *w, ecs__chunk_t *ch, const ecs__init_t *inits, uint32_t init_count,
                                    bool move)
 {
-    ecs__record_t *rec;
-    ecs_entity_t e = ecs__entity_index_new(&w->entity_index, &rec);
-    uint32_t row = ecs__chunk_push(w, ch, e);
-    rec->chunk = ch;
-    rec->row = row;
+    uint32_t row;
+    ecs_entity_t e = entity_new_row(w, ch, &row);
     const ecs__archetype_t *a = ch->archetype;
     for (uint32_t j = 0; j < a->column_count; j++) {
-        const ecs__column_t *col = &a->columns[j];
-        void *dst = (unsigned char *)ch->cols[j] + (size_t)row * col->size;
-        const ecs__init_t *init = init_count ? init_find(inits, init_count, col->id) : NULL;
-        if (!init || !init->value) value_init1(col, dst);
-        else if (move) value_move1(col, dst, init->value);
-        else value_copy1(col, dst, init->value);
+        const ecs__init_t *init = init_count ? init_find(inits, init_count, a->columns[j].id) : NULL;
+        value_construct1(&a->columns[j], column_row(ch, j, row), init ? init->value : NULL, move);
     }
     ecs__chunk_mark_added(w, ch, row, 1);
     return e;
@@ -329,14 +342,15 @@ ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *id
     const int32_t *origin;
     type_scratch_t s;
     s.types = NULL;
-    if (count > 0 && count <= 8 && ids && (uint32_t)count == w->spawn_cache.count &&
+    bool cacheable = count > 0 && count <= ECS__SPAWN_CACHE_IDS;
+    if (cacheable && ids && (uint32_t)count == w->spawn_cache.count &&
         !memcmp(ids, w->spawn_cache.ids, (size_t)count * sizeof(ecs_component_t))) {
         a = w->spawn_cache.archetype;
         origin = w->spawn_cache.origin;
     } else {
         if (archetype_from_ids(w, count, ids, &s, &a) != ECS_OK) return ECS_NULL;
         origin = s.origin;
-        if (count > 0 && count <= 8) {
+        if (cacheable) {
             w->spawn_cache.count = (uint32_t)count;
             memcpy(w->spawn_cache.ids, ids, (size_t)count * sizeof(ecs_component_t));
             memcpy(w->spawn_cache.origin, s.origin, (size_t)count * sizeof(int32_t));
@@ -346,19 +360,13 @@ ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *id
     ecs__chunk_t *ch = NULL;
     if (ecs__entity_index_reserve(&w->entity_index, &w->allocator, 1)) ch = ecs__archetype_chunk_with_room(w, a);
     if (ch) {
-        ecs__record_t *rec;
-        ecs_entity_t e = ecs__entity_index_new(&w->entity_index, &rec);
-        uint32_t row = ecs__chunk_push(w, ch, e);
-        rec->chunk = ch;
-        rec->row = row;
+        uint32_t row;
+        ecs_entity_t e = entity_new_row(w, ch, &row);
         for (uint32_t t = 0; t < a->type_count; t++) {
             int32_t col = a->type_columns[t];
             if (col < 0) continue;
-            const ecs__column_t *c_ = &a->columns[col];
-            void *dst = (unsigned char *)ch->cols[col] + (size_t)row * c_->size;
-            const void *v = values ? values[origin[t]] : NULL;
-            if (v) value_copy1(c_, dst, v);
-            else value_init1(c_, dst);
+            void *v = values ? (void *)values[origin[t]] : NULL; /* copied, never written */
+            value_construct1(&a->columns[col], column_row(ch, (uint32_t)col, row), v, false);
         }
         ecs__chunk_mark_added(w, ch, row, 1);
         if (s.types) scratch_fini(w, &s);

@@ -239,8 +239,8 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
             int32_t col = ecs__archetype_column(a, m);
             uint32_t slot = col < 0 ? 0 : ((const uint32_t *)rec->chunk->cols[col])[rec->row];
             const ecs__store_t *st = &r->store;
-            bool owned = side ? slot - 1 < st->rev_count && st->rev[slot - 1].owner == e
-                              : slot - 1 < st->fwd_count && st->fwd[slot - 1].owner == e;
+            bool owned = side ? ECS__SLOT_OWNED(st->rev, st->rev_count, slot, e)
+                              : ECS__SLOT_OWNED(st->fwd, st->fwd_count, slot, e);
             if (!owned) slot = side ? ecs__store_sources_slot(st, e) : ecs__store_targets_slot(st, e);
             bool want = slot && (side ? st->rev[slot - 1].count : st->fwd[slot - 1].count) > 0;
             if (want == (col >= 0)) continue;
@@ -301,11 +301,14 @@ static void on_drop_target(void *ctx, ecs_entity_t src, ecs_entity_t tgt, bool s
     log_pair(((drop_ctx_t *)ctx)->r, src, tgt);
 }
 
+/* Moves a plan holds on the stack: a pair write moves at most its two
+ * ends; a despawn, its neighbours. */
+#define PLAN_STACK_MOVES 8
 typedef struct {
-    move_t stack[8];
+    move_t stack[PLAN_STACK_MOVES];
     move_t *moves;
     uint32_t count, cap;
-    /* A plan past its 8 moves on the stack (a despawn with many
+    /* A plan past its moves on the stack (a despawn with many
      * neighbours) is indexed: the entities planned, and each
      * destination's move count, so that the checks per move are probes,
      * not scans of the plan (which made such a despawn quadratic). */
@@ -319,7 +322,7 @@ static void plan_init(const ecs_world_t *w, plan_t *p)
     p->mark = ecs__archetypes_mark(w);
     p->moves = p->stack;
     p->count = 0;
-    p->cap = 8;
+    p->cap = PLAN_STACK_MOVES;
     p->indexed = false; /* the maps are set up when it leaves the stack */
 }
 
@@ -541,11 +544,11 @@ static bool pending_unchanged(const ecs_world_t *w, const ecs__pending_t *pe)
     uint32_t h = pe->slot - 1, count;
     ecs_component_t m;
     if (pe->what & 1) {
-        if (h >= st->rev_count || st->rev[h].owner != pe->e) return false;
+        if (!ECS__SLOT_OWNED(st->rev, st->rev_count, pe->slot, pe->e)) return false;
         count = st->rev[h].count;
         m = r->target_marker;
     } else {
-        if (h >= st->fwd_count || st->fwd[h].owner != pe->e) return false;
+        if (!ECS__SLOT_OWNED(st->fwd, st->fwd_count, pe->slot, pe->e)) return false;
         count = st->fwd[h].count;
         m = r->source_marker;
     }

@@ -778,6 +778,9 @@ typedef struct {
     uint32_t what, slot;
 } ecs__pending_t;
 
+/* How many ids ecs_spawn_with's one-entry type cache remembers. */
+#define ECS__SPAWN_CACHE_IDS 8
+
 struct ecs_world {
     ecs_allocator_t allocator;
     ecs__entity_index_t entity_index;
@@ -803,12 +806,13 @@ struct ecs_world {
     ecs__scheduler_t *scheduler; /* stages and systems (src/) */
     ecs__job_pool_t *pool;       /* worker 0 is the thread that calls ecs_world_progress */
 
-    /* The last ecs_spawn_with type set, so spawning many entities of one
-     * kind skips sorting and the archetype lookup. */
+    /* The last ecs_spawn_with type set (of up to ECS__SPAWN_CACHE_IDS
+     * ids), so spawning many entities of one kind skips sorting and the
+     * archetype lookup. */
     struct {
         uint32_t count;
-        ecs_component_t ids[8];   /* as the caller listed them */
-        int32_t origin[8];        /* per archetype type: index into ids */
+        ecs_component_t ids[ECS__SPAWN_CACHE_IDS]; /* as the caller listed them */
+        int32_t origin[ECS__SPAWN_CACHE_IDS];      /* per archetype type: index into ids */
         ecs__archetype_t *archetype;
     } spawn_cache;
 
