@@ -40,15 +40,14 @@
 #endif
 
 /* A segment estimated to take less than this runs on the calling thread:
- * waking a sleeping worker costs 7-8 us on the target VM (the FUTEX_WAKE
- * alone 6-7 us, docs/benchmarks.md), so parallelism cannot pay below
- * about twice that. */
+ * parallelism cannot pay below about twice the cost of waking a sleeping
+ * worker (docs/benchmarks.md, "Figures behind the constants"). */
 #define INLINE_WORK_NS 20000u
 /* Split targets: enough jobs to balance, not so many that dispatch costs
  * show (a few hundred ns a job): one job per TARGET_JOB_NS of last
  * frame's measured time (before any measurement, one per MIN_JOB_ROWS
  * rows), at most JOBS_PER_WORKER per worker and one per chunk. Expensive
- * rows (heavy_compute: 6 us each) thus get many jobs and balance well;
+ * rows thus get many jobs and balance well;
  * cheap ones are not split finer than is worth it. */
 #define MIN_JOB_ROWS 2048u
 #define TARGET_JOB_NS 10000u
@@ -102,10 +101,10 @@ static void declare_reads(const ecs__system_t *sys, ecs__read_set_t *set)
 }
 #endif
 
-/* Per-system timing on the calling thread is sampled: a cycle-counter
- * read costs about 12 ns on the target VM, and two per system would be a
- * third of a frame of 64 tiny systems. Jobs on the parallel path are long
- * enough to be timed always. */
+/* Per-system timing on the calling thread is sampled: two cycle-counter
+ * reads per system are a visible share of a frame of many tiny systems
+ * (docs/benchmarks.md, "Figures behind the constants"). Jobs on the
+ * parallel path are long enough to be timed always. */
 #define TIMING_SAMPLE_EVERY 16u
 
 static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *node, ecs_commands_t *cmd, float dt,

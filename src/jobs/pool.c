@@ -9,8 +9,8 @@
  * sleeps until a submitter wakes it. A submit of n jobs wakes at most n
  * sleepers, not all of them: with more workers than cores, waking every
  * sleeper for every submit filled the run queues with workers that found
- * nothing (16 workers on 2 cores: the demo's p95 frame 2.2 ms against
- * 0.4 ms with 2). ck_ec, which this used before, wakes every waiter or
+ * nothing and stretched frames several times over with more workers than
+ * cores (docs/benchmarks.md, "Figures behind the constants"). ck_ec, which this used before, wakes every waiter or
  * none: its waiter flag is cleared by a wake, so waking some would leave
  * the rest asleep through later submits.
  *

@@ -15,9 +15,9 @@
  * headers, then every chunk's entity ids, then every chunk's first
  * column, and so on. Consecutive chunks therefore continue each other's
  * columns in memory, and the hardware prefetcher streams across chunk
- * boundaries: with one allocation per 16 KiB chunk, iterating p += v * dt
- * over 1M entities ran 1.5x slower than the raw loop; with slabs of 8 or
- * more it runs at the raw loop's speed (docs/benchmarks.md). A released
+ * boundaries: with one allocation per chunk, iteration ran well behind the
+ * raw loop over plain arrays; with slabs of 8 or more it keeps up with it
+ * (docs/benchmarks.md, "Figures behind the constants"). A released
  * chunk frees its slot; a slab is freed with its last chunk.
  *
  * Archetypes are found by type set through an open-addressing table, and
