@@ -4,7 +4,8 @@
  * from the relation store's slices, and its far-end terms resolved ahead;
  * the walks kept across frames while nothing they depend on changes; the
  * walk of a pair-filtered system over the relation's dirty sources; and
- * the accessors of ecs.h that answer what a batch does not hold.
+ * the functions behind ecs.h's accessors that answer what a batch does
+ * not hold (the inline bodies are in include/ecs/private.h).
  *
  * The one idea: a callback gets pairs as arrays, a batch at a time, like
  * rows of a chunk, so that its loop is the loop of any system. Filling a
@@ -450,7 +451,8 @@ void ecs__walk_dirty_pairs(ecs__walk_t *wk)
     it->priv_.pairs = NULL;
 }
 
-/* The accessors of ecs.h read the batch's view; these answer what it
+/* The inline accessors (include/ecs/private.h) read the batch's view;
+ * these answer what it
  * does not hold. The batch of a per-pair iterator: the array accessors
  * write the arrays the view does not hold ready into it (the view is the
  * library's, const only to the callback). */
@@ -480,9 +482,10 @@ const void *ecs__field_target_lookup(const ecs_iter_t *it, int term, int i)
 {
     const ecs__pair_batch_t *b = batch_of(it, i);
     if (!b || term < 0 || (uint32_t)term >= b->sys->nfar_terms) return NULL;
-    /* ecs.h's accessor answered terms below nfar. The far end: the target, or the source for role TARGET. Stores and
-     * storage do not change while systems run, so this read is safe for
-     * the components the system declared. */
+    /* The inline accessor answered terms below nfar. The far end: the
+     * target, or the source for role TARGET. Stores and storage do not
+     * change while systems run, so this read is safe for the components
+     * the system declared. */
     return far_field(b->world, b->target_role ? b->v.src[i] : b->v.tgt[i], b->sys->far_terms[term]);
 }
 
