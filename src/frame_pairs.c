@@ -452,10 +452,9 @@ void ecs__walk_dirty_pairs(ecs__walk_t *wk)
 }
 
 /* The inline accessors (include/ecs/private.h) read the batch's view;
- * these answer what it
- * does not hold. The batch of a per-pair iterator: the array accessors
- * write the arrays the view does not hold ready into it (the view is the
- * library's, const only to the callback). */
+ * these answer what it does not hold. The batch of a per-pair iterator:
+ * the array accessors write the arrays the view does not hold ready into
+ * it (the view is the library's, const only to the callback). */
 static ecs__pair_batch_t *batch_any(const ecs_iter_t *it)
 {
     return it ? (ecs__pair_batch_t *)it->priv_.pairs : NULL;
