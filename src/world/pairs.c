@@ -21,52 +21,64 @@
 /* Registration                                                            */
 /* ---------------------------------------------------------------------- */
 
-static ecs_component_t marker_register(ecs_world_t *w, const char *fmt, const char *name)
+/* A relation's marker, a component named after it; on refusal (its name
+ * taken by a component, out of memory) the reason says which marker. */
+static ecs_component_t marker_register(ecs_world_t *w, const char *fmt, const char *name, ecs__refusal_t *why)
 {
     size_t n = strlen(name) + 8;
     char *buf = ecs__alloc(&w->allocator, n, 1);
-    if (!buf) return 0;
+    if (!buf) {
+        ecs__refusal_set(why, "out of memory");
+        return 0;
+    }
     snprintf(buf, n, fmt, name);
     /* The marker's value is the entity's slot hint (relation.h). */
-    ecs_component_t c = ecs_component_register(w, &(ecs_component_desc_t){.name = buf, .size = sizeof(uint32_t)});
-    ecs__free(&w->allocator, buf);
+    ecs__refusal_t inner;
+    ecs_component_t c = ecs__component_register(w, &(ecs_component_desc_t){.name = buf, .size = sizeof(uint32_t)}, &inner);
     if (c) ecs__component_get(w, c)->pair_marker = true;
+    else ecs__refusal_set(why, "marker %s: %s", buf, inner.reason);
+    ecs__free(&w->allocator, buf);
     return c;
 }
 
-ecs_relation_t ecs_relation_register(ecs_world_t *w, const ecs_relation_desc_t *desc)
+/* Every rule a registration must pass before anything is allocated: the
+ * world's state, the descriptor (name, cleanup policy, payload layout),
+ * the name's uniqueness. Resolves the payload's alignment. */
+static bool relation_check(const ecs_world_t *w, const ecs_relation_desc_t *desc, size_t *align, ecs__refusal_t *why)
 {
-    if (!w || !desc || !desc->name || !desc->name[0]) return 0;
+    if (!w || !desc) return ecs__refusal_set(why, "NULL world or descriptor");
     /* Not while a frame runs systems, EXCLUSIVE ones included: walks and
      * readers hold pointers into the relation array, which may move (nor
      * from a type hook, as any change). */
-    if (!ecs__world_idle(w)) return 0;
-    if ((unsigned)desc->on_target_despawn > ECS_IGNORE) return 0;
+    if (!ecs__world_idle(w)) return ecs__refusal_set(why, ECS__REFUSAL_NOT_IDLE);
+    if (!desc->name) return ecs__refusal_set(why, "no name (a relation needs one)");
+    if (!desc->name[0]) return ecs__refusal_set(why, "empty name");
+    if ((unsigned)desc->on_target_despawn > ECS_IGNORE)
+        return ecs__refusal_set(why, "unknown on_target_despawn policy %u", (unsigned)desc->on_target_despawn);
+    *align = desc->align;
+    if (!ecs__layout_resolve(desc->size, align, why)) return false;
     for (uint32_t i = 0; i < w->relation_count; i++) {
-        if (!strcmp(w->relations[i].name, desc->name)) return 0;
+        if (!strcmp(w->relations[i].name, desc->name)) return ecs__refusal_set(why, "a relation with this name exists");
     }
-    size_t size = desc->size, align = desc->align;
-    if (size > UINT32_MAX / 2) return 0;
-    if (size == 0) {
-        if (align > 1) return 0;
-        align = 1;
-    } else {
-        if (align == 0) {
-            align = size & (~size + 1); /* the largest power of two dividing size */
-            if (align > 16) align = 16;
-        }
-        if (!ecs__is_pow2(align) || align > 64 || size % align) return 0;
-    }
-    if (w->relation_count == UINT32_MAX - 1) return 0;
-    /* Everything that can fail first; markers last, undone in reverse. */
-    if (!ecs__array_reserve(&w->allocator, (void **)&w->relations, &w->relation_cap, w->relation_count + 1,
-                            sizeof(ecs__relation_t), _Alignof(ecs__relation_t)))
+    if (w->relation_count == UINT32_MAX - 1) return ecs__refusal_set(why, "too many relations");
+    return true;
+}
+
+/* Everything that can fail first, markers last, undone in reverse; then
+ * the relation is published, which cannot fail. */
+static ecs_relation_t relation_commit(ecs_world_t *w, const ecs_relation_desc_t *desc, size_t align,
+                                      ecs__refusal_t *why)
+{
+    bool reserved = ecs__array_reserve(&w->allocator, (void **)&w->relations, &w->relation_cap,
+                                       w->relation_count + 1, sizeof(ecs__relation_t), _Alignof(ecs__relation_t));
+    char *name = reserved ? ecs__strdup(&w->allocator, desc->name) : NULL;
+    if (!name) {
+        ecs__refusal_set(why, "out of memory");
         return 0;
-    char *name = ecs__strdup(&w->allocator, desc->name);
-    if (!name) return 0;
+    }
     ecs_component_t sm = 0, tm = 0;
-    if (!desc->no_source_marker && !(sm = marker_register(w, "(%s, *)", name))) goto fail;
-    if (!desc->no_target_marker && !(tm = marker_register(w, "(*, %s)", name))) goto fail;
+    if (!desc->no_source_marker && !(sm = marker_register(w, "(%s, *)", name, why))) goto fail;
+    if (!desc->no_target_marker && !(tm = marker_register(w, "(*, %s)", name, why))) goto fail;
     ecs__relation_t *r = &w->relations[w->relation_count++];
     memset(r, 0, sizeof(*r));
     r->name = name;
@@ -74,13 +86,22 @@ ecs_relation_t ecs_relation_register(ecs_world_t *w, const ecs_relation_desc_t *
     r->source_marker = sm;
     r->target_marker = tm;
     r->removed = ecs__log_make(2);
-    ecs__store_init(&r->store, (uint32_t)size, (uint32_t)align, desc->exclusive);
+    ecs__store_init(&r->store, (uint32_t)desc->size, (uint32_t)align, desc->exclusive);
     return w->relation_count;
 
 fail:
     if (sm) ecs__component_unregister_last(w, sm);
     ecs__free(&w->allocator, name);
     return 0;
+}
+
+ecs_relation_t ecs_relation_register(ecs_world_t *w, const ecs_relation_desc_t *desc)
+{
+    ecs__refusal_t why;
+    size_t align = 0;
+    ecs_relation_t id = relation_check(w, desc, &align, &why) ? relation_commit(w, desc, align, &why) : 0;
+    if (!id) ecs__refusal_report("ecs_relation_register", desc ? desc->name : NULL, &why);
+    return id;
 }
 
 void ecs__relations_fini(ecs_world_t *w)
@@ -734,16 +755,11 @@ static bool doom(ecs_world_t *w, ecs_entity_t e)
     return true;
 }
 
-int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
+/* Pair-log room for a despawn: every pair a doomed entity takes part in
+ * may go (a pair between two doomed ones is counted twice: room to
+ * spare). */
+static bool doomed_log_reserve(ecs_world_t *w)
 {
-    bool flush = flushing(w);
-    int result = ECS_ENOMEM;
-    plan_t p;
-    plan_init(w, &p);
-    if (!doom(w, e)) goto out;
-
-    /* Pair-log room: every pair a doomed entity takes part in may go (a
-     * pair between two doomed ones is counted twice: room to spare). */
     for (uint32_t k = 0; k < w->relation_count; k++) {
         ecs__relation_t *r = &w->relations[k];
         if (!r->removal_readers) continue;
@@ -753,9 +769,16 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
             const ecs__source_slice_t *ss = ecs__store_sources(&r->store, w->doomed[i]);
             n += (ts ? ts->count : 0) + (ss && r->cleanup != ECS_IGNORE ? ss->count : 0);
         }
-        if (!log_reserve(w, r, n)) goto out;
+        if (!log_reserve(w, r, n)) return false;
     }
-    uint32_t survivors = 0;
+    return true;
+}
+
+/* The survivors whose markers a despawn may change: the targets of the
+ * doomed's pairs, and their sources where the pairs are released. Counted
+ * into *survivors and, outside a flush, planned into p. */
+static bool doomed_plan_survivors(ecs_world_t *w, plan_t *p, bool flush, uint32_t *survivors)
+{
     for (uint32_t i = 0; i < w->doomed_count; i++) {
         ecs_entity_t x = w->doomed[i];
         for (uint32_t k = 0; k < w->relation_count; k++) {
@@ -764,19 +787,56 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
             for (uint32_t j = 0; ts && j < ts->count; j++) {
                 ecs_entity_t t = ts->targets[j];
                 if (ecs__map_get(&w->doomed_set, t) || !r->target_marker) continue;
-                survivors++;
-                if (!flush && !plan_entity(w, &p, t, &w->doomed_set)) goto out;
+                (*survivors)++;
+                if (!flush && !plan_entity(w, p, t, &w->doomed_set)) return false;
             }
             const ecs__source_slice_t *ss = ecs__store_sources(&r->store, x);
             if (r->cleanup != ECS_RELEASE_TARGET) continue;
             for (uint32_t j = 0; ss && j < ss->count; j++) {
                 ecs_entity_t s = ss->sources[j];
                 if (ecs__map_get(&w->doomed_set, s) || !r->source_marker) continue;
-                survivors++;
-                if (!flush && !plan_entity(w, &p, s, &w->doomed_set)) goto out;
+                (*survivors)++;
+                if (!flush && !plan_entity(w, p, s, &w->doomed_set)) return false;
             }
         }
     }
+    return true;
+}
+
+/* Commit: doomed x's pairs of relation r go (logged). In a flush, the
+ * survivors left with no pair of r get a pending marker sync. */
+static void doomed_drop_pairs(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t x, bool flush)
+{
+    const ecs__target_slice_t *ts = ecs__store_targets(&r->store, x);
+    for (uint32_t j = 0; flush && ts && j < ts->count; j++) {
+        ecs_entity_t t = ts->targets[j];
+        /* Only a target left with no pair changes markers. */
+        const ecs__source_slice_t *tss = ecs__store_sources(&r->store, t);
+        if (r->target_marker && tss && tss->count == 1 && !ecs__map_get(&w->doomed_set, t))
+            mark_pending(w, t, r, 1, (uint32_t)(tss - r->store.rev) + 1);
+    }
+    drop_ctx_t dc = {w, r};
+    ecs__store_drop_source(&r->store, &w->allocator, x, on_drop_source, &dc);
+    const ecs__source_slice_t *ss = ecs__store_sources(&r->store, x);
+    if (!ss) return;
+    if (r->cleanup == ECS_IGNORE && ss->count) return; /* the pairs stay, with the stale handle */
+    for (uint32_t j = 0; flush && r->cleanup == ECS_RELEASE_TARGET && j < ss->count; j++) {
+        ecs_entity_t s = ss->sources[j];
+        const ecs__target_slice_t *sts = ecs__store_targets(&r->store, s);
+        if (r->source_marker && sts && sts->count == 1 && !ecs__map_get(&w->doomed_set, s))
+            mark_pending(w, s, r, 0, (uint32_t)(sts - r->store.fwd) + 1);
+    }
+    ecs__store_drop_target(&r->store, &w->allocator, x, on_drop_target, &dc);
+}
+
+int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
+{
+    bool flush = flushing(w);
+    int result = ECS_ENOMEM;
+    plan_t p;
+    plan_init(w, &p);
+    uint32_t survivors = 0;
+    if (!doom(w, e) || !doomed_log_reserve(w) || !doomed_plan_survivors(w, &p, flush, &survivors)) goto out;
     /* Removal-log room for every doomed entity and every planned move at
      * once: each may log in the same watched log. */
     uint32_t logged = w->doomed_count + p.count; /* no plan when flushing */
@@ -794,35 +854,8 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
     w->defer_chunk_release = true;
     for (uint32_t i = 0; i < w->doomed_count; i++) {
         ecs_entity_t x = w->doomed[i];
-        for (uint32_t k = 0; k < w->relation_count; k++) {
-            ecs__relation_t *r = &w->relations[k];
-            const ecs__target_slice_t *ts = ecs__store_targets(&r->store, x);
-            if (flush && ts) {
-                for (uint32_t j = 0; j < ts->count; j++) {
-                    ecs_entity_t t = ts->targets[j];
-                    /* Only a target left with no pair changes markers. */
-                    const ecs__source_slice_t *tss = ecs__store_sources(&r->store, t);
-                    if (r->target_marker && tss && tss->count == 1 && !ecs__map_get(&w->doomed_set, t))
-                        mark_pending(w, t, r, 1, (uint32_t)(tss - r->store.rev) + 1);
-                }
-            }
-            drop_ctx_t dc = {w, r};
-            ecs__store_drop_source(&r->store, &w->allocator, x, on_drop_source, &dc);
-            const ecs__source_slice_t *ss = ecs__store_sources(&r->store, x);
-            if (!ss) continue;
-            if (r->cleanup == ECS_IGNORE && ss->count) continue; /* the pairs stay, with the stale handle */
-            if (flush && r->cleanup == ECS_RELEASE_TARGET) {
-                for (uint32_t j = 0; j < ss->count; j++) {
-                    ecs_entity_t s = ss->sources[j];
-                    const ecs__target_slice_t *sts = ecs__store_targets(&r->store, s);
-                    if (r->source_marker && sts && sts->count == 1 && !ecs__map_get(&w->doomed_set, s))
-                        mark_pending(w, s, r, 0, (uint32_t)(sts - r->store.fwd) + 1);
-                }
-            }
-            ecs__store_drop_target(&r->store, &w->allocator, x, on_drop_target, &dc);
-        }
-        ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, x);
-        ecs__entity_destroy(w, x, rec);
+        for (uint32_t k = 0; k < w->relation_count; k++) doomed_drop_pairs(w, &w->relations[k], x, flush);
+        ecs__entity_destroy(w, x, ecs__record_from_entity(&w->entity_index, x));
     }
     if (!flush) plan_apply(w, &p);
     w->defer_chunk_release = deferred;
