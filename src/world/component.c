@@ -47,30 +47,39 @@ static uint64_t name_hash(const char *name)
     return h | 1;
 }
 
-ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_t *desc)
+/* Every rule a registration must pass before anything is allocated: the
+ * world's state, then the descriptor (name, layout, hooks and entity
+ * fields that fit the value), then the name's uniqueness. Resolves the
+ * alignment and counts the entity fields. */
+static bool component_check(const ecs_world_t *w, const ecs_component_desc_t *desc, size_t *align,
+                            uint32_t *nfields, ecs__refusal_t *why)
 {
-    if (!w || !desc || !desc->name || !desc->name[0]) return 0;
-    if (!ecs__world_immediate_ok(w)) return 0;
-    if (ecs_component_lookup(w, desc->name)) return 0;
-    size_t size = desc->size, align = desc->align;
-    if (size > UINT32_MAX / 2) return 0;
-    if (size == 0) {
-        if (align > 1 || !hooks_empty(&desc->hooks) || desc->entity_fields[0]) return 0;
-        align = 1;
-    } else {
-        if (align == 0) {
-            align = size & (~size + 1); /* lowest set bit: largest power of two dividing size */
-            if (align > 16) align = 16;
-        }
-        if (!ecs__is_pow2(align) || align > 64 || size % align) return 0;
+    if (!w || !desc) return ecs__refusal_set(why, "NULL world or descriptor");
+    if (!ecs__world_immediate_ok(w)) return ecs__refusal_set(why, ECS__REFUSAL_NOT_IMMEDIATE);
+    if (!desc->name) return ecs__refusal_set(why, "no name (a component needs one)");
+    if (!desc->name[0]) return ecs__refusal_set(why, "empty name");
+    *align = desc->align;
+    if (!ecs__layout_resolve(desc->size, align, why)) return false;
+    if (desc->size == 0 && !hooks_empty(&desc->hooks))
+        return ecs__refusal_set(why, "hooks on a tag (size 0: there is no value for them)");
+    uint32_t n = 0;
+    for (; n < ECS_MAX_ENTITY_FIELDS && desc->entity_fields[n]; n++) {
+        size_t off = desc->entity_fields[n] - 1;
+        if (off >= desc->size || desc->size - off < sizeof(ecs_entity_t)) /* no wrap-around */
+            return ecs__refusal_set(why, "entity field %u (offset %zu) does not fit an ecs_entity_t in the %zu-byte value",
+                                    n, off, desc->size);
     }
-    uint32_t nfields = 0;
-    for (; nfields < ECS_MAX_ENTITY_FIELDS && desc->entity_fields[nfields]; nfields++) {
-        size_t off = desc->entity_fields[nfields] - 1;
-        if (off >= size || size - off < sizeof(ecs_entity_t)) return 0; /* no wrap-around */
-    }
-    if (w->component_count == UINT32_MAX - 1) return 0;
+    *nfields = n;
+    if (ecs_component_lookup(w, desc->name)) return ecs__refusal_set(why, "a component with this name exists");
+    if (w->component_count == UINT32_MAX - 1) return ecs__refusal_set(why, "too many components");
+    return true;
+}
 
+/* Allocates everything first, then publishes the component, which cannot
+ * fail: on out of memory (0) nothing is left behind. */
+static ecs_component_t component_commit(ecs_world_t *w, const ecs_component_desc_t *desc, size_t align,
+                                        uint32_t nfields)
+{
     uint32_t id = w->component_count + 1;
     if (!ecs__array_reserve(&w->allocator, (void **)&w->components, &w->component_cap, id + 1,
                             sizeof(ecs__component_t *), _Alignof(ecs__component_t *)))
@@ -85,7 +94,7 @@ ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_
     }
     c->info.id = id;
     c->info.name = name;
-    c->info.size = size;
+    c->info.size = desc->size;
     c->info.align = align;
     c->info.ctx = desc->hooks.ctx;
     c->hooks = desc->hooks;
@@ -100,6 +109,24 @@ ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_
     w->components[0] = NULL;
     w->components[id] = c;
     w->component_count = id;
+    return id;
+}
+
+ecs_component_t ecs__component_register(ecs_world_t *w, const ecs_component_desc_t *desc, ecs__refusal_t *why)
+{
+    size_t align = 0;
+    uint32_t nfields = 0;
+    if (!component_check(w, desc, &align, &nfields, why)) return 0;
+    ecs_component_t id = component_commit(w, desc, align, nfields);
+    if (!id) ecs__refusal_set(why, "out of memory");
+    return id;
+}
+
+ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_t *desc)
+{
+    ecs__refusal_t why;
+    ecs_component_t id = ecs__component_register(w, desc, &why);
+    if (!id) ecs__refusal_report("ecs_component_register", desc ? desc->name : NULL, &why);
     return id;
 }
 
