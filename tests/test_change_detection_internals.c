@@ -1,0 +1,585 @@
+/*
+ * test_change_detection_internals.c: change detection checked against
+ * the world's inside (the trackers of src/changes/ behind each chunk's
+ * columns, component tracking levels, the scheduler's conflicts, through
+ * the internal headers): a reused row in one flush seen once, tracking
+ * levels that follow their consumers and re-seed, lists pruned to what
+ * the slowest consumer has not seen, bad filters rejected without
+ * tracking state, filters conflicting with writers, and out-of-memory in
+ * registration, query creation and structural changes leaving no
+ * tracker and no raised level behind.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecs.h"
+#include "alloc_hook.h"
+#include "support.h"
+#include "ecs_private.h"
+
+/* ThreadSanitizer runs this about ten times slower: the heavy cases use
+ * smaller worlds there (still on the parallel path, which they check). */
+#if defined(__SANITIZE_THREAD__)
+#define TSAN_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TSAN_BUILD 1
+#endif
+#endif
+#ifdef TSAN_BUILD
+#define SCALE(full, tsan) (tsan)
+#define CASE_SECONDS 180
+#else
+#define SCALE(full, tsan) (full)
+#endif
+
+#define WATCHDOG_PROGRAM "test_change_detection_internals"
+#include "watchdog.h"
+
+#define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
+#define TR(c) {.component = (c), .access = ECS_READ}
+#define TW(c) {.component = (c), .access = ECS_WRITE}
+#define TWITH(c) {.component = (c), .access = ECS_WITH}
+#define TWITHOUT(c) {.component = (c), .access = ECS_WITHOUT}
+#define CHANGED(c) {.kind = ECS_CHANGED, .component = (c)}
+#define ADDED(c) {.kind = ECS_ADDED, .component = (c)}
+
+typedef struct {
+    float v;
+} Health;
+
+typedef struct {
+    float x, y;
+} Pos;
+
+typedef struct {
+    float x, y;
+} Vel;
+
+/* ---------------------------------------------------------------------- */
+/* Observers: what a filtered system was handed                            */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    pthread_mutex_t lock;
+    ecs_entity_t *seen; /* since the last take */
+    uint32_t n, cap;
+    uint32_t calls;     /* callbacks */
+    uint32_t dense;     /* of them with it->rows == NULL */
+    uint32_t runs;      /* frames in which it ran (first callback) */
+    bool bad_rows;      /* rows not ascending, or past the chunk */
+    uint64_t last_frame;
+    ecs_world_t *w;
+} obs_t;
+
+static void obs_init(obs_t *o, ecs_world_t *w)
+{
+    memset(o, 0, sizeof(*o));
+    pthread_mutex_init(&o->lock, NULL);
+    o->w = w;
+    o->last_frame = UINT64_MAX;
+}
+
+static void obs_fini(obs_t *o)
+{
+    free(o->seen);
+    pthread_mutex_destroy(&o->lock);
+}
+
+static void obs_record(obs_t *o, const ecs_iter_t *it)
+{
+    pthread_mutex_lock(&o->lock);
+    o->calls++;
+    o->dense += it->rows == NULL;
+    uint64_t frame = ecs_world_frame(it->world);
+    if (frame != o->last_frame) {
+        o->runs++;
+        o->last_frame = frame;
+    }
+    for (int i = 0; i < it->count; i++) {
+        int row = ecs_iter_row(it, i);
+        if (it->rows && i > 0 && it->rows[i] <= it->rows[i - 1]) o->bad_rows = true;
+        if (row < 0 || !it->entities) {
+            o->bad_rows = true;
+            continue;
+        }
+        if (o->n == o->cap) {
+            o->cap = o->cap ? o->cap * 2 : 64;
+            o->seen = realloc(o->seen, o->cap * sizeof(*o->seen));
+        }
+        o->seen[o->n++] = it->entities[row];
+    }
+    pthread_mutex_unlock(&o->lock);
+}
+
+/* The plain observer callback: it->ctx is its obs_t. */
+static void observe(ecs_iter_t *it) { obs_record(it->ctx, it); }
+
+static int cmp_entity(const void *a, const void *b)
+{
+    ecs_entity_t x = *(const ecs_entity_t *)a, y = *(const ecs_entity_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Asserts that the observer saw exactly the entities in want (a multiset:
+ * each once, unless listed twice), then forgets them. */
+static void obs_expect(obs_t *o, const ecs_entity_t *want, uint32_t n, const char *what)
+{
+    assert_false(o->bad_rows);
+    ecs_entity_t *w = malloc((n ? n : 1) * sizeof(*w));
+    if (n) memcpy(w, want, n * sizeof(*w));
+    qsort(w, n, sizeof(*w), cmp_entity);
+    if (o->n) qsort(o->seen, o->n, sizeof(*o->seen), cmp_entity);
+    bool same = o->n == n && (!n || !memcmp(w, o->seen, n * sizeof(*w)));
+    if (!same) {
+        print_error("%s: saw %u entities, expected %u\n", what, o->n, n);
+        for (uint32_t i = 0; i < o->n && i < 16; i++) print_error("  saw %llx\n", (unsigned long long)o->seen[i]);
+        for (uint32_t i = 0; i < n && i < 16; i++) print_error("  want %llx\n", (unsigned long long)w[i]);
+    }
+    free(w);
+    o->n = 0;
+    assert_true(same);
+}
+
+static void obs_expect_none(obs_t *o, const char *what) { obs_expect(o, NULL, 0, what); }
+
+/* ---------------------------------------------------------------------- */
+/* Fixture                                                                 */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+    ecs_world_t *w;
+    ecs_component_t health, pos, vel, tag;
+} fix_t;
+
+static fix_t fix_new_with(int workers, const ecs_allocator_t *a)
+{
+    fix_t f;
+    ecs_world_desc_t d = {.workers = workers};
+    if (a) d.allocator = *a;
+    f.w = ecs_world_create(&d);
+    assert_non_null(f.w);
+    f.health = ECS_COMPONENT(f.w, Health);
+    f.pos = ECS_COMPONENT(f.w, Pos);
+    f.vel = ECS_COMPONENT(f.w, Vel);
+    f.tag = ecs_component_register(f.w, &(ecs_component_desc_t){.name = "Tag"});
+    assert_true(f.health && f.pos && f.vel && f.tag);
+    return f;
+}
+
+static fix_t fix_new(int workers) { return fix_new_with(workers, NULL); }
+
+static void frame(fix_t *f) { assert_int_equal(ecs_world_progress(f->w, 0.0f), ECS_OK); }
+
+/* n entities with Health (and Pos when with_pos), ids into out. */
+static void spawn_health(fix_t *f, int n, bool with_pos, ecs_entity_t *out)
+{
+    ecs_component_t ids[2] = {f->health, f->pos};
+    assert_int_equal(ecs_spawn_batch(f->w, n, with_pos ? 2 : 1, ids, NULL, out), ECS_OK);
+}
+
+static ecs_system_t reg(fix_t *f, const ecs_system_desc_t *d)
+{
+    ecs_system_t s = ecs_system_register(f->w, d);
+    assert_true(s != 0);
+    return s;
+}
+
+/* A CHANGED(Health) observer reading Health, in stage (NULL: Update). */
+static ecs_system_t reg_changed(fix_t *f, obs_t *o, const char *stage)
+{
+    return reg(f, &(ecs_system_desc_t){.stage = stage,
+                                       .terms = {TR(f->health)},
+                                       .changes = {CHANGED(f->health)},
+                                       .run = observe,
+                                       .ctx = o});
+}
+
+static ecs_system_t reg_added(fix_t *f, obs_t *o, const char *stage)
+{
+    return reg(f, &(ecs_system_desc_t){.stage = stage,
+                                       .terms = {TR(f->health)},
+                                       .changes = {ADDED(f->health)},
+                                       .run = observe,
+                                       .ctx = o});
+}
+
+static void set_health(fix_t *f, ecs_entity_t e, float v)
+{
+    assert_int_equal(ecs_set(f->w, e, f->health, &(Health){v}), ECS_OK);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Iteration                                                               */
+/* ---------------------------------------------------------------------- */
+
+/* DESIGN.md's dirty-list invariant at world level: in one flush a dirty row
+ * is despawned, the dirty last row is swapped into it, and a spawn reuses
+ * the last row; each entity is seen once. */
+typedef struct {
+    ecs_component_t health;
+    ecs_entity_t dirty, last, other;
+    ecs_entity_t spawned_real;
+    bool armed;
+} reuse_t;
+
+static void reuse_commands(ecs_iter_t *it)
+{
+    reuse_t *r = it->ctx;
+    if (!r->armed) return;
+    r->armed = false;
+    ecs_commands_t *c = it->commands;
+    ecs_cmd_set(c, r->dirty, r->health, &(Health){1});
+    ecs_cmd_set(c, r->last, r->health, &(Health){2});
+    ecs_cmd_despawn(c, r->dirty);
+    ecs_entity_t p = ecs_cmd_spawn(c);
+    ecs_cmd_set(c, p, r->health, &(Health){3}); /* folded with the spawn: Added */
+    ecs_cmd_set(c, r->other, r->health, &(Health){4});
+    ecs_cmd_set(c, p, r->health, &(Health){5}); /* a set of its own: Changed */
+}
+
+/* Internal check of a tracker: bit set iff listed, no row listed twice. */
+static void check_tracker(const ecs__tracker_t *t)
+{
+    assert_true(t->dirty_count <= t->capacity);
+    uint8_t *seen = calloc(t->capacity, 1);
+    for (uint32_t i = 0; i < t->dirty_count; i++) {
+        assert_true(t->dirty_list[i] < t->capacity);
+        assert_int_equal(seen[t->dirty_list[i]]++, 0);
+    }
+    for (uint32_t r = 0; r < t->capacity; r++) assert_int_equal(ecs__tracker_in_dirty(t, r), seen[r]);
+    free(seen);
+}
+
+static void tracker_reused_row_seen_once_in_one_flush(void **state)
+{
+    (void)state;
+    guard(__func__);
+    fix_t f = fix_new(1);
+    ecs_entity_t e[10];
+    spawn_health(&f, 10, false, e);
+    obs_t ch, ad;
+    obs_init(&ch, f.w);
+    obs_init(&ad, f.w);
+    reuse_t r = {.health = f.health, .dirty = e[3], .last = e[9], .other = e[0]};
+    reg(&f, &(ecs_system_desc_t){.stage = "PreUpdate", .run = reuse_commands, .ctx = &r});
+    reg_changed(&f, &ch, NULL);
+    reg_added(&f, &ad, NULL);
+    frame(&f);
+    obs_expect_none(&ch, "first run");
+    obs_expect(&ad, e, 10, "first run");
+    r.armed = true;
+    frame(&f);
+    /* The spawn reused the last row: the only entity in row 9 now. */
+    const ecs__record_t *rec = ecs__record_from_entity(&f.w->entity_index, e[0]);
+    ecs__chunk_t *chunk = rec->chunk;
+    assert_int_equal(chunk->count, 10);
+    ecs_entity_t spawned = chunk->entities[9];
+    assert_true(spawned != e[9] && ecs_is_alive(f.w, spawned));
+    assert_int_equal(chunk->entities[3], e[9]);
+    check_tracker(chunk->trackers[ecs__archetype_column(chunk->archetype, f.health)]);
+    obs_expect(&ch, (ecs_entity_t[]){e[9], e[0], spawned}, 3, "changed: each once");
+    obs_expect(&ad, &spawned, 1, "added: the spawn once");
+    frame(&f);
+    obs_expect_none(&ch, "once");
+    obs_expect_none(&ad, "once");
+    ecs_world_destroy(f.w);
+    obs_fini(&ch);
+    obs_fini(&ad);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Levels, pruning                                                         */
+/* ---------------------------------------------------------------------- */
+
+static const ecs__tracker_t *tracker_of(fix_t *f, ecs_entity_t e, ecs_component_t c)
+{
+    const ecs__record_t *rec = ecs__record_from_entity(&f->w->entity_index, e);
+    assert_non_null(rec);
+    int32_t col = ecs__archetype_column(rec->chunk->archetype, c);
+    assert_true(col >= 0);
+    return ecs__chunk_tracker(rec->chunk, (uint32_t)col);
+}
+
+static const ecs__column_t *column_of(fix_t *f, ecs_entity_t e, ecs_component_t c)
+{
+    const ecs__record_t *rec = ecs__record_from_entity(&f->w->entity_index, e);
+    return &rec->chunk->archetype->columns[ecs__archetype_column(rec->chunk->archetype, c)];
+}
+
+static void changes_levels_follow_consumers_and_reseed(void **state)
+{
+    (void)state;
+    guard(__func__);
+    fix_t f = fix_new(1);
+    ecs_entity_t e[4];
+    spawn_health(&f, 4, true, e);
+    /* Nobody filters: no trackers at all. */
+    const ecs__record_t *rec = ecs__record_from_entity(&f.w->entity_index, e[0]);
+    assert_null(rec->chunk->trackers);
+
+    /* A filtered query: ticks only, no list. */
+    ecs_query_t *q = ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {TR(f.health)},
+                                                               .changes = {CHANGED(f.health)}});
+    assert_non_null(q);
+    const ecs__tracker_t *t = tracker_of(&f, e[0], f.health);
+    assert_non_null(t);
+    assert_int_equal(t->level, ECS__TRACK_TICKS);
+    assert_null(tracker_of(&f, e[0], f.pos)); /* Pos untracked */
+    set_health(&f, e[1], 1);
+    assert_int_equal(t->dirty_count, 0);
+    assert_true(t->changed[1] != 0);
+
+    /* A filtered system raises it to dirty lists, seeded from the ticks. */
+    obs_t o;
+    obs_init(&o, f.w);
+    reg_changed(&f, &o, NULL);
+    t = tracker_of(&f, e[0], f.health);
+    assert_int_equal(t->level, ECS__TRACK_DIRTY);
+    assert_int_equal(t->dirty_count, 1);
+    assert_int_equal(t->dirty_list[0], 1);
+    assert_int_equal(column_of(&f, e[0], f.health)->dirty_chunk_count, 1);
+    /* New archetypes with Health get trackers at once. */
+    ecs_entity_t x = ecs_spawn_with(f.w, 2, (ecs_component_t[]){f.health, f.tag}, NULL);
+    assert_int_equal(tracker_of(&f, x, f.health)->level, ECS__TRACK_DIRTY);
+    frame(&f);
+    obs_expect(&o, &e[1], 1, "changes since the query began tracking");
+
+    /* Pruning: once every consumer has seen them, lists empty out. */
+    frame(&f);
+    assert_int_equal(column_of(&f, e[0], f.health)->dirty_chunk_count, 0);
+    assert_int_equal(tracker_of(&f, e[0], f.health)->dirty_count, 0);
+    assert_false(tracker_of(&f, e[0], f.health)->listed);
+
+    /* Dropping the query keeps the system's level. */
+    ecs_query_destroy(q);
+    assert_int_equal(tracker_of(&f, e[0], f.health)->level, ECS__TRACK_DIRTY);
+    ecs_world_destroy(f.w);
+    obs_fini(&o);
+
+    /* A query alone, dropped: the component is untracked again. */
+    f = fix_new(1);
+    spawn_health(&f, 4, true, e);
+    q = ecs_query_create(f.w, &(ecs_query_desc_t){.changes = {ADDED(f.health)}});
+    assert_non_null(q);
+    assert_non_null(tracker_of(&f, e[0], f.health));
+    ecs_query_destroy(q);
+    rec = ecs__record_from_entity(&f.w->entity_index, e[0]);
+    assert_null(rec->chunk->trackers);
+    assert_int_equal(f.w->components[f.health]->track_level, ECS__TRACK_NONE);
+    ecs_world_destroy(f.w);
+}
+
+/* Lists hold what the slowest consumer has not seen, and no more. */
+static void changes_pruning_keeps_what_the_slowest_has_not_seen(void **state)
+{
+    (void)state;
+    guard(__func__);
+    fix_t f = fix_new(1);
+    ecs_entity_t e[8];
+    spawn_health(&f, 8, false, e);
+    obs_t fast, slow;
+    obs_init(&fast, f.w);
+    obs_init(&slow, f.w);
+    reg_changed(&f, &fast, NULL);
+    reg(&f, &(ecs_system_desc_t){.terms = {TR(f.health)}, .changes = {CHANGED(f.health)}, .interval = 4,
+                                 .run = observe, .ctx = &slow});
+    frame(&f); /* frame 0: both */
+    set_health(&f, e[1], 1);
+    frame(&f); /* 1: fast sees e[1]; slow skips */
+    const ecs__tracker_t *t = tracker_of(&f, e[0], f.health);
+    assert_int_equal(t->dirty_count, 1); /* held for slow */
+    set_health(&f, e[2], 1);
+    frame(&f);
+    frame(&f);
+    assert_int_equal(t->dirty_count, 2);
+    frame(&f); /* 4: slow runs */
+    obs_expect(&slow, (ecs_entity_t[]){e[1], e[2]}, 2, "slow");
+    obs_expect(&fast, (ecs_entity_t[]){e[1], e[2]}, 2, "fast");
+    assert_int_equal(t->dirty_count, 0);
+    assert_int_equal(column_of(&f, e[0], f.health)->dirty_chunk_count, 0);
+    ecs_world_destroy(f.w);
+    obs_fini(&fast);
+    obs_fini(&slow);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Errors                                                                  */
+/* ---------------------------------------------------------------------- */
+
+static void nop(ecs_iter_t *it) { (void)it; }
+
+static void changes_bad_filters_are_rejected(void **state)
+{
+    (void)state;
+    guard(__func__);
+    fix_t f = fix_new(1);
+    ecs_entity_t e[2];
+    spawn_health(&f, 2, false, e);
+    ecs_change_filter_t bad[][2] = {
+        {{.kind = ECS_CHANGED, .component = 0}},
+        {{.kind = ECS_CHANGED, .component = 999}},
+        {{.kind = ECS_CHANGED, .component = f.tag}},           /* a tag: no ticks */
+        {{.kind = (ecs_change_t)7, .component = f.health}},    /* no such kind */
+        {{.kind = ECS_CHANGED, .component = f.health, .relation = 1}}, /* pairs: later */
+        {{.kind = ECS_ADDED, .component = f.health}, {.kind = ECS_CHANGED, .component = f.tag}},
+    };
+    ecs_world_stats_t before = stats_of(f.w);
+    for (size_t k = 0; k < COUNT_OF(bad); k++) {
+        ecs_system_desc_t d = {.terms = {TR(f.health)}, .run = nop};
+        memcpy(d.changes, bad[k], sizeof(bad[k]));
+        stderr_capture_t cap = stderr_capture_begin();
+        ecs_system_t s = ecs_system_register(f.w, &d);
+        char msg[512];
+        stderr_capture_end(&cap, msg, sizeof(msg));
+        assert_int_equal(s, 0);
+        assert_non_null(strstr(msg, "change filter"));
+        ecs_query_desc_t qd = {.terms = {TR(f.health)}};
+        memcpy(qd.changes, bad[k], sizeof(bad[k]));
+        assert_null(ecs_query_create(f.w, &qd));
+        assert_int_equal(ecs_query_each(f.w, &qd, nop, NULL), ECS_EINVAL);
+    }
+    /* A removal reader takes no filters; ecs_query_each none either. */
+    stderr_capture_t cap = stderr_capture_begin();
+    ecs_system_t s = ecs_system_register(
+        f.w, &(ecs_system_desc_t){.removed = f.health, .changes = {CHANGED(f.health)}, .run = nop});
+    char msg[512];
+    stderr_capture_end(&cap, msg, sizeof(msg));
+    assert_int_equal(s, 0);
+    assert_int_equal(ecs_query_each(f.w, &(ecs_query_desc_t){.changes = {CHANGED(f.health)}}, nop, NULL), ECS_EINVAL);
+    ecs_world_stats_t after = stats_of(f.w);
+    assert_int_equal(after.systems, before.systems);
+    assert_int_equal(after.queries, before.queries);
+    assert_int_equal(f.w->components[f.health]->track_level, ECS__TRACK_NONE);
+    assert_null(ecs__record_from_entity(&f.w->entity_index, e[0])->chunk->trackers);
+    ecs_world_destroy(f.w);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Conflicts with writers                                                  */
+/* ---------------------------------------------------------------------- */
+
+static void changes_filter_conflicts_with_writers(void **state)
+{
+    (void)state;
+    guard(__func__);
+    fix_t f = fix_new(2);
+    obs_t o;
+    obs_init(&o, f.w);
+    ecs_system_t filt = reg(&f, &(ecs_system_desc_t){.terms = {TR(f.pos)}, .changes = {CHANGED(f.health)},
+                                                     .run = observe, .ctx = &o});
+    ecs_system_t writer = reg(&f, &(ecs_system_desc_t){.terms = {TW(f.health)}, .run = nop});
+    ecs_system_t reader = reg(&f, &(ecs_system_desc_t){.terms = {TR(f.health)}, .run = nop});
+    ecs_system_t other = reg(&f, &(ecs_system_desc_t){.terms = {TW(f.vel)}, .run = nop});
+    /* The filter reads Health's tracker (and requires Health). */
+    ecs_system_t without = reg(&f, &(ecs_system_desc_t){.terms = {TW(f.health), TWITHOUT(f.health)}, .run = nop});
+    const ecs__scheduler_t *s = f.w->scheduler;
+    const ecs__system_t *sf = &s->systems[filt - 1];
+    assert_true(ecs__systems_conflict(sf, &s->systems[writer - 1]));
+    assert_true(ecs__systems_conflict(&s->systems[writer - 1], sf));
+    assert_false(ecs__systems_conflict(sf, &s->systems[reader - 1]));
+    assert_false(ecs__systems_conflict(sf, &s->systems[other - 1]));
+    assert_false(ecs__systems_conflict(sf, &s->systems[without - 1]));
+    assert_int_equal(ecs__plan_ensure(f.w, f.w->scheduler), ECS_OK);
+    const ecs__plan_t *p = &f.w->scheduler->plan;
+    bool edge = false;
+    for (uint32_t i = 0; i < p->node_count; i++) {
+        if (p->nodes[i].id != filt) continue;
+        for (uint32_t k = 0; k < p->nodes[i].nsucc; k++) edge |= p->nodes[p->nodes[i].succ[k]].id == writer;
+    }
+    assert_true(edge);
+    ecs_world_destroy(f.w);
+    obs_fini(&o);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Memory                                                                  */
+/* ---------------------------------------------------------------------- */
+
+/* Registration, query creation and structural changes that need tracker
+ * memory: each failure point leaves the world as it was (no trackers, no
+ * levels raised, nothing leaked); the call then succeeds. */
+static void changes_out_of_memory_changes_nothing(void **state)
+{
+    (void)state;
+    guard(__func__);
+    alloc_hook_t a;
+    ecs_allocator_t hook = alloc_hook_init(&a);
+    fix_t f = fix_new_with(1, &hook);
+    ecs_entity_t e[3000];
+    spawn_health(&f, 1500, false, e);                  /* 2 chunks of Health */
+    spawn_health(&f, 1500, true, e + 1500);            /* 3 chunks of Health + Pos */
+    obs_t o;
+    obs_init(&o, f.w);
+    int failures = 0;
+    for (int64_t k = 0;; k++) {
+        alloc_hook_fail_in(&a, k + 1, false);
+        ecs_system_t s = ecs_system_register(
+            f.w, &(ecs_system_desc_t){.terms = {TR(f.health)}, .changes = {CHANGED(f.health), ADDED(f.pos)},
+                                      .run = observe, .ctx = &o});
+        alloc_hook_disarm(&a);
+        if (s) break;
+        failures++;
+        assert_int_equal(stats_of(f.w).systems, 0);
+        assert_int_equal(f.w->components[f.health]->track_level, ECS__TRACK_NONE);
+        assert_int_equal(f.w->components[f.pos]->track_level, ECS__TRACK_NONE);
+        for (int i = 0; i < 3000; i += 500)
+            assert_null(ecs__record_from_entity(&f.w->entity_index, e[i])->chunk->trackers);
+    }
+    assert_true(failures > 5);
+    frame(&f);
+    obs_expect_none(&o, "first run");
+
+    /* A spawn into a new chunk needs trackers: all or nothing. */
+    for (int i = 1500; i < 3000; i++) assert_int_equal(ecs_despawn(f.w, e[i]), ECS_OK);
+    uint32_t chunks = stats_of(f.w).chunks;
+    ecs_entity_t n = ECS_NULL;
+    failures = 0;
+    for (int64_t k = 0; !n; k++) {
+        uint32_t alive = stats_of(f.w).entities;
+        ecs_component_t ids[2] = {f.health, f.tag};
+        alloc_hook_fail_in(&a, k + 1, false);
+        n = ecs_spawn_with(f.w, 2, ids, NULL); /* a new archetype and chunk */
+        alloc_hook_disarm(&a);
+        if (n) break;
+        failures++;
+        assert_int_equal(stats_of(f.w).entities, alive);
+        assert_int_equal(stats_of(f.w).chunks, chunks);
+    }
+    assert_true(failures >= 2);
+    obs_t plain;
+    obs_init(&plain, f.w);
+    reg_changed(&f, &plain, NULL);
+    set_health(&f, n, 4);
+    set_health(&f, e[0], 4);
+    frame(&f);
+    obs_expect_none(&o, "Health changed, but no Pos added");
+    obs_expect(&plain, (ecs_entity_t[]){n, e[0]}, 2, "changed after the failed attempts");
+    ecs_world_destroy(f.w);
+    alloc_hook_expect_clean(&a);
+    obs_fini(&o);
+    obs_fini(&plain);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(tracker_reused_row_seen_once_in_one_flush, unguard),
+        cmocka_unit_test_teardown(changes_levels_follow_consumers_and_reseed, unguard),
+        cmocka_unit_test_teardown(changes_pruning_keeps_what_the_slowest_has_not_seen, unguard),
+        cmocka_unit_test_teardown(changes_bad_filters_are_rejected, unguard),
+        cmocka_unit_test_teardown(changes_filter_conflicts_with_writers, unguard),
+        cmocka_unit_test_teardown(changes_out_of_memory_changes_nothing, unguard),
+    };
+    return cmocka_run_group_tests(tests, watchdog_start, watchdog_stop);
+}
