@@ -7,6 +7,7 @@
 #ifndef ECS_PRIVATE_H
 #define ECS_PRIVATE_H
 
+#include "jobs/jobs.h"
 #include "world/world.h"
 
 /* What a system declares it touches, from its terms, its change filters

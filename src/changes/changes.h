@@ -16,7 +16,7 @@
 #ifndef ECS_CHANGES_H
 #define ECS_CHANGES_H
 
-#include "common.h"
+#include "base/common.h"
 
 typedef enum {
     ECS__TRACK_NONE = 0,  /* fully untracked: every mark is a no-op */

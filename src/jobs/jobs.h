@@ -1,73 +1,17 @@
 /*
  * jobs.h: internal header of the job subsystem: the work-stealing thread
- * pool (Chase-Lev deques, sleep/wake, fork-join, parallel-for) and the
- * per-worker arena memory jobs record into. This folder knows nothing of
- * entities or components: it runs jobs.
+ * pool (Chase-Lev deques, sleep/wake, fork-join, parallel-for). This
+ * folder knows nothing of entities or components: it runs jobs. (The
+ * per-worker arenas jobs record commands into are the base layer's:
+ * base/common.h.)
  */
 #ifndef ECS_JOBS_H
 #define ECS_JOBS_H
 
-#include "common.h"
+#include "base/common.h"
 
 #include <ck_spinlock.h>
 #include <stdatomic.h>
-
-/*
- * A bump arena made of blocks that are kept across resets, so a frame that
- * needs no more bytes than an earlier one allocates nothing. Pointers stay
- * valid until the next reset (blocks never move). One owner at a time: a
- * worker records into its own arena, the barrier resets it.
- *
- * Arenas may share a block pool: a full arena then takes a standard block
- * from the pool before allocating one, and a reset gives all but its first
- * standard block back. Whichever worker ends up recording much in a frame,
- * the blocks come from one reservoir, so whether a frame allocates depends
- * on how much was recorded, not on which worker recorded it.
- */
-typedef struct ecs__arena_block ecs__arena_block_t;
-
-typedef struct {
-    ck_spinlock_t lock;       /* guards free (taken only when a block runs out) */
-    ecs__arena_block_t *free; /* standard blocks held by no arena */
-    uint32_t free_count;
-    _Atomic uint32_t blocks_made; /* standard blocks in existence (arenas' and free) */
-    size_t block_size;
-    const ecs_allocator_t *allocator;
-} ecs__arena_pool_t;
-
-typedef struct {
-    const ecs_allocator_t *allocator;
-    ecs__arena_pool_t *pool;   /* NULL: a standalone arena */
-    ecs__arena_block_t *first; /* every block, in allocation order */
-    ecs__arena_block_t *cur;   /* the block being filled */
-    size_t block_size;         /* default size of a new block */
-    size_t bytes;              /* taken since the last reset, alignment included */
-    size_t largest;            /* the largest request since the last reset */
-} ecs__arena_t;
-
-void ecs__arena_init(ecs__arena_t *arena, const ecs_allocator_t *allocator, size_t block_size);
-/* An arena drawing standard blocks from pool (block size and allocator
- * are the pool's). */
-void ecs__arena_init_pooled(ecs__arena_t *arena, ecs__arena_pool_t *pool);
-void ecs__arena_fini(ecs__arena_t *arena);
-
-/* size bytes aligned to align (a power of two <= 64), or NULL when a new
- * block is needed and cannot be allocated. */
-void *ecs__arena_alloc(ecs__arena_t *arena, size_t size, size_t align);
-
-/* Forgets every allocation; keeps the blocks for reuse (a pooled arena
- * keeps its first standard block and gives the others to the pool). */
-void ecs__arena_reset(ecs__arena_t *arena);
-
-void ecs__arena_pool_init(ecs__arena_pool_t *pool, const ecs_allocator_t *allocator, size_t block_size);
-/* Frees the pool's free blocks (arenas must have been finalised first). */
-void ecs__arena_pool_fini(ecs__arena_pool_t *pool);
-/* Makes sure at least `blocks` standard blocks exist (held by arenas or
- * free). Single-threaded (at a barrier). false on OOM. */
-bool ecs__arena_pool_reserve(ecs__arena_pool_t *pool, uint32_t blocks);
-
-/* Bytes held in blocks (capacity, not use). */
-size_t ecs__arena_capacity(const ecs__arena_t *arena);
 
 /* ---------------------------------------------------------------------- */
 /* Jobs                                                                    */

@@ -12,9 +12,8 @@
 #ifndef ECS_WORLD_H
 #define ECS_WORLD_H
 
-#include "common.h"
+#include "base/common.h"
 #include "changes/changes.h"
-#include "jobs/jobs.h"
 #include "relation/relation.h"
 
 typedef struct ecs__archetype ecs__archetype_t;
@@ -804,7 +803,7 @@ struct ecs_world {
 
     ecs__cmd_state_t cmd;
     ecs__scheduler_t *scheduler; /* stages and systems (src/) */
-    ecs__job_pool_t *pool;       /* worker 0 is the thread that calls ecs_world_progress */
+    struct ecs__job_pool *pool;  /* (jobs/) worker 0 is the thread that calls ecs_world_progress */
 
     /* The last ecs_spawn_with type set (of up to ECS__SPAWN_CACHE_IDS
      * ids), so spawning many entities of one kind skips sorting and the

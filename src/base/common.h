@@ -1,9 +1,12 @@
 /*
- * common.h: the few helpers every subsystem shares: the allocator hook
- * wrappers, debug assertions, bit tricks, the layout rule for stored
- * values and the one-line report of a refused registration. It depends
- * on nothing but the public header, so jobs/, changes/ and relation/ can
- * use it without learning anything about the world.
+ * common.h: internal header of the base layer (src/base/), the helpers
+ * every subsystem shares: the allocator hook wrappers, debug assertions,
+ * bit tricks, the layout rule for stored values, the one-line report of a
+ * refused registration, the u64 open-addressing map (map.c: relation
+ * stores, archetype edges, component names, the scheduler) and the block
+ * arena (arena.c: command memory). It depends on nothing but the public
+ * header and ck, so every other folder can use it without learning
+ * anything about the world.
  */
 #ifndef ECS_COMMON_H
 #define ECS_COMMON_H
@@ -14,6 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <ck_spinlock.h>
+#include <stdatomic.h>
 
 #if defined(__GNUC__)
 #define ECS__LIKELY(x) __builtin_expect(!!(x), 1)
@@ -159,5 +165,120 @@ static inline void ecs__copy_bytes(void *dst, const void *src, uint32_t size)
     default: memcpy(dst, src, size); break;
     }
 }
+
+/* ---------------------------------------------------------------------- */
+/* The u64 map (map.c)                                                     */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A u64 -> u64 hash map with open addressing and linear probing over one
+ * flat array of (key, value) entries: no per-entry allocation, one cache
+ * line per probe in the common case. Key 0 marks an empty slot, so 0 is
+ * not a valid key (entity ids and component ids are never 0). Removal
+ * shifts the following cluster back instead of leaving tombstones, so
+ * lookups never slow down with churn.
+ */
+typedef struct {
+    uint64_t key;
+    uint64_t value;
+} ecs__map_entry_t;
+
+typedef struct {
+    ecs__map_entry_t *entries; /* cap entries, cap a power of two (or NULL) */
+    uint32_t cap;
+    uint32_t count;
+} ecs__map_t;
+
+static inline void ecs__map_init(ecs__map_t *m)
+{
+    m->entries = NULL;
+    m->cap = 0;
+    m->count = 0;
+}
+
+void ecs__map_fini(ecs__map_t *m, const ecs_allocator_t *a);
+
+/* The value slot of key, or NULL when absent. */
+static inline uint64_t *ecs__map_get(const ecs__map_t *m, uint64_t key)
+{
+    if (!m->count || !key) return NULL; /* key 0 would match an empty slot */
+    uint32_t mask = m->cap - 1;
+    for (uint32_t i = (uint32_t)ecs__hash_u64(key) & mask;; i = (i + 1) & mask) {
+        ecs__map_entry_t *e = &m->entries[i];
+        if (e->key == key) return &e->value;
+        if (e->key == 0) return NULL;
+    }
+}
+
+/* Makes room for n more keys without further allocation. false on OOM. */
+bool ecs__map_reserve(ecs__map_t *m, const ecs_allocator_t *a, uint32_t n);
+
+/* The value slot of key, inserted (value 0) when absent; NULL on OOM, with
+ * the map unchanged. *inserted (may be NULL) tells whether it was new. */
+uint64_t *ecs__map_ensure(ecs__map_t *m, const ecs_allocator_t *a, uint64_t key, bool *inserted);
+
+/* Removes key; returns whether it was present. Never allocates. */
+bool ecs__map_remove(ecs__map_t *m, uint64_t key);
+
+/* ---------------------------------------------------------------------- */
+/* Block arenas (arena.c)                                                  */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A bump arena made of blocks that are kept across resets, so a frame that
+ * needs no more bytes than an earlier one allocates nothing. Pointers stay
+ * valid until the next reset (blocks never move). One owner at a time: a
+ * worker records into its own arena, the barrier resets it.
+ *
+ * Arenas may share a block pool: a full arena then takes a standard block
+ * from the pool before allocating one, and a reset gives all but its first
+ * standard block back. Whichever worker ends up recording much in a frame,
+ * the blocks come from one reservoir, so whether a frame allocates depends
+ * on how much was recorded, not on which worker recorded it.
+ */
+typedef struct ecs__arena_block ecs__arena_block_t;
+
+typedef struct {
+    ck_spinlock_t lock;       /* guards free (taken only when a block runs out) */
+    ecs__arena_block_t *free; /* standard blocks held by no arena */
+    uint32_t free_count;
+    _Atomic uint32_t blocks_made; /* standard blocks in existence (arenas' and free) */
+    size_t block_size;
+    const ecs_allocator_t *allocator;
+} ecs__arena_pool_t;
+
+typedef struct {
+    const ecs_allocator_t *allocator;
+    ecs__arena_pool_t *pool;   /* NULL: a standalone arena */
+    ecs__arena_block_t *first; /* every block, in allocation order */
+    ecs__arena_block_t *cur;   /* the block being filled */
+    size_t block_size;         /* default size of a new block */
+    size_t bytes;              /* taken since the last reset, alignment included */
+    size_t largest;            /* the largest request since the last reset */
+} ecs__arena_t;
+
+void ecs__arena_init(ecs__arena_t *arena, const ecs_allocator_t *allocator, size_t block_size);
+/* An arena drawing standard blocks from pool (block size and allocator
+ * are the pool's). */
+void ecs__arena_init_pooled(ecs__arena_t *arena, ecs__arena_pool_t *pool);
+void ecs__arena_fini(ecs__arena_t *arena);
+
+/* size bytes aligned to align (a power of two <= 64), or NULL when a new
+ * block is needed and cannot be allocated. */
+void *ecs__arena_alloc(ecs__arena_t *arena, size_t size, size_t align);
+
+/* Forgets every allocation; keeps the blocks for reuse (a pooled arena
+ * keeps its first standard block and gives the others to the pool). */
+void ecs__arena_reset(ecs__arena_t *arena);
+
+void ecs__arena_pool_init(ecs__arena_pool_t *pool, const ecs_allocator_t *allocator, size_t block_size);
+/* Frees the pool's free blocks (arenas must have been finalised first). */
+void ecs__arena_pool_fini(ecs__arena_pool_t *pool);
+/* Makes sure at least `blocks` standard blocks exist (held by arenas or
+ * free). Single-threaded (at a barrier). false on OOM. */
+bool ecs__arena_pool_reserve(ecs__arena_pool_t *pool, uint32_t blocks);
+
+/* Bytes held in blocks (capacity, not use). */
+size_t ecs__arena_capacity(const ecs__arena_t *arena);
 
 #endif /* ECS_COMMON_H */

@@ -4,7 +4,7 @@
  * rule for stored values and the debug assertion handler shared by every
  * subsystem.
  */
-#include "common.h"
+#include "base/common.h"
 
 #include <stdarg.h>
 

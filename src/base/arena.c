@@ -1,12 +1,12 @@
 /*
  * arena.c: the block arena behind per-worker scratch memory, and the
- * block pool arenas may share (see jobs.h). Allocation bumps an offset in
+ * block pool arenas may share (see base/common.h). Allocation bumps an offset in
  * the current block and moves on to the next retained block, or a block
  * from the pool, or a new one, when the request does not fit; a request
  * larger than the standard block gets a block of its own size, which the
  * arena keeps like any other.
  */
-#include "jobs/jobs.h"
+#include "base/common.h"
 
 struct ecs__arena_block {
     ecs__arena_block_t *next;

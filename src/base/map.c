@@ -1,8 +1,8 @@
 /*
- * map.c: the u64 open-addressing map (see relation.h). Linear probing with
+ * map.c: the u64 open-addressing map (see base/common.h). Linear probing with
  * backward-shift deletion; the table doubles when it passes 3/4 full.
  */
-#include "relation/relation.h"
+#include "base/common.h"
 
 void ecs__map_fini(ecs__map_t *m, const ecs_allocator_t *a)
 {
