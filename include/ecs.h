@@ -166,10 +166,11 @@ typedef struct {
 /**
  * Creates a world and starts its worker threads.
  * @param desc  settings, or NULL for every default; read during the call only
- * @return the world, the caller's until ecs_world_destroy; NULL when out of
- *         memory, when threads cannot be started, or for a descriptor with
- *         workers or spin_us out of range or a half-filled allocator (alloc
- *         or free missing, or a ctx without them).
+ * @return the world, the caller's until ecs_world_destroy; NULL, with one
+ *         line on stderr naming the problem (as ecs_system_register does),
+ *         when out of memory, when threads cannot be started, or for a
+ *         descriptor with workers or spin_us out of range or a half-filled
+ *         allocator (alloc or free missing, or a ctx without them).
  */
 ECS_API ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc);
 
@@ -350,10 +351,11 @@ typedef struct {
  * Registers a component.
  * @param world  the world
  * @param desc   the component; read during the call only
- * @return its id; 0 on failure: NULL world or desc, NULL or duplicate
- *         name, bad size/alignment, hooks on a tag, an entity field outside
- *         the value, called from a system that is not EXCLUSIVE (or a type
- *         hook), out of memory.
+ * @return its id; 0, with one line on stderr naming the problem (as
+ *         ecs_system_register does), on failure: NULL world or desc, NULL
+ *         or duplicate name, bad size/alignment, hooks on a tag, an entity
+ *         field outside the value, called from a system that is not
+ *         EXCLUSIVE (or a type hook), out of memory.
  */
 ECS_API ecs_component_t ecs_component_register(ecs_world_t *world, const ecs_component_desc_t *desc);
 
@@ -606,9 +608,10 @@ typedef struct {
  * @param world  the world
  * @param desc   terms and change filters; read during the call only
  * @return the query, the caller's until ecs_query_destroy (or
- *         ecs_world_destroy); NULL for NULL arguments, bad terms or filters,
- *         out of memory, or when called from a system that is not EXCLUSIVE
- *         or a type hook.
+ *         ecs_world_destroy); NULL, with one line on stderr naming the
+ *         problem (as ecs_system_register does), for NULL arguments, bad
+ *         terms or filters, out of memory, or when called from a system
+ *         that is not EXCLUSIVE or a type hook.
  */
 ECS_API ecs_query_t *ecs_query_create(ecs_world_t *world, const ecs_query_desc_t *desc);
 
@@ -1008,12 +1011,13 @@ typedef struct {
  * Registers a relation type.
  * @param world  the world
  * @param desc   the relation; read during the call only (name copied)
- * @return its id; 0 for a NULL world or desc, a NULL, empty or duplicate
- *         name (or a marker name taken by a component), a bad size or
- *         alignment (as for components), an unknown cleanup policy, a call
- *         during ecs_world_progress (inside any system, EXCLUSIVE ones
- *         included: running walks and readers hold on to the relations) or
- *         from a type hook, out of memory.
+ * @return its id; 0, with one line on stderr naming the problem (as
+ *         ecs_system_register does), for a NULL world or desc, a NULL,
+ *         empty or duplicate name (or a marker name taken by a component),
+ *         a bad size or alignment (as for components), an unknown cleanup
+ *         policy, a call during ecs_world_progress (inside any system,
+ *         EXCLUSIVE ones included: running walks and readers hold on to the
+ *         relations) or from a type hook, out of memory.
  */
 ECS_API ecs_relation_t ecs_relation_register(ecs_world_t *world, const ecs_relation_desc_t *desc);
 

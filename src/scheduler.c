@@ -194,18 +194,217 @@ bool ecs__systems_conflict(const ecs__system_t *a, const ecs__system_t *b)
 /* Registration                                                            */
 /* ---------------------------------------------------------------------- */
 
-/* Descriptor mistakes are programming errors worth one line on stderr. */
-static ecs_system_t register_fail(const ecs_system_desc_t *desc, const char *why, const char *detail)
+/*
+ * ecs_system_register is a pipeline over one registration_t: one check
+ * per feature of the descriptor (each refuses with a reason, or resolves
+ * what the later phases need), then the system's access, then its
+ * explicit order, then one commit: every allocation first, undone in one
+ * place if any fails, then the publish, which cannot fail. Nothing before
+ * the publish is visible to the world. A new feature adds a check to
+ * `checks`, and a line to the publish if it keeps state.
+ */
+typedef struct {
+    ecs_world_t *w;
+    const ecs_system_desc_t *desc;
+    ecs__scheduler_t *s;
+    ecs__stage_t *st;
+    uint32_t term_count; /* the descriptor's terms */
+    /* Component change filters: the descriptor's, or none beside a
+     * filter on pairs (pair_filter), which the query never sees. */
+    const ecs_change_filter_t *changes;
+    uint32_t change_count;
+    ecs_change_t pair_filter;
+    ecs_component_t marker; /* pair dispatch: the role's marker (an implied WITH term); 0: none */
+    uint32_t nfar;          /* pair dispatch: far-end terms */
+    ecs_term_t terms[ECS_MAX_TERMS]; /* the query's: the descriptor's, then the marker's */
+    uint32_t query_terms;
+    ecs__system_t sys; /* what the publish stores */
+    /* The commit's allocations, owned here until the publish or the
+     * rollback; tracked: filters whose component tracking was raised. */
+    ecs_system_stats_t *stats;
+    char *name;
+    ecs_query_t *query;
+    uint32_t tracked;
+    ecs__refusal_t why;
+} registration_t;
+
+/* The call itself: a world and a descriptor, outside any frame. */
+static bool check_call(registration_t *r)
 {
-    fprintf(stderr, "stagehand: ecs_system_register(%s): %s%s\n", desc && desc->name ? desc->name : "<anonymous>",
-            why, detail ? detail : "");
-    return 0;
+    if (!r->w || !r->desc) return ecs__refusal_set(&r->why, "NULL world or descriptor");
+    if (!ecs__world_idle(r->w)) return ecs__refusal_set(&r->why, ECS__REFUSAL_NOT_IDLE);
+    r->s = r->w->scheduler;
+    return true;
 }
 
-static const char *system_name(const ecs__scheduler_t *s, ecs_system_t id)
+/* What every system has: a callback, known flags, a stage, a unique name
+ * if any. */
+static bool check_identity(registration_t *r)
 {
-    const char *n = s->systems[id - 1].name;
-    return n ? n : "<anonymous>";
+    const ecs_system_desc_t *d = r->desc;
+    const uint32_t known = ECS_SYSTEM_EXCLUSIVE | ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD |
+                           ECS_SYSTEM_MANUAL_CHANGE_MARKS;
+    if (!d->run) return ecs__refusal_set(&r->why, "no run callback");
+    if (d->flags & ~known) return ecs__refusal_set(&r->why, "unknown flags 0x%x", (unsigned)(d->flags & ~known));
+    const char *stage = d->stage ? d->stage : "Update";
+    int i = stage_find(r->s, stage);
+    if (i < 0) return ecs__refusal_set(&r->why, "unknown stage '%s'", stage);
+    r->st = &r->s->stages[i];
+    if (!d->name) return true;
+    if (!d->name[0]) return ecs__refusal_set(&r->why, "empty name");
+    for (uint32_t k = 0; k < r->s->system_count; k++) {
+        if (r->s->systems[k].name && !strcmp(r->s->systems[k].name, d->name))
+            return ecs__refusal_set(&r->why, "a system with this name exists");
+    }
+    return true;
+}
+
+static bool check_terms(registration_t *r)
+{
+    if (ecs__terms_validate(r->w, r->desc->terms, &r->term_count) != ECS_OK)
+        return ecs__refusal_set(&r->why, "invalid term");
+    return true;
+}
+
+/* Change filters. One on pairs is the only filter of a per-pair system
+ * (role SOURCE) on the same relation, not EXCLUSIVE; it is no component
+ * filter: the query never sees it. */
+static bool check_changes(registration_t *r)
+{
+    static const ecs_change_filter_t no_changes[ECS_MAX_TERMS];
+    const ecs_system_desc_t *d = r->desc;
+    const ecs_change_filter_t *f = &d->changes[0];
+    r->changes = d->changes;
+    if (f->kind && f->relation) {
+        if ((f->kind != ECS_ADDED && f->kind != ECS_CHANGED) || f->component || d->changes[1].kind ||
+            d->pairs.mode != ECS_PAIRS_EACH || d->pairs.role != ECS_ROLE_SOURCE || d->pairs.relation != f->relation ||
+            (d->flags & ECS_SYSTEM_EXCLUSIVE))
+            return ecs__refusal_set(&r->why, "a pair change filter is the only filter of a non-exclusive "
+                                             "ECS_PAIRS_EACH system (role SOURCE) on the same relation");
+        r->pair_filter = f->kind;
+        r->changes = no_changes;
+    }
+    if (ecs__changes_validate(r->w, r->changes, &r->change_count) != ECS_OK)
+        return ecs__refusal_set(&r->why, "invalid change filter (a registered data component, no relation)");
+    return true;
+}
+
+/* Pair dispatch: a known relation, mode and role, the role's marker on,
+ * room for the implied marker term, READ far-end terms (ECS_PAIRS_EACH
+ * only). */
+static bool check_pairs(registration_t *r)
+{
+    const ecs_pair_dispatch_t *pd = &r->desc->pairs;
+    if (pd->mode == ECS_PAIRS_NONE) {
+        if (pd->relation || pd->target_terms[0].component)
+            return ecs__refusal_set(&r->why, "pairs: a relation or target terms without a mode");
+        return true;
+    }
+    const ecs__relation_t *rel = ecs__relation_get(r->w, pd->relation);
+    if ((unsigned)pd->mode > ECS_PAIRS_EACH || (unsigned)pd->role > ECS_ROLE_TARGET || !rel)
+        return ecs__refusal_set(&r->why, "pairs: unknown relation, mode or role");
+    r->marker = pd->role == ECS_ROLE_SOURCE ? rel->source_marker : rel->target_marker;
+    if (!r->marker) return ecs__refusal_set(&r->why, "pairs: the relation's marker for this role is switched off");
+    if (r->term_count == ECS_MAX_TERMS) return ecs__refusal_set(&r->why, "pairs: no room for the marker term");
+    for (; r->nfar < ECS_MAX_TERMS && pd->target_terms[r->nfar].component; r->nfar++) {
+        const ecs_term_t *t = &pd->target_terms[r->nfar];
+        if (!ecs__component_get(r->w, t->component) || t->access != ECS_READ || t->src != ECS_SELF ||
+            pd->mode != ECS_PAIRS_EACH)
+            return ecs__refusal_set(&r->why, "pairs: target terms are READ terms of ECS_PAIRS_EACH");
+    }
+    return true;
+}
+
+static bool only_other_terms(const registration_t *r)
+{
+    for (uint32_t i = 0; i < r->term_count; i++) {
+        if (r->desc->terms[i].src == ECS_SELF) return false;
+    }
+    return true;
+}
+
+/* Removal readers run once per run over what they are given: ECS_OTHER
+ * terms (what they read on those entities) are fine; rows to iterate,
+ * filters or pair dispatch are not. */
+static bool check_removals(registration_t *r)
+{
+    const ecs_system_desc_t *d = r->desc;
+    bool filtered = r->change_count || r->pair_filter;
+    if (d->removed) {
+        if (filtered) return ecs__refusal_set(&r->why, "a removal reader takes no change filters");
+        if (d->pairs.mode) return ecs__refusal_set(&r->why, "a removal reader takes no pair dispatch");
+        if (d->removed > r->w->component_count || !r->w->components[d->removed])
+            return ecs__refusal_set(&r->why, "removed: unknown component");
+        if (!only_other_terms(r)) return ecs__refusal_set(&r->why, "a removal reader takes only ECS_OTHER terms");
+    }
+    if (d->removed_pairs) {
+        if (!ecs__relation_get(r->w, d->removed_pairs))
+            return ecs__refusal_set(&r->why, "removed_pairs: unknown relation");
+        if (d->removed || filtered || d->pairs.mode)
+            return ecs__refusal_set(&r->why,
+                                    "a removed-pair reader takes no removed component, filters or pair dispatch");
+        if (!only_other_terms(r))
+            return ecs__refusal_set(&r->why, "a removed-pair reader takes only ECS_OTHER terms");
+    }
+    return true;
+}
+
+/* One per feature of the descriptor, in this order (a later check may
+ * rely on what an earlier one resolved: the scheduler, the term count,
+ * the filters). */
+static bool (*const checks[])(registration_t *) = {
+    check_call, check_identity, check_terms, check_changes, check_pairs, check_removals,
+};
+
+/* Whether the system writes a component on its own rows that it also
+ * reads on other entities (an ECS_OTHER term, or a far-end term of pair
+ * dispatch): split into jobs it would race with itself (one job writing
+ * rows another reads) and its result would depend on the split, so it
+ * runs as one job, in chunk order, whatever the worker count. */
+static bool reads_own_writes_elsewhere(const registration_t *r)
+{
+    const ecs_term_t *terms = r->desc->terms, *far = r->desc->pairs.target_terms;
+    for (uint32_t i = 0; i < r->term_count; i++) {
+        if (terms[i].access != ECS_WRITE || terms[i].src != ECS_SELF) continue;
+        for (uint32_t k = 0; k < r->term_count; k++) {
+            if (terms[k].src == ECS_OTHER && terms[k].component == terms[i].component) return true;
+        }
+        for (uint32_t k = 0; k < r->nfar; k++) {
+            if (far[k].component == terms[i].component) return true;
+        }
+    }
+    return false;
+}
+
+/* The system as the publish stores it, but for what the commit allocates
+ * and the removal cursors: its query's terms (the descriptor's, then the
+ * implied marker term, past the user's so their field indices stay), its
+ * access, and the plain fields. */
+static void build_access(registration_t *r)
+{
+    const ecs_system_desc_t *d = r->desc;
+    const ecs_pair_dispatch_t *pd = &d->pairs;
+    ecs__system_t *sys = &r->sys;
+    memcpy(r->terms, d->terms, r->term_count * sizeof(ecs_term_t));
+    r->query_terms = r->term_count;
+    if (r->marker) r->terms[r->query_terms++] = (ecs_term_t){.component = r->marker, .access = ECS_WITH};
+    *sys = (ecs__system_t){.stage = r->st->id, .flags = d->flags, .run = d->run, .ctx = d->ctx,
+                           .interval = d->interval, .first_frame = r->w->frame, .run_if = d->run_if,
+                           .removed = d->removed, .removed_pairs = d->removed_pairs,
+                           .pair_relation = r->marker ? pd->relation : 0, .pair_mode = pd->mode,
+                           .pair_role = pd->role, .pair_filter = r->pair_filter, .nfar_terms = r->nfar};
+    if (reads_own_writes_elsewhere(r)) sys->flags |= ECS_SYSTEM_SINGLE_THREADED;
+    access_from_terms(&sys->access, r->terms, r->query_terms, r->changes, r->change_count);
+    /* Far-end terms read other entities: like ECS_OTHER terms. */
+    for (uint32_t i = 0; i < r->nfar; i++) {
+        access_add(sys->access.others, &sys->access.nothers, pd->target_terms[i].component);
+        access_add(sys->access.reads, &sys->access.nreads, pd->target_terms[i].component);
+        sys->far_terms[i] = pd->target_terms[i].component;
+    }
+    for (uint32_t i = 0; i < r->term_count; i++) {
+        if (d->terms[i].src == ECS_SELF && d->terms[i].access == ECS_WRITE)
+            sys->write_terms[sys->nwrite_terms++] = (uint8_t)i;
+    }
 }
 
 /* The system named `name`, if it is registered in stage st; else 0 and a
@@ -222,6 +421,20 @@ static ecs_system_t resolve_dep(const ecs__scheduler_t *s, const ecs__stage_t *s
     }
     *why = "is not a registered system (it must be registered first)";
     return 0;
+}
+
+/* Resolves one list of the descriptor's explicit order (`after` or
+ * `before`, named by `list`) into ids. */
+static bool resolve_deps(registration_t *r, const char *list, const char *const *names, ecs_system_t *ids,
+                         uint32_t *n)
+{
+    for (uint32_t k = 0; k < ECS_MAX_DEPS && names[k]; k++) {
+        const char *why = NULL;
+        ecs_system_t id = resolve_dep(r->s, r->st, names[k], &why);
+        if (!id) return ecs__refusal_set(&r->why, "%s '%s': '%s' %s", list, names[k], names[k], why);
+        ids[(*n)++] = id;
+    }
+    return true;
 }
 
 /* Whether `from` reaches `to` through explicit order edges of stage st
@@ -245,245 +458,148 @@ static bool explicit_reaches(const ecs__scheduler_t *s, const ecs__stage_t *st, 
     return false;
 }
 
-ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
+static const char *system_name(const ecs__scheduler_t *s, ecs_system_t id)
 {
-    if (!w || !desc) return register_fail(desc, "NULL world or descriptor", NULL);
-    if (!ecs__world_idle(w)) return register_fail(desc, "called inside a frame or a type hook", NULL);
-    if (!desc->run) return register_fail(desc, "no run callback", NULL);
-    if (desc->flags & ~(uint32_t)(ECS_SYSTEM_EXCLUSIVE | ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD |
-                                  ECS_SYSTEM_MANUAL_CHANGE_MARKS))
-        return register_fail(desc, "unknown flags", NULL);
-    ecs__scheduler_t *s = w->scheduler;
-    int stage = stage_find(s, desc->stage ? desc->stage : "Update");
-    if (stage < 0) return register_fail(desc, "unknown stage", NULL);
-    ecs__stage_t *st = &s->stages[stage];
-    if (desc->name) {
-        if (!desc->name[0]) return register_fail(desc, "empty name", NULL);
-        for (uint32_t i = 0; i < s->system_count; i++) {
-            if (s->systems[i].name && !strcmp(s->systems[i].name, desc->name))
-                return register_fail(desc, "a system with this name exists", NULL);
-        }
-    }
-    uint32_t term_count, change_count;
-    if (ecs__terms_validate(w, desc->terms, &term_count) != ECS_OK) return register_fail(desc, "invalid term", NULL);
-    /* A change filter on pairs: the only filter of a per-pair system (role
-     * SOURCE) on the same relation, not EXCLUSIVE. It is no component
-     * filter: the query never sees it. */
-    ecs_change_t pair_filter = 0;
-    const ecs_change_filter_t *changes = desc->changes;
-    if (changes[0].kind && changes[0].relation) {
-        const ecs_change_filter_t *f = &changes[0];
-        if ((f->kind != ECS_ADDED && f->kind != ECS_CHANGED) || f->component || changes[1].kind ||
-            desc->pairs.mode != ECS_PAIRS_EACH || desc->pairs.role != ECS_ROLE_SOURCE ||
-            desc->pairs.relation != f->relation || (desc->flags & ECS_SYSTEM_EXCLUSIVE))
-            return register_fail(desc, "a pair change filter is the only filter of a non-exclusive ECS_PAIRS_EACH "
-                                       "system (role SOURCE) on the same relation",
-                                 NULL);
-        static const ecs_change_filter_t no_changes[ECS_MAX_TERMS];
-        pair_filter = f->kind;
-        changes = no_changes;
-    }
-    if (ecs__changes_validate(w, changes, &change_count) != ECS_OK)
-        return register_fail(desc, "invalid change filter (a registered data component, no relation)", NULL);
-    if (desc->removed && (change_count || pair_filter))
-        return register_fail(desc, "a removal reader takes no change filters", NULL);
-    if (desc->removed_pairs) {
-        if (!ecs__relation_get(w, desc->removed_pairs)) return register_fail(desc, "removed_pairs: unknown relation", NULL);
-        if (desc->removed || change_count || pair_filter || desc->pairs.mode)
-            return register_fail(desc, "a removed-pair reader takes no removed component, filters or pair dispatch", NULL);
-        for (uint32_t i = 0; i < term_count; i++) {
-            if (desc->terms[i].src == ECS_SELF)
-                return register_fail(desc, "a removed-pair reader takes only ECS_OTHER terms", NULL);
-        }
-    }
-    /* Pair dispatch: a known relation, its role's marker on, READ far-end
-     * terms (ECS_PAIRS_EACH only), room for the implied marker term. */
-    const ecs_pair_dispatch_t *pd = &desc->pairs;
-    uint32_t nfar = 0;
-    ecs_component_t marker = 0;
-    if (pd->mode != ECS_PAIRS_NONE) {
-        const ecs__relation_t *rel = ecs__relation_get(w, pd->relation);
-        if ((unsigned)pd->mode > ECS_PAIRS_EACH || (unsigned)pd->role > ECS_ROLE_TARGET || !rel)
-            return register_fail(desc, "pairs: unknown relation, mode or role", NULL);
-        marker = pd->role == ECS_ROLE_SOURCE ? rel->source_marker : rel->target_marker;
-        if (!marker) return register_fail(desc, "pairs: the relation's marker for this role is switched off", NULL);
-        if (desc->removed) return register_fail(desc, "a removal reader takes no pair dispatch", NULL);
-        if (term_count == ECS_MAX_TERMS) return register_fail(desc, "pairs: no room for the marker term", NULL);
-        for (; nfar < ECS_MAX_TERMS && pd->target_terms[nfar].component; nfar++) {
-            const ecs_term_t *t = &pd->target_terms[nfar];
-            if (!ecs__component_get(w, t->component) || t->access != ECS_READ || t->src != ECS_SELF ||
-                pd->mode != ECS_PAIRS_EACH)
-                return register_fail(desc, "pairs: target terms are READ terms of ECS_PAIRS_EACH", NULL);
-        }
-    } else if (pd->relation || pd->target_terms[0].component) {
-        return register_fail(desc, "pairs: a relation or target terms without a mode", NULL);
-    }
-    /* The query's terms: the system's, then the implied marker term (its
-     * index is past the user's, so their field indices stay). */
-    ecs_term_t terms[ECS_MAX_TERMS];
-    memcpy(terms, desc->terms, term_count * sizeof(ecs_term_t));
-    uint32_t query_terms = term_count;
-    if (marker) terms[query_terms++] = (ecs_term_t){.component = marker, .access = ECS_WITH};
-    if (desc->removed && (desc->removed > w->component_count || !w->components[desc->removed]))
-        return register_fail(desc, "removed: unknown component", NULL);
-    /* A removal reader runs once per run: ECS_OTHER terms (what it reads on
-     * the entities it is given) are fine, rows to iterate are not. */
-    for (uint32_t i = 0; desc->removed && i < term_count; i++) {
-        if (desc->terms[i].src == ECS_SELF)
-            return register_fail(desc, "a removal reader takes only ECS_OTHER terms", NULL);
-    }
+    const char *n = s->systems[id - 1].name;
+    return n ? n : "<anonymous>";
+}
 
-    /* Explicit order: every name resolves in this stage, and no pair of
-     * constraints closes a cycle (some `before` target already reaching
-     * some `after` source). */
-    ecs__system_t sys = {.stage = st->id,
-                         .flags = desc->flags,
-                         .run = desc->run,
-                         .ctx = desc->ctx,
-                         .interval = desc->interval,
-                         .first_frame = w->frame,
-                         .run_if = desc->run_if};
-    /* A system that writes a component on its own rows and reads it on
-     * other entities (an ECS_OTHER term, or a far-end term of pair
-     * dispatch) would race with itself split into jobs (one job writing
-     * rows another reads) and its result would depend on the split: it
-     * runs as one job, in chunk order, whatever the worker count. */
-    for (uint32_t i = 0; i < term_count; i++) {
-        const ecs_term_t *t = &desc->terms[i];
-        if (t->access != ECS_WRITE || t->src != ECS_SELF) continue;
-        bool elsewhere = false;
-        for (uint32_t k = 0; k < term_count && !elsewhere; k++)
-            elsewhere = desc->terms[k].src == ECS_OTHER && desc->terms[k].component == t->component;
-        for (uint32_t k = 0; k < nfar && !elsewhere; k++) elsewhere = pd->target_terms[k].component == t->component;
-        if (elsewhere) sys.flags |= ECS_SYSTEM_SINGLE_THREADED;
-    }
-    char detail[256];
-    for (uint32_t k = 0; k < ECS_MAX_DEPS && desc->after[k]; k++) {
-        const char *why = NULL;
-        ecs_system_t id = resolve_dep(s, st, desc->after[k], &why);
-        if (!id) {
-            snprintf(detail, sizeof(detail), "after '%s': '%s' %s", desc->after[k], desc->after[k], why);
-            return register_fail(desc, "", detail);
+/* Whether the new constraints close a cycle: some `before` target
+ * already reaching some `after` source. seen: system_count bytes of
+ * scratch. */
+static bool order_closes_cycle(registration_t *r, uint8_t *seen)
+{
+    const ecs__system_t *sys = &r->sys;
+    for (uint32_t b = 0; b < sys->nbefore; b++) {
+        for (uint32_t a = 0; a < sys->nafter; a++) {
+            memset(seen, 0, r->s->system_count);
+            if (!explicit_reaches(r->s, r->st, sys->before[b], sys->after[a], seen)) continue;
+            const char *an = system_name(r->s, sys->after[a]), *bn = system_name(r->s, sys->before[b]);
+            ecs__refusal_set(&r->why, "after '%s' and before '%s' close a cycle ('%s' already runs before '%s')", an,
+                             bn, bn, an);
+            return true;
         }
-        sys.after[sys.nafter++] = id;
     }
-    for (uint32_t k = 0; k < ECS_MAX_DEPS && desc->before[k]; k++) {
-        const char *why = NULL;
-        ecs_system_t id = resolve_dep(s, st, desc->before[k], &why);
-        if (!id) {
-            snprintf(detail, sizeof(detail), "before '%s': '%s' %s", desc->before[k], desc->before[k], why);
-            return register_fail(desc, "", detail);
-        }
-        sys.before[sys.nbefore++] = id;
-    }
-    if (sys.nafter && sys.nbefore) {
-        uint8_t *seen = ecs__alloc(&w->allocator, s->system_count, 1);
-        if (!seen) return register_fail(desc, "out of memory", NULL);
-        for (uint32_t b = 0; b < sys.nbefore; b++) {
-            for (uint32_t a = 0; a < sys.nafter; a++) {
-                memset(seen, 0, s->system_count);
-                if (explicit_reaches(s, st, sys.before[b], sys.after[a], seen)) {
-                    snprintf(detail, sizeof(detail), "after '%s' and before '%s' close a cycle ('%s' already runs before '%s')",
-                             system_name(s, sys.after[a]), system_name(s, sys.before[b]), system_name(s, sys.before[b]),
-                             system_name(s, sys.after[a]));
-                    ecs__free(&w->allocator, seen);
-                    return register_fail(desc, "", detail);
-                }
-            }
-        }
-        ecs__free(&w->allocator, seen);
-    }
+    return false;
+}
 
-    /* Reserve, then commit: a failure leaves no trace. The plan's nodes
-     * point into s->systems, which the first reserve may move: the plan
-     * is rebuilt in any case. */
+/* Explicit order: every name resolves in this stage, and the constraints
+ * close no cycle. */
+static bool resolve_order(registration_t *r)
+{
+    ecs__system_t *sys = &r->sys;
+    if (!resolve_deps(r, "after", r->desc->after, sys->after, &sys->nafter) ||
+        !resolve_deps(r, "before", r->desc->before, sys->before, &sys->nbefore))
+        return false;
+    if (!sys->nafter || !sys->nbefore) return true; /* a cycle needs both */
+    uint8_t *seen = ecs__alloc(&r->w->allocator, r->s->system_count, 1);
+    if (!seen) return ecs__refusal_set(&r->why, "out of memory");
+    bool cycle = order_closes_cycle(r, seen);
+    ecs__free(&r->w->allocator, seen);
+    return !cycle;
+}
+
+/* Undoes what commit_reserve did, in reverse. The arrays it grew stay
+ * grown: room is no trace. */
+static void commit_rollback(registration_t *r)
+{
+    for (uint32_t i = 0; i < r->tracked; i++) {
+        ecs__component_t *c = r->w->components[r->changes[i].component];
+        c->filter_systems--;
+        ecs__tracking_lower(r->w, r->changes[i].component, ecs__tracking_wanted(c));
+    }
+    if (r->query) ecs__query_free(r->query);
+    ecs__free(&r->w->allocator, r->name);
+    ecs__free(&r->w->allocator, r->stats);
+}
+
+/* Everything that can fail: room in the system arrays, the stats row, the
+ * name, the query (a system with only ECS_OTHER terms and no filters has
+ * none: it runs once per frame), and the tracking its filters need (from
+ * now on, not from the next plan build, so that what happens before the
+ * first frame is recorded too). On failure, rolled back. */
+static bool commit_reserve(registration_t *r)
+{
+    ecs_world_t *w = r->w;
+    ecs__scheduler_t *s = r->s;
+    /* The plan's nodes point into s->systems, which this may move. */
     ecs__system_t *old_systems = s->systems;
-    bool reserved = ecs__array_reserve(&w->allocator, (void **)&s->systems, &s->system_cap, s->system_count + 1,
-                                       sizeof(ecs__system_t), _Alignof(ecs__system_t));
+    bool ok = ecs__array_reserve(&w->allocator, (void **)&s->systems, &s->system_cap, s->system_count + 1,
+                                 sizeof(ecs__system_t), _Alignof(ecs__system_t));
     if (s->systems != old_systems) s->plan.valid = false;
-    if (!reserved ||
-        !ecs__array_reserve(&w->allocator, (void **)&st->systems, &st->system_cap, st->system_count + 1,
-                            sizeof(ecs_system_t), _Alignof(ecs_system_t)))
-        return register_fail(desc, "out of memory", NULL);
-    ecs_system_stats_t *stats =
-        ecs__calloc(&w->allocator, (s->system_count + 1) * sizeof(ecs_system_stats_t), _Alignof(ecs_system_stats_t));
-    char *name = desc->name ? ecs__strdup(&w->allocator, desc->name) : NULL;
-    /* Only ECS_OTHER terms: nothing to iterate, the system runs once per
-     * frame like one without terms (its terms still declare its reads). */
+    ok = ok && ecs__array_reserve(&w->allocator, (void **)&r->st->systems, &r->st->system_cap,
+                                  r->st->system_count + 1, sizeof(ecs_system_t), _Alignof(ecs_system_t));
+    if (ok) r->stats = ecs__calloc(&w->allocator, (s->system_count + 1) * sizeof(ecs_system_stats_t),
+                                   _Alignof(ecs_system_stats_t));
+    if (ok && r->desc->name) r->name = ecs__strdup(&w->allocator, r->desc->name);
+    ok = ok && r->stats && (r->name || !r->desc->name);
     uint32_t self_terms = 0;
-    for (uint32_t i = 0; i < query_terms; i++) self_terms += terms[i].src == ECS_SELF;
-    /* A system with filters iterates the rows that pass them, even with
-     * no terms of its own (it then reads values through ecs_get). */
-    bool iterates = self_terms || change_count;
-    ecs_query_t *q = NULL;
-    if (stats && (name || !desc->name) && iterates)
-        q = ecs__query_create(w, terms, query_terms, changes, change_count);
-    /* Filters start tracking their components now, not at the next plan
-     * build, so what happens before the first frame is recorded too. */
-    uint32_t tracked = 0;
-    bool ok = stats && (name || !desc->name) && (!iterates || q);
-    while (ok && tracked < change_count) {
-        ecs__component_t *c = w->components[changes[tracked].component];
-        c->filter_systems++;
-        tracked++;
-        ok = ecs__tracking_raise(w, changes[tracked - 1].component, ECS__TRACK_DIRTY) == ECS_OK;
+    for (uint32_t i = 0; i < r->query_terms; i++) self_terms += r->terms[i].src == ECS_SELF;
+    /* With filters it iterates the rows that pass them, even with no
+     * terms of its own (it then reads values through ecs_get). */
+    if (ok && (self_terms || r->change_count)) {
+        r->query = ecs__query_create(w, r->terms, r->query_terms, r->changes, r->change_count);
+        ok = r->query != NULL;
+    }
+    while (ok && r->tracked < r->change_count) {
+        ecs_component_t c = r->changes[r->tracked++].component;
+        w->components[c]->filter_systems++;
+        ok = ecs__tracking_raise(w, c, ECS__TRACK_DIRTY) == ECS_OK;
     }
     if (!ok) {
-        for (uint32_t i = 0; i < tracked; i++) {
-            ecs__component_t *c = w->components[changes[i].component];
-            c->filter_systems--;
-            ecs__tracking_lower(w, changes[i].component, ecs__tracking_wanted(c));
-        }
-        ecs__free(&w->allocator, stats);
-        ecs__free(&w->allocator, name);
-        if (q) ecs__query_free(q);
-        return register_fail(desc, "out of memory", NULL);
+        commit_rollback(r);
+        return ecs__refusal_set(&r->why, "out of memory");
     }
-    if (s->system_count) memcpy(stats, s->system_stats, s->system_count * sizeof(ecs_system_stats_t));
-    ecs__free(&w->allocator, s->system_stats);
-    s->system_stats = stats;
+    return true;
+}
+
+/* Stores the system and takes the references nothing can refuse: the
+ * removal logs' cursors, the pair filter's tracking (its ticks sit in the
+ * pair blocks and its dirty-source list grows with marks, reserved before
+ * each write: nothing to allocate now), the stats row. */
+static ecs_system_t commit_publish(registration_t *r)
+{
+    ecs_world_t *w = r->w;
+    ecs__scheduler_t *s = r->s;
+    ecs__system_t *sys = &r->sys;
     ecs_system_t id = s->system_count + 1;
-    sys.name = name;
-    sys.query = q;
-    if (desc->removed) {
-        sys.removed = desc->removed;
-        sys.removed_cursor = ecs__removals_watch(w, desc->removed);
+    sys->name = r->name;
+    sys->query = r->query;
+    if (sys->removed) {
+        sys->removed_cursor = ecs__removals_watch(w, sys->removed);
         s->removal_readers++;
     }
-    if (desc->removed_pairs) {
-        sys.removed_pairs = desc->removed_pairs;
-        sys.removed_cursor = ecs__pairs_removals_watch(ecs__relation_get(w, desc->removed_pairs));
+    if (sys->removed_pairs) {
+        sys->removed_cursor = ecs__pairs_removals_watch(ecs__relation_get(w, sys->removed_pairs));
         s->removal_readers++;
     }
-    access_from_terms(&sys.access, terms, query_terms, changes, change_count);
-    if (pair_filter) {
-        /* Tracking the relation's pairs costs nothing to allocate now: the
-         * ticks sit in the pair blocks, the dirty-source list grows with
-         * marks (reserved before each write). */
-        ecs__relation_t *rel = ecs__relation_get(w, desc->pairs.relation);
+    if (sys->pair_filter) {
+        ecs__relation_t *rel = ecs__relation_get(w, sys->pair_relation);
         rel->filter_systems++;
         rel->store.tracked = true;
-        sys.pair_filter = pair_filter;
     }
-    /* Far-end terms read other entities: like ECS_OTHER terms. */
-    for (uint32_t i = 0; i < nfar; i++) {
-        access_add(sys.access.others, &sys.access.nothers, pd->target_terms[i].component);
-        access_add(sys.access.reads, &sys.access.nreads, pd->target_terms[i].component);
-        sys.far_terms[i] = pd->target_terms[i].component;
-    }
-    sys.nfar_terms = nfar;
-    sys.pair_relation = marker ? pd->relation : 0;
-    sys.pair_mode = pd->mode;
-    sys.pair_role = pd->role;
-    for (uint32_t i = 0; i < term_count; i++) {
-        if (desc->terms[i].src == ECS_SELF && desc->terms[i].access == ECS_WRITE) sys.write_terms[sys.nwrite_terms++] = (uint8_t)i;
-    }
-    s->filter_systems += change_count != 0 || pair_filter;
-    s->systems[s->system_count++] = sys;
-    s->system_stats[id - 1].name = name;
-    st->systems[st->system_count++] = id;
+    s->filter_systems += r->change_count != 0 || sys->pair_filter;
+    if (s->system_count) memcpy(r->stats, s->system_stats, s->system_count * sizeof(ecs_system_stats_t));
+    ecs__free(&w->allocator, s->system_stats);
+    s->system_stats = r->stats;
+    s->system_stats[id - 1].name = r->name;
+    s->systems[s->system_count++] = *sys;
+    r->st->systems[r->st->system_count++] = id;
     s->plan.valid = false;
     return id;
+}
+
+ecs_system_t ecs_system_register(ecs_world_t *w, const ecs_system_desc_t *desc)
+{
+    registration_t r = {.w = w, .desc = desc};
+    bool ok = true;
+    for (size_t i = 0; ok && i < sizeof(checks) / sizeof(*checks); i++) ok = checks[i](&r);
+    if (ok) build_access(&r);
+    if (!ok || !resolve_order(&r) || !commit_reserve(&r)) {
+        ecs__refusal_report("ecs_system_register", desc ? desc->name : NULL, &r.why);
+        return 0;
+    }
+    return commit_publish(&r);
 }
 
 /* ---------------------------------------------------------------------- */

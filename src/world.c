@@ -38,11 +38,14 @@ static uint32_t online_cpus(void)
 
 /* The one place defaults are resolved: a non-zero descriptor field wins,
  * else a well-formed environment variable, else the built-in default.
- * false for descriptor values out of range. */
-static bool resolve_settings(const ecs_world_desc_t *desc, uint32_t *workers, uint32_t *spin_us)
+ * false, with the reason, for descriptor values out of range. */
+static bool resolve_settings(const ecs_world_desc_t *desc, uint32_t *workers, uint32_t *spin_us, ecs__refusal_t *why)
 {
     int dw = desc ? desc->workers : 0, ds = desc ? desc->spin_us : 0;
-    if (dw < 0 || dw > ECS_MAX_WORKERS || ds < -1 || ds > ECS__MAX_SPIN_US) return false;
+    if (dw < 0 || dw > ECS_MAX_WORKERS)
+        return ecs__refusal_set(why, "workers %d out of range (0 to %d)", dw, ECS_MAX_WORKERS);
+    if (ds < -1 || ds > ECS__MAX_SPIN_US)
+        return ecs__refusal_set(why, "spin_us %d out of range (-1 to %d)", ds, ECS__MAX_SPIN_US);
     long v;
     if (dw > 0) *workers = (uint32_t)dw;
     else if (env_knob("ECS_WORKERS", ECS_MAX_WORKERS, &v) && v > 0) *workers = (uint32_t)v;
@@ -54,12 +57,16 @@ static bool resolve_settings(const ecs_world_desc_t *desc, uint32_t *workers, ui
     return true;
 }
 
-ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc)
+static ecs_world_t *world_create(const ecs_world_desc_t *desc, ecs__refusal_t *why)
 {
     uint32_t workers, spin_us;
-    if (!resolve_settings(desc, &workers, &spin_us)) return NULL;
+    if (!resolve_settings(desc, &workers, &spin_us, why)) return NULL;
     ecs_allocator_t a;
-    if (!ecs__allocator_resolve(&a, desc ? &desc->allocator : NULL)) return NULL;
+    if (!ecs__allocator_resolve(&a, desc ? &desc->allocator : NULL)) {
+        ecs__refusal_set(why, "half-filled allocator hook (alloc and free go together, and ctx needs them)");
+        return NULL;
+    }
+    ecs__refusal_set(why, "out of memory"); /* every later failure, but the pool's */
     ecs_world_t *w = ecs__alloc(&a, sizeof(*w), _Alignof(ecs_world_t));
     if (!w) return NULL;
     memset(w, 0, sizeof(*w));
@@ -77,11 +84,22 @@ ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc)
     w->pool = w->scheduler && w->scheduler->worker_stats ? ecs__job_pool_create(&w->allocator, workers, spin_us)
                                                          : NULL;
     if (!w->pool) {
+        if (w->scheduler && w->scheduler->worker_stats)
+            ecs__refusal_set(why, "out of memory, or its worker threads could not start");
         ecs__scheduler_destroy(w, w->scheduler);
         ecs__world_storage_fini(w);
         ecs__free(&a, w);
         return NULL;
     }
+    return w;
+}
+
+ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc)
+{
+    ecs__refusal_t why;
+    ecs_world_t *w = world_create(desc, &why);
+    /* A world has no name: "ecs_world_create(): ..." */
+    if (!w) ecs__refusal_report("ecs_world_create", "", &why);
     return w;
 }
 
