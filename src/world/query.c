@@ -184,13 +184,10 @@ static void query_untrack(ecs_world_t *w, const ecs_query_t *q, uint32_t n)
     }
 }
 
-ecs_query_t *ecs_query_create(ecs_world_t *w, const ecs_query_desc_t *desc)
+/* The query and the tracking its filters need, for a validated
+ * descriptor; NULL, with nothing left behind, when out of memory. */
+static ecs_query_t *query_commit(ecs_world_t *w, const ecs_query_desc_t *desc, uint32_t n, uint32_t nc)
 {
-    if (!w || !desc) return NULL;
-    if (!ecs__world_immediate_ok(w)) return NULL;
-    uint32_t n, nc;
-    if (ecs__terms_validate(w, desc->terms, &n) != ECS_OK) return NULL;
-    if (ecs__changes_validate(w, desc->changes, &nc) != ECS_OK) return NULL;
     ecs_query_t *q = ecs__query_create(w, desc->terms, n, desc->changes, nc);
     if (!q || !nc) return q;
     q->rows = ecs__alloc(&w->allocator, ECS__CHUNK_MAX_ROWS * sizeof(uint16_t), _Alignof(uint16_t));
@@ -207,6 +204,22 @@ ecs_query_t *ecs_query_create(ecs_world_t *w, const ecs_query_desc_t *desc)
             return NULL;
         }
     }
+    return q;
+}
+
+ecs_query_t *ecs_query_create(ecs_world_t *w, const ecs_query_desc_t *desc)
+{
+    ecs__refusal_t why;
+    uint32_t n, nc;
+    ecs_query_t *q = NULL;
+    if (!w || !desc) ecs__refusal_set(&why, "NULL world or descriptor");
+    else if (!ecs__world_immediate_ok(w)) ecs__refusal_set(&why, ECS__REFUSAL_NOT_IMMEDIATE);
+    else if (ecs__terms_validate(w, desc->terms, &n) != ECS_OK) ecs__refusal_set(&why, "invalid term");
+    else if (ecs__changes_validate(w, desc->changes, &nc) != ECS_OK)
+        ecs__refusal_set(&why, "invalid change filter (a registered data component, no relation)");
+    else if (!(q = query_commit(w, desc, n, nc))) ecs__refusal_set(&why, "out of memory");
+    /* A query has no name: "ecs_query_create(): ..." */
+    if (!q) ecs__refusal_report("ecs_query_create", "", &why);
     return q;
 }
 
