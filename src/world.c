@@ -59,7 +59,7 @@ static bool resolve_settings(const ecs_world_desc_t *desc, uint32_t *workers, ui
 
 static ecs_world_t *world_create(const ecs_world_desc_t *desc, ecs__refusal_t *why)
 {
-    uint32_t workers, spin_us;
+    uint32_t workers = 0, spin_us = 0; /* set by resolve_settings when it succeeds */
     if (!resolve_settings(desc, &workers, &spin_us, why)) return NULL;
     ecs_allocator_t a;
     if (!ecs__allocator_resolve(&a, desc ? &desc->allocator : NULL)) {
