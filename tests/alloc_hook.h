@@ -52,10 +52,11 @@ typedef struct {
     size_t overrun;                 /* blocks whose canary was overwritten */
 } alloc_hook_t;
 
-/* Nonzero while this thread's hook calls malloc: the out-of-memory tests'
- * ASan malloc hook looks for allocations that bypass the allocator hook,
- * and the hook's own are not those. */
-static _Thread_local volatile int alloc_hook_in_malloc;
+/* Nonzero while this thread calls malloc for the test itself (the hook's
+ * blocks, a test component's heap memory): test_alloc_internals.c's ASan
+ * malloc hook looks for allocations that bypass the allocator hook, and
+ * these are not the library's. */
+static _Thread_local volatile int alloc_hook_test_malloc;
 
 /* One lock for every hook of the program: worker threads may allocate. */
 static pthread_mutex_t alloc_hook_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -92,9 +93,9 @@ static inline void *alloc_hook_alloc(size_t size, size_t align, void *ctx)
         a->injected++;
     } else {
         size_t al = align < 8 ? 8 : align;
-        alloc_hook_in_malloc++;
+        alloc_hook_test_malloc++;
         unsigned char *raw = malloc(sizeof(alloc_hook_header_t) + 2 * al + size + ALLOC_HOOK_CANARY + a->slack);
-        alloc_hook_in_malloc--;
+        alloc_hook_test_malloc--;
         if (raw) {
             /* Aligned to `align`, and deliberately not to 2 * align. */
             uintptr_t p = ((uintptr_t)raw + sizeof(alloc_hook_header_t) + al - 1) & ~(uintptr_t)(al - 1);
@@ -138,11 +139,17 @@ static inline void alloc_hook_free(void *ptr, void *ctx)
     pthread_mutex_unlock(&alloc_hook_lock);
 }
 
+/* The hook that uses a, whose counters and settings stay as they are. */
+static inline ecs_allocator_t alloc_hook_of(alloc_hook_t *a)
+{
+    return (ecs_allocator_t){.alloc = alloc_hook_alloc, .free = alloc_hook_free, .ctx = a};
+}
+
 /* Resets a (counters and settings) and returns the hook that uses it. */
 static inline ecs_allocator_t alloc_hook_init(alloc_hook_t *a)
 {
     memset(a, 0, sizeof(*a));
-    return (ecs_allocator_t){.alloc = alloc_hook_alloc, .free = alloc_hook_free, .ctx = a};
+    return alloc_hook_of(a);
 }
 
 /* Fails the k-th allocation from now (1: the next one), once, or with
