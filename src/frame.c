@@ -68,7 +68,7 @@ uint64_t ecs__ticks_to_ns(const ecs__scheduler_t *s, uint64_t ticks) { return (t
 
 /* What one frame's jobs need, set by the calling thread before any job
  * is submitted (the deques' release/acquire publishes it). */
-typedef struct {
+typedef struct ecs__frame {
     ecs_world_t *world;
     ecs__scheduler_t *sched;
     ecs__plan_node_t *nodes;
@@ -78,7 +78,7 @@ typedef struct {
     uint64_t base; /* tick of plan slot 0 */
 } frame_t;
 
-static frame_t *frame_of(const ecs_world_t *w) { return (frame_t *)w->frame_state; }
+static frame_t *frame_of(const ecs_world_t *w) { return w->run.current; }
 
 /* ---------------------------------------------------------------------- */
 /* Running a system over chunks                                            */
@@ -140,7 +140,7 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *no
 static ecs__log_t *reader_log(const ecs_world_t *w, const ecs__system_t *sys)
 {
     if (sys->removed_pairs) return &ecs__relation_get(w, sys->removed_pairs)->removed;
-    return sys->removed ? &w->components[sys->removed]->removed : NULL;
+    return sys->removed ? &w->registry.components[sys->removed]->removed : NULL;
 }
 
 /* A removal reader's slice: from its cursor to the log's end as it is
@@ -266,7 +266,7 @@ static inline void walk_chunk(ecs__walk_t *wk, uint32_t m, ecs__chunk_t *ch)
     it->priv_.match = (int32_t)m;
     /* For ecs_iter_changed: the structure is fixed while systems run, but
      * an EXCLUSIVE callback may move rows. */
-    it->priv_.version = it->world->structure_version;
+    it->priv_.version = it->world->storage.structure_version;
     if (n > 0) {
         it->rows = wk->rows;
         it->count = n;
@@ -525,7 +525,7 @@ static ecs__system_job_t *finish_node(frame_t *f, ecs__plan_node_t *node, uint32
 
 static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep)
 {
-    ecs__job_pool_t *pool = f->world->pool;
+    ecs__job_pool_t *pool = f->world->run.pool;
     if (node->filtered && !node->skip) {
         /* Its predecessors are done: the lists hold everything it must
          * see. Room for chunks and jobs was reserved, so nothing here
@@ -566,7 +566,7 @@ static void system_job_run(ecs__job_t *job, uint32_t worker)
         /* Last job of the system: release its successors and go on with
          * one of them here (no deque round trip; counted as a job run). */
         j = finish_node(fr, node, worker, true);
-        if (j) ecs__job_pool_count_run(fr->world->pool, worker);
+        if (j) ecs__job_pool_count_run(fr->world->run.pool, worker);
     }
 }
 
@@ -613,7 +613,7 @@ static void walk_node(ecs__walk_t *wk)
 {
     if ((wk->sys->flags & ECS_SYSTEM_EXCLUSIVE) && wk->window.filters) {
         if (!ecs__due_run(wk, walk_all)) {
-            if (!wk->world->frame_error) wk->world->frame_error = ECS_ENOMEM;
+            if (!wk->world->run.error) wk->world->run.error = ECS_ENOMEM;
             wk->node->window_kept = true;
         }
     } else if (wk->node->pair_filtered) {
@@ -636,7 +636,7 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
         node->job_count = 0;
         return;
     }
-    bool timed = exclusive || w->frame % TIMING_SAMPLE_EVERY == 0 || !node->last_ns;
+    bool timed = exclusive || w->run.frames % TIMING_SAMPLE_EVERY == 0 || !node->last_ns;
     uint64_t t0 = timed ? ecs__ticks() : 0;
     ecs_commands_t *cmd = ecs__commands_begin(w, 0, node->slot, &node->cmd);
     ecs_iter_t it;
@@ -653,7 +653,7 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
     if (!q) {
         run_whole(w, node, &it);
     } else {
-        if (exclusive) w->defer_chunk_release = true;
+        if (exclusive) w->storage.defer_chunk_release = true;
         uint16_t rows[ECS__CHUNK_MAX_ROWS];
         ecs__walk_t wk = walk_begin(w, node, &it, cmd, rows, true);
 #ifndef NDEBUG
@@ -662,7 +662,7 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
         if (sys->pair_mode == ECS_PAIRS_EACH) ecs__with_pair_batch(&wk, walk_node);
         else walk_node(&wk);
         if (exclusive) {
-            w->defer_chunk_release = false;
+            w->storage.defer_chunk_release = false;
             ecs__archetypes_trim(w);
         }
         node->rows = wk.handed;
@@ -672,7 +672,7 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
     ecs__tls_reads = NULL;
 #endif
     /* One job, on the calling thread: the caller's stats count it too. */
-    if (node->job_count) ecs__job_pool_count_run(w->pool, 0);
+    if (node->job_count) ecs__job_pool_count_run(w->run.pool, 0);
     if (!node->window_kept) sys->last_run = node->this_run;
     if (timed) atomic_store_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
 }
@@ -697,7 +697,7 @@ static void decide_runs(ecs_world_t *w, ecs__plan_node_t *nodes, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         const ecs__system_t *sys = nodes[i].sys;
-        bool run = sys->interval <= 1 || (w->frame - sys->first_frame) % sys->interval == 0;
+        bool run = sys->interval <= 1 || (w->run.frames - sys->first_frame) % sys->interval == 0;
         if (run && sys->run_if) run = sys->run_if(w, sys->ctx);
         nodes[i].skip = !run;
     }
@@ -756,7 +756,7 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
     for (uint32_t i = 0; i < seg->count; i++) {
         if (!nodes[i].npred) start_node(f, &nodes[i], 0, false);
     }
-    ecs__job_pool_wait(w->pool, 0, &f->counter);
+    ecs__job_pool_wait(w->run.pool, 0, &f->counter);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -767,12 +767,12 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
  * first error is kept. */
 static void barrier(ecs_world_t *w, uint64_t tick, ecs__phase_t resume)
 {
-    w->phase = ECS__PHASE_FLUSH;
-    w->tick_now = tick;
+    w->run.phase = ECS__PHASE_FLUSH;
+    w->run.tick_now = tick;
     int err = ecs__commands_flush(w);
     ecs__archetypes_trim(w);
-    w->phase = resume;
-    if (!w->frame_error) w->frame_error = err;
+    w->run.phase = resume;
+    if (!w->run.error) w->run.error = err;
 }
 
 static void record_stats(ecs__scheduler_t *s)
@@ -807,37 +807,37 @@ static void prune_changes(ecs_world_t *w, ecs__scheduler_t *s)
 {
     for (uint32_t i = 0; i < s->system_count; i++) {
         const ecs_query_t *q = s->systems[i].query;
-        for (uint32_t k = 0; q && k < q->change_count; k++) w->components[q->changes[k].component]->prune_min = UINT64_MAX;
+        for (uint32_t k = 0; q && k < q->change_count; k++) w->registry.components[q->changes[k].component]->prune_min = UINT64_MAX;
     }
     for (uint32_t i = 0; i < s->system_count; i++) {
         const ecs__system_t *sys = &s->systems[i];
         const ecs_query_t *q = sys->query;
         if (!q || !sys->last_run) continue;
         for (uint32_t k = 0; k < q->change_count; k++) {
-            ecs__component_t *c = w->components[q->changes[k].component];
+            ecs__component_t *c = w->registry.components[q->changes[k].component];
             if (sys->last_run < c->prune_min) c->prune_min = sys->last_run;
         }
     }
     /* Pair filters: each tracked relation drops the dirty sources that
      * every system filtering on its pairs (and that has run) has seen. */
-    for (uint32_t i = 0; i < w->relation_count; i++) w->relations[i].prune_min = UINT64_MAX;
+    for (uint32_t i = 0; i < w->rel.count; i++) w->rel.types[i].prune_min = UINT64_MAX;
     for (uint32_t i = 0; i < s->system_count; i++) {
         const ecs__system_t *sys = &s->systems[i];
         if (!sys->pair_filter || !sys->last_run) continue;
         ecs__relation_t *r = ecs__relation_get(w, sys->pair_relation);
         if (sys->last_run < r->prune_min) r->prune_min = sys->last_run;
     }
-    for (uint32_t i = 0; i < w->relation_count; i++) {
+    for (uint32_t i = 0; i < w->rel.count; i++) {
         /* Not while markers are late (a flush ran out of memory): their
          * sources stay listed for restamp_late (pairs.c). */
-        if (w->relations[i].filter_systems && !w->pending_count)
-            ecs__store_prune_dirty(&w->relations[i].store, w->relations[i].prune_min);
+        if (w->rel.types[i].filter_systems && !w->rel.pending_count)
+            ecs__store_prune_dirty(&w->rel.types[i].store, w->rel.types[i].prune_min);
     }
     /* prune_min 0 marks a component done (a real minimum is >= 1). */
     for (uint32_t i = 0; i < s->system_count; i++) {
         const ecs_query_t *q = s->systems[i].query;
         for (uint32_t k = 0; q && k < q->change_count; k++) {
-            ecs__component_t *c = w->components[q->changes[k].component];
+            ecs__component_t *c = w->registry.components[q->changes[k].component];
             if (!c->prune_min) continue;
             ecs__tracking_prune(w, q->changes[k].component, c->prune_min);
             c->prune_min = 0;
@@ -852,14 +852,14 @@ int ecs_world_progress(ecs_world_t *w, float delta_time)
     if (!w || !isfinite(delta_time)) return ECS_EINVAL;
     /* Not from a system or a type hook, nor from an ecs_query_each
      * callback (whose walk must not see chunks released under it). */
-    if (!ecs__world_idle(w) || w->defer_chunk_release) return ECS_EBUSY;
-    ecs__scheduler_t *s = w->scheduler;
+    if (!ecs__world_idle(w) || w->storage.defer_chunk_release) return ECS_EBUSY;
+    ecs__scheduler_t *s = w->run.scheduler;
     if (ecs__plan_ensure(w, s) != ECS_OK) return ECS_ENOMEM;
     /* The frame's ticks: one per plan slot, above every mark so far. */
-    frame_t f = {.world = w, .sched = s, .dt = delta_time, .workers = ecs__job_pool_workers(w->pool),
-                 .base = w->tick_now + 1};
-    w->frame_state = &f;
-    w->frame_error = ECS_OK;
+    frame_t f = {.world = w, .sched = s, .dt = delta_time, .workers = ecs__job_pool_workers(w->run.pool),
+                 .base = w->run.tick_now + 1};
+    w->run.current = &f;
+    w->run.error = ECS_OK;
     const ecs__plan_t *plan = &s->plan;
     for (uint32_t g = 0; g < plan->segment_count; g++) {
         const ecs__plan_segment_t *seg = &plan->segments[g];
@@ -867,27 +867,27 @@ int ecs_world_progress(ecs_world_t *w, float delta_time)
             /* The condition is asked as for any segment: no immediate
              * mode yet. Its immediate writes take its own tick. */
             ecs__plan_node_t *node = &plan->nodes[seg->first];
-            w->phase = ECS__PHASE_SYSTEMS;
+            w->run.phase = ECS__PHASE_SYSTEMS;
             atomic_store_explicit(&node->busy_ticks, 0, memory_order_relaxed);
             if (seg->conditional) decide_runs(w, node, 1);
             window_begin(&f, node);
             node->filtered = node->filtered && !node->skip;
-            w->tick_now = node->this_run;
-            w->phase = ECS__PHASE_EXCLUSIVE;
+            w->run.tick_now = node->this_run;
+            w->run.phase = ECS__PHASE_EXCLUSIVE;
             run_node_here(w, node, delta_time, true);
         } else {
-            w->phase = ECS__PHASE_SYSTEMS;
+            w->run.phase = ECS__PHASE_SYSTEMS;
             run_segment(w, s, seg, delta_time);
         }
         barrier(w, f.base + seg->barrier_slot, ECS__PHASE_IDLE);
     }
     /* Writes between frames take a tick above every slot of this one. */
-    w->tick_now = f.base + plan->slots;
-    w->phase = ECS__PHASE_IDLE;
-    w->frame_state = NULL;
+    w->run.tick_now = f.base + plan->slots;
+    w->run.phase = ECS__PHASE_IDLE;
+    w->run.current = NULL;
     if (s->removal_readers) prune_removals(w, s);
     if (s->filter_systems) prune_changes(w, s);
     record_stats(s);
-    w->frame++;
-    return w->frame_error;
+    w->run.frames++;
+    return w->run.error;
 }

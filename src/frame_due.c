@@ -129,7 +129,7 @@ int32_t ecs__due_select(ecs__walk_t *wk, const ecs__query_match_t *match, ecs__c
 
 bool ecs__due_run(ecs__walk_t *wk, void (*walk)(ecs__walk_t *))
 {
-    ecs__due_set_t *d = &wk->world->scheduler->due;
+    ecs__due_set_t *d = &wk->world->run.scheduler->due;
     if (!due_reserve(wk, d)) return false;
     ecs__due_walk_t run = {.set = d, .collecting = true};
     wk->due = &run;
@@ -137,10 +137,10 @@ bool ecs__due_run(ecs__walk_t *wk, void (*walk)(ecs__walk_t *))
     run.collecting = false;
     uint64_t version;
     do {
-        version = wk->world->structure_version;
+        version = wk->world->storage.structure_version;
         run.fresh = 0;
         walk(wk);
-    } while (wk->world->structure_version != version && run.fresh);
+    } while (wk->world->storage.structure_version != version && run.fresh);
     wk->due = NULL;
     for (uint32_t i = 0; i < d->count; i++) ecs__map_remove(&d->map, d->keys[i]);
     d->count = 0;

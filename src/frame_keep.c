@@ -128,7 +128,7 @@ static bool keep_valid(const ecs_world_t *w, const ecs__pair_keep_t *k, const ec
     if (!k->kept || k->chunk != ch || k->rows_version != ch->archetype->rows_version ||
         k->store_version != st->version)
         return false;
-    if (k->nfar_arch > KEEP_ARCH) return k->structure_version == w->structure_version;
+    if (k->nfar_arch > KEEP_ARCH) return k->structure_version == w->storage.structure_version;
     for (uint32_t j = 0; j < k->nfar_arch; j++) {
         if (k->far_arch[j]->rows_version != k->far_version[j]) return false;
     }
@@ -249,7 +249,7 @@ void ecs__keep_finish(ecs__walk_t *wk)
     }
     k->kept = true;
     for (uint32_t j = 0; j < k->nfar_arch && j < KEEP_ARCH; j++) k->far_version[j] = k->far_arch[j]->rows_version;
-    k->structure_version = wk->world->structure_version;
+    k->structure_version = wk->world->storage.structure_version;
 }
 
 /* Hands the kept walk k over, in the batches the walk it replaces would

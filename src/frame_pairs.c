@@ -430,7 +430,7 @@ void ecs__walk_dirty_pairs(ecs__walk_t *wk)
             ecs__commands_set_chunk(wk->cmd, visit++);
             ecs__iter_set_chunk(it, q, match, cur);
             it->priv_.match = m;
-            it->priv_.version = it->world->structure_version;
+            it->priv_.version = it->world->storage.structure_version;
             it->rows = NULL;
 #ifndef NDEBUG
             wk->reads->chunk = cur;

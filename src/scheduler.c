@@ -94,7 +94,7 @@ int ecs_stage_add(ecs_world_t *w, const char *name, const char *after_stage)
 {
     if (!w || !name || !name[0]) return ECS_EINVAL;
     if (!ecs__world_idle(w)) return ECS_EBUSY;
-    ecs__scheduler_t *s = w->scheduler;
+    ecs__scheduler_t *s = w->run.scheduler;
     if (stage_find(s, name) >= 0) return ECS_EEXIST;
     uint32_t at = s->stage_count;
     if (after_stage) {
@@ -233,7 +233,7 @@ static bool check_call(registration_t *r)
 {
     if (!r->w || !r->desc) return ecs__refusal_set(&r->why, "NULL world or descriptor");
     if (!ecs__world_idle(r->w)) return ecs__refusal_set(&r->why, ECS__REFUSAL_NOT_IDLE);
-    r->s = r->w->scheduler;
+    r->s = r->w->run.scheduler;
     return true;
 }
 
@@ -333,7 +333,7 @@ static bool check_removals(registration_t *r)
     if (d->removed) {
         if (filtered) return ecs__refusal_set(&r->why, "a removal reader takes no change filters");
         if (d->pairs.mode) return ecs__refusal_set(&r->why, "a removal reader takes no pair dispatch");
-        if (d->removed > r->w->component_count || !r->w->components[d->removed])
+        if (d->removed > r->w->registry.component_count || !r->w->registry.components[d->removed])
             return ecs__refusal_set(&r->why, "removed: unknown component");
         if (!only_other_terms(r)) return ecs__refusal_set(&r->why, "a removal reader takes only ECS_OTHER terms");
     }
@@ -389,7 +389,7 @@ static void build_access(registration_t *r)
     r->query_terms = r->term_count;
     if (r->marker) r->terms[r->query_terms++] = (ecs_term_t){.component = r->marker, .access = ECS_WITH};
     *sys = (ecs__system_t){.stage = r->st->id, .flags = d->flags, .run = d->run, .ctx = d->ctx,
-                           .interval = d->interval, .first_frame = r->w->frame, .run_if = d->run_if,
+                           .interval = d->interval, .first_frame = r->w->run.frames, .run_if = d->run_if,
                            .removed = d->removed, .removed_pairs = d->removed_pairs,
                            .pair_relation = r->marker ? pd->relation : 0, .pair_mode = pd->mode,
                            .pair_role = pd->role, .pair_filter = r->pair_filter, .nfar_terms = r->nfar};
@@ -504,7 +504,7 @@ static bool resolve_order(registration_t *r)
 static void commit_rollback(registration_t *r)
 {
     for (uint32_t i = 0; i < r->tracked; i++) {
-        ecs__component_t *c = r->w->components[r->changes[i].component];
+        ecs__component_t *c = r->w->registry.components[r->changes[i].component];
         c->filter_systems--;
         ecs__tracking_lower(r->w, r->changes[i].component, ecs__tracking_wanted(c));
     }
@@ -543,7 +543,7 @@ static bool commit_reserve(registration_t *r)
     }
     while (ok && r->tracked < r->change_count) {
         ecs_component_t c = r->changes[r->tracked++].component;
-        w->components[c]->filter_systems++;
+        w->registry.components[c]->filter_systems++;
         ok = ecs__tracking_raise(w, c, ECS__TRACK_DIRTY) == ECS_OK;
     }
     if (!ok) {

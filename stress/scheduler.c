@@ -1196,7 +1196,7 @@ static uint32_t reader_snapshot(const ecs_world_t *w, reader_state_t *rs, ecs_co
     reader_reserve(rs, w->entity_index.next_index);
     for (uint32_t i = 0; i < rs->nholders; i++) rs->prevgen[(uint32_t)rs->holders[i]] = 0;
     rs->nholders = 0;
-    const ecs__component_t *c = w->components[id];
+    const ecs__component_t *c = w->registry.components[id];
     for (uint32_t k = 0; k < c->archetype_count; k++) {
         const ecs__archetype_t *a = c->archetypes[k].archetype;
         for (uint32_t j = 0; j < a->chunk_count; j++) {
@@ -1532,7 +1532,7 @@ typedef struct {
 
 static void check_plan(ecs_world_t *w, const round_t *rd)
 {
-    const ecs__scheduler_t *s = w->scheduler;
+    const ecs__scheduler_t *s = w->run.scheduler;
     const ecs__plan_t *p = &s->plan;
     CHECK(p->valid && p->node_count == rd->nsys, "plan: %u nodes (valid %d), %u systems registered", p->node_count,
           p->valid, rd->nsys);

@@ -98,7 +98,7 @@ static void alloc_nothing_bypasses_the_hook(void **state)
         for (uint32_t i = 1; w && i < (uint32_t)workers; i++) {
             ecs__worker_stats_t st;
             for (int tries = 0; tries < 5000; tries++) {
-                ecs__job_pool_stats(w->pool, i, &st);
+                ecs__job_pool_stats(w->run.pool, i, &st);
                 if (st.sleeps) break;
                 usleep(1000);
             }
@@ -140,9 +140,9 @@ static uint64_t arch_mix(uint64_t h, uint64_t v)
 static void arch_snap(const ecs_world_t *w, ecs_query_t *const *q, arch_snap_t *s)
 {
     memset(s, 0, sizeof(*s));
-    s->archetypes = w->archetype_count;
-    for (uint32_t i = 0; i < w->archetype_count; i++) {
-        const ecs__archetype_t *a = w->archetypes[i];
+    s->archetypes = w->storage.archetype_count;
+    for (uint32_t i = 0; i < w->storage.archetype_count; i++) {
+        const ecs__archetype_t *a = w->storage.archetypes[i];
         s->types_hash = arch_mix(s->types_hash, 0x100000000ull | a->type_count);
         for (uint32_t t = 0; t < a->type_count; t++) s->types_hash = arch_mix(s->types_hash, a->types[t]);
     }

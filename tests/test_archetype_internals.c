@@ -468,7 +468,7 @@ static void archetype_graph_edges_are_reused(void **state)
     ecs_entity_t e = ecs_spawn(w);
     ecs__archetype_t *root = archetype_of(w, e);
     assert_int_equal(root->type_count, 0);
-    assert_ptr_equal(root, w->root);
+    assert_ptr_equal(root, w->storage.root);
 
     assert_int_equal(ecs_add(w, e, a), ECS_OK);
     ecs__archetype_t *arch_a = archetype_of(w, e);
@@ -569,10 +569,10 @@ static void archetype_component_index_lists_holders(void **state)
     ecs_component_t comps[4] = {pa, vb, tag, unused};
     for (int k = 0; k < 4; k++) {
         ecs_component_t c = comps[k];
-        const ecs__component_t *rec = w->components[c];
+        const ecs__component_t *rec = w->registry.components[c];
         uint32_t holders = 0;
-        for (uint32_t i = 0; i < w->archetype_count; i++) {
-            const ecs__archetype_t *a = w->archetypes[i];
+        for (uint32_t i = 0; i < w->storage.archetype_count; i++) {
+            const ecs__archetype_t *a = w->storage.archetypes[i];
             int32_t t = ecs__archetype_type_index(a, c);
             /* Exactly the archetypes that hold c, each once, with its column. */
             uint32_t listed = 0;
@@ -600,10 +600,10 @@ static void archetype_component_index_lists_holders(void **state)
         }
         assert_int_equal(rec->archetype_count, holders);
     }
-    assert_int_equal(w->components[pa]->archetype_count, 4);  /* {pa} {pa,vb} {pa,vb,tag} {pa,tag} */
-    assert_int_equal(w->components[vb]->archetype_count, 3);  /* {pa,vb} {vb,tag} {pa,vb,tag} */
-    assert_int_equal(w->components[tag]->archetype_count, 4); /* {vb,tag} {pa,vb,tag} {tag} {pa,tag} */
-    assert_int_equal(w->components[unused]->archetype_count, 0);
+    assert_int_equal(w->registry.components[pa]->archetype_count, 4);  /* {pa} {pa,vb} {pa,vb,tag} {pa,tag} */
+    assert_int_equal(w->registry.components[vb]->archetype_count, 3);  /* {pa,vb} {vb,tag} {pa,vb,tag} */
+    assert_int_equal(w->registry.components[tag]->archetype_count, 4); /* {vb,tag} {pa,vb,tag} {tag} {pa,tag} */
+    assert_int_equal(w->registry.components[unused]->archetype_count, 0);
     ecs_world_destroy(w);
 }
 

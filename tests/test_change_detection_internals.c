@@ -376,7 +376,7 @@ static void changes_levels_follow_consumers_and_reseed(void **state)
     ecs_query_destroy(q);
     rec = ecs__record_from_entity(&f.w->entity_index, e[0]);
     assert_null(rec->chunk->trackers);
-    assert_int_equal(f.w->components[f.health]->track_level, ECS__TRACK_NONE);
+    assert_int_equal(f.w->registry.components[f.health]->track_level, ECS__TRACK_NONE);
     ecs_world_destroy(f.w);
 }
 
@@ -460,7 +460,7 @@ static void changes_bad_filters_are_rejected(void **state)
     ecs_world_stats_t after = stats_of(f.w);
     assert_int_equal(after.systems, before.systems);
     assert_int_equal(after.queries, before.queries);
-    assert_int_equal(f.w->components[f.health]->track_level, ECS__TRACK_NONE);
+    assert_int_equal(f.w->registry.components[f.health]->track_level, ECS__TRACK_NONE);
     assert_null(ecs__record_from_entity(&f.w->entity_index, e[0])->chunk->trackers);
     ecs_world_destroy(f.w);
 }
@@ -483,15 +483,15 @@ static void changes_filter_conflicts_with_writers(void **state)
     ecs_system_t other = reg(&f, &(ecs_system_desc_t){.terms = {TW(f.vel)}, .run = nop});
     /* The filter reads Health's tracker (and requires Health). */
     ecs_system_t without = reg(&f, &(ecs_system_desc_t){.terms = {TW(f.health), TWITHOUT(f.health)}, .run = nop});
-    const ecs__scheduler_t *s = f.w->scheduler;
+    const ecs__scheduler_t *s = f.w->run.scheduler;
     const ecs__system_t *sf = &s->systems[filt - 1];
     assert_true(ecs__systems_conflict(sf, &s->systems[writer - 1]));
     assert_true(ecs__systems_conflict(&s->systems[writer - 1], sf));
     assert_false(ecs__systems_conflict(sf, &s->systems[reader - 1]));
     assert_false(ecs__systems_conflict(sf, &s->systems[other - 1]));
     assert_false(ecs__systems_conflict(sf, &s->systems[without - 1]));
-    assert_int_equal(ecs__plan_ensure(f.w, f.w->scheduler), ECS_OK);
-    const ecs__plan_t *p = &f.w->scheduler->plan;
+    assert_int_equal(ecs__plan_ensure(f.w, f.w->run.scheduler), ECS_OK);
+    const ecs__plan_t *p = &f.w->run.scheduler->plan;
     bool edge = false;
     for (uint32_t i = 0; i < p->node_count; i++) {
         if (p->nodes[i].id != filt) continue;
@@ -531,8 +531,8 @@ static void changes_out_of_memory_changes_nothing(void **state)
         if (s) break;
         failures++;
         assert_int_equal(stats_of(f.w).systems, 0);
-        assert_int_equal(f.w->components[f.health]->track_level, ECS__TRACK_NONE);
-        assert_int_equal(f.w->components[f.pos]->track_level, ECS__TRACK_NONE);
+        assert_int_equal(f.w->registry.components[f.health]->track_level, ECS__TRACK_NONE);
+        assert_int_equal(f.w->registry.components[f.pos]->track_level, ECS__TRACK_NONE);
         for (int i = 0; i < 3000; i += 500)
             assert_null(ecs__record_from_entity(&f.w->entity_index, e[i])->chunk->trackers);
     }

@@ -157,7 +157,7 @@ static void pairs_exclusive_replace_forgets_dead_target(void **state)
         assert_int_equal(ecs_despawn(w, t), ECS_OK);
         assert_true(ecs_pair_target(w, r, e) == t); /* kept, stale */
     }
-    const ecs__store_t *st = &w->relations[r - 1].store;
+    const ecs__store_t *st = &w->rel.types[r - 1].store;
     assert_int_equal(st->pairs, 1);
     assert_true(st->reverse.count <= 1);
     ecs_world_destroy(w);
@@ -183,7 +183,7 @@ static void pairs_ignore_keeps_stale_pairs(void **state)
     assert_int_equal(ecs_pair_remove(w, r, e[0], e[1]), ECS_OK);
     assert_false(ecs_has(w, e[0], sm));
     assert_int_equal(ecs_despawn(w, e[2]), ECS_OK);
-    const ecs__store_t *st = &w->relations[r - 1].store;
+    const ecs__store_t *st = &w->rel.types[r - 1].store;
     assert_int_equal(st->pairs, 0);
     assert_null(ecs__store_sources(st, e[1])); /* the dead target's slice is gone too */
     free(e);
@@ -259,7 +259,7 @@ static void pairs_command_and_target_despawn_in_one_flush(void **state)
                 if (excl) assert_int_equal(ecs_pair_sources(w, f.rel[0], keep, NULL), order == 1);
                 for (int k = 1; k < 3 && ecs_is_alive(w, f.src); k++)
                     assert_int_equal(ecs_pair_targets(w, f.rel[k], f.src, NULL, NULL), 0);
-                assert_int_equal(w->relations[f.rel[1] - 1].store.pairs, 0);
+                assert_int_equal(w->rel.types[f.rel[1] - 1].store.pairs, 0);
                 ecs_world_destroy(w);
             }
         }
@@ -315,11 +315,11 @@ static void pairs_flush_sync_failures_stay_listed_once(void **state)
         assert_int_equal(ecs_world_progress(w, 0.0f), ECS_ENOMEM);
         assert_int_equal(ecs_pair_target(w, r2, h.a), h.t[h.frame - 1]); /* the pairs are made */
         assert_false(ecs_has(w, h.a, ecs_relation_source_marker(w, r2))); /* the marker cannot move */
-        assert_true(w->pending_count <= 2); /* a and the current target */
+        assert_true(w->rel.pending_count <= 2); /* a and the current target */
     }
     f.fail_above = 0;
     frame(w);
-    assert_int_equal(w->pending_count, 0);
+    assert_int_equal(w->rel.pending_count, 0);
     assert_true(ecs_has(w, h.a, ecs_relation_source_marker(w, r2)));
     assert_true(ecs_has(w, h.t[h.frame - 1], ecs_relation_target_marker(w, r2)));
     assert_false(ecs_has(w, h.t[h.frame - 2], ecs_relation_target_marker(w, r2)));
@@ -399,7 +399,7 @@ static void pairs_removed_pairs_each_once_per_reader(void **state)
     ecs_pair_remove(w, ig, e[4], e[7]);
     frame(w);
     rlog_expect(&igl, (ecs_entity_t[]){e[4], e[7]}, 1);
-    assert_int_equal(w->relations[r - 1].removed.count, 0); /* pruned once every reader passed */
+    assert_int_equal(w->rel.types[r - 1].removed.count, 0); /* pruned once every reader passed */
     free(e);
     ecs_world_destroy(w);
 }
@@ -486,7 +486,7 @@ static void far_end_conflict(ecs_pair_role_t role)
                                           .target_terms = {{.component = pos}}},
                                 .run = pos_reader, .ctx = &o});
     assert_true(wr && rd);
-    const ecs__scheduler_t *s = w->scheduler;
+    const ecs__scheduler_t *s = w->run.scheduler;
     assert_true(ecs__systems_conflict(&s->systems[wr - 1], &s->systems[rd - 1]));
     int split = 0;
     for (int f = 0; f < 6; f++) {
@@ -723,7 +723,7 @@ static void pairs_change_filters(void **state)
     added.n = changed.n = third.n = 0;
     frame(w);
     frame(w);
-    assert_int_equal(w->relations[r - 1].store.dirty_count, 0); /* pruned */
+    assert_int_equal(w->rel.types[r - 1].store.dirty_count, 0); /* pruned */
     added.calls = 0;
     ecs_pair_set(w, r, e[100], e[4000], NULL);
     frame(w);
@@ -972,7 +972,7 @@ static void model_check(model_t *m)
     for (uint32_t id = 0; id < m->count; id++) {
         const ment_t *me = &m->ents[id];
         for (int r = 0; r < RELS; r++) {
-            const ecs__store_t *st = &m->w->relations[m->rel[r] - 1].store;
+            const ecs__store_t *st = &m->w->rel.types[m->rel[r] - 1].store;
             const ecs__source_slice_t *ss = ecs__store_sources(st, me->handle);
             uint32_t ns = ss ? ss->count : 0;
             if (ns != me->rev[r].n)

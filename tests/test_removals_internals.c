@@ -125,7 +125,7 @@ static void removals_immediate_seen_once_in_order(void **state)
     assert_int_equal(rp.runs, 4);
     assert_int_equal(rp.per_run[2], 0);
     /* Everyone has passed: the log is empty again. */
-    assert_int_equal(f.w->components[f.pos]->removed.count, 0);
+    assert_int_equal(f.w->registry.components[f.pos]->removed.count, 0);
     reader_fini(&rp);
     reader_fini(&rt);
     ecs_world_destroy(f.w);
@@ -164,13 +164,13 @@ static void removals_cursors_are_per_reader(void **state)
     assert_int_equal(ecs_remove(f.w, e[10], f.pos), ECS_OK);
     assert_int_equal(ecs_despawn(f.w, e[11]), ECS_OK);
     frame(&f);
-    assert_int_equal(f.w->components[f.pos]->removed.count, 2);
+    assert_int_equal(f.w->registry.components[f.pos]->removed.count, 2);
     frame(&f);
     frame(&f); /* frame 12: it catches up */
     assert_int_equal(third.count, 12);
     assert_true(third.seen[10] == e[10] && third.seen[11] == e[11]);
     assert_int_equal(every.count, 12);
-    assert_int_equal(f.w->components[f.pos]->removed.count, 0);
+    assert_int_equal(f.w->registry.components[f.pos]->removed.count, 0);
     reader_fini(&every);
     reader_fini(&third);
     reader_fini(&later);
@@ -195,7 +195,7 @@ static void removals_registration_errors(void **state)
     /* Nothing watches Pos: removing it logs nothing. */
     ecs_entity_t e = spawn2(&f, f.pos, 0);
     assert_int_equal(ecs_remove(f.w, e, f.pos), ECS_OK);
-    assert_int_equal(f.w->components[f.pos]->removed.cap, 0);
+    assert_int_equal(f.w->registry.components[f.pos]->removed.cap, 0);
     /* Outside a reader, ecs_iter_removed gives nothing; NULLs are refused. */
     ecs_iter_t it;
     memset(&it, 0, sizeof(it));
@@ -251,7 +251,7 @@ static void removals_out_of_memory_changes_nothing(void **state)
     assert_true(g_warm_tag != 0);
     assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK); /* plan and arenas exist now */
     /* Between frames the log only grows: fill its room exactly. */
-    const ecs__component_t *c = w->components[P];
+    const ecs__component_t *c = w->registry.components[P];
     int removed = 0;
     while (c->removed.count == 0 || c->removed.count < c->removed.cap) {
         assert_true(removed < N - 3);
@@ -312,7 +312,7 @@ static void removals_log_room_only_for_lost_components(void **state)
     assert_int_equal(ecs_remove(w, x, V), ECS_OK);
     assert_int_equal(ecs_add(w, x, V), ECS_OK);
     /* Fill the log's room exactly (between frames it only grows). */
-    const ecs__component_t *c = w->components[P];
+    const ecs__component_t *c = w->registry.components[P];
     int removed = 0;
     while (c->removed.count == 0 || c->removed.count < c->removed.cap) {
         assert_true(removed < N / 2);
@@ -370,7 +370,7 @@ static void removals_failed_registration_keeps_plan_valid(void **state)
     reader_t r;
     reader_init(&r);
     assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = P, .run = reader_run, .ctx = &r}));
-    ecs__scheduler_t *s = w->scheduler;
+    ecs__scheduler_t *s = w->run.scheduler;
     /* Fill the system array to its capacity, with a valid plan. */
     while (s->system_count < s->system_cap)
         assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = P, .run = reader_run, .ctx = &r}));

@@ -199,20 +199,20 @@ static uint32_t elog_order(int *out, uint32_t cap)
 
 static const ecs__plan_t *plan_of(ecs_world_t *w)
 {
-    assert_int_equal(ecs__plan_ensure(w, w->scheduler), ECS_OK);
-    assert_true(w->scheduler->plan.valid);
-    return &w->scheduler->plan;
+    assert_int_equal(ecs__plan_ensure(w, w->run.scheduler), ECS_OK);
+    assert_true(w->run.scheduler->plan.valid);
+    return &w->run.scheduler->plan;
 }
 
 static const ecs__system_t *sys_of(ecs_world_t *w, ecs_system_t id)
 {
-    assert_true(id >= 1 && id <= w->scheduler->system_count);
-    return &w->scheduler->systems[id - 1];
+    assert_true(id >= 1 && id <= w->run.scheduler->system_count);
+    return &w->run.scheduler->systems[id - 1];
 }
 
 static int stage_index(ecs_world_t *w, const char *name)
 {
-    const ecs__scheduler_t *s = w->scheduler;
+    const ecs__scheduler_t *s = w->run.scheduler;
     for (uint32_t i = 0; i < s->stage_count; i++) {
         if (!strcmp(s->stages[i].name, name)) return (int)i;
     }
@@ -297,7 +297,7 @@ static bool has_succ(const ecs__plan_node_t *node, uint32_t index)
 static void check_plan(ecs_world_t *w)
 {
     const ecs__plan_t *p = plan_of(w);
-    const ecs__scheduler_t *s = w->scheduler;
+    const ecs__scheduler_t *s = w->run.scheduler;
     assert_int_equal(p->node_count, s->system_count);
     uint32_t *seen = calloc(s->system_count + 1, sizeof(uint32_t));
     assert_non_null(seen);
@@ -381,7 +381,7 @@ static void expect_register_fails(ecs_world_t *w, const ecs_system_desc_t *d, co
         assert_non_null(strstr(msg, names[k]));
     }
     assert_int_equal(stats_of(w).systems, before);
-    assert_int_equal(w->scheduler->system_count, before);
+    assert_int_equal(w->run.scheduler->system_count, before);
 }
 
 static ecs_system_t register_ok(ecs_world_t *w, const ecs_system_desc_t *d)

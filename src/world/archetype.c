@@ -47,10 +47,10 @@ static bool type_equal(const ecs__archetype_t *a, const ecs_component_t *types, 
 static ecs__archetype_t *table_find(const ecs_world_t *w, const ecs_component_t *types, uint32_t count,
                                     uint64_t hash)
 {
-    if (!w->archetype_table_cap) return NULL;
-    uint32_t mask = w->archetype_table_cap - 1;
+    if (!w->storage.archetype_table_cap) return NULL;
+    uint32_t mask = w->storage.archetype_table_cap - 1;
     for (uint32_t i = (uint32_t)hash & mask;; i = (i + 1) & mask) {
-        ecs__archetype_t *a = w->archetype_table[i];
+        ecs__archetype_t *a = w->storage.archetype_table[i];
         if (!a) return NULL;
         if (a->hash == hash && type_equal(a, types, count)) return a;
     }
@@ -67,18 +67,18 @@ static void table_put(ecs__archetype_t **table, uint32_t cap, ecs__archetype_t *
 /* Keeps the table at most half full after one more insert. */
 static bool table_reserve(ecs_world_t *w)
 {
-    uint32_t need = (w->archetype_count + 1) * 2;
-    if (need <= w->archetype_table_cap) return true;
-    uint32_t cap = w->archetype_table_cap ? w->archetype_table_cap * 2 : 64;
+    uint32_t need = (w->storage.archetype_count + 1) * 2;
+    if (need <= w->storage.archetype_table_cap) return true;
+    uint32_t cap = w->storage.archetype_table_cap ? w->storage.archetype_table_cap * 2 : 64;
     while (cap < need) cap *= 2;
     ecs__archetype_t **t = ecs__calloc(&w->allocator, cap * sizeof(*t), _Alignof(ecs__archetype_t *));
     if (!t) return false;
-    for (uint32_t i = 0; i < w->archetype_table_cap; i++) {
-        if (w->archetype_table[i]) table_put(t, cap, w->archetype_table[i]);
+    for (uint32_t i = 0; i < w->storage.archetype_table_cap; i++) {
+        if (w->storage.archetype_table[i]) table_put(t, cap, w->storage.archetype_table[i]);
     }
-    ecs__free(&w->allocator, w->archetype_table);
-    w->archetype_table = t;
-    w->archetype_table_cap = cap;
+    ecs__free(&w->allocator, w->storage.archetype_table);
+    w->storage.archetype_table = t;
+    w->storage.archetype_table_cap = cap;
     return true;
 }
 
@@ -112,7 +112,7 @@ static ecs__archetype_t *archetype_alloc(ecs_world_t *w, const ecs_component_t *
                                          uint64_t hash)
 {
     uint32_t ncols = 0;
-    for (uint32_t i = 0; i < count; i++) ncols += w->components[types[i]]->info.size ? 1 : 0;
+    for (uint32_t i = 0; i < count; i++) ncols += w->registry.components[types[i]]->info.size ? 1 : 0;
     size_t bytes = ecs__align_up(sizeof(ecs__archetype_t), 8) + ecs__align_up(count * sizeof(ecs_component_t), 8) +
                    count * sizeof(int32_t) + ncols * sizeof(ecs__column_t) + 8;
     unsigned char *p = ecs__calloc(&w->allocator, bytes, 64);
@@ -129,7 +129,7 @@ static ecs__archetype_t *archetype_alloc(ecs_world_t *w, const ecs_component_t *
     if (count) memcpy(a->types, types, count * sizeof(ecs_component_t));
     ecs__removals_watch_archetype(w, a);
     for (uint32_t i = 0; i < count; i++) {
-        ecs__component_t *c = w->components[types[i]];
+        ecs__component_t *c = w->registry.components[types[i]];
         if (!c->info.size) {
             a->type_columns[i] = -1;
             continue;
@@ -173,16 +173,16 @@ ecs__archetype_t *ecs__archetype_ensure(ecs_world_t *w, const ecs_component_t *t
 
     /* Reserve every slot the new archetype will take, then commit. A
      * failed reservation only leaves spare capacity behind. */
-    bool ok = ecs__array_reserve(&w->allocator, (void **)&w->archetypes, &w->archetype_cap, w->archetype_count + 1,
+    bool ok = ecs__array_reserve(&w->allocator, (void **)&w->storage.archetypes, &w->storage.archetype_cap, w->storage.archetype_count + 1,
                                  sizeof(ecs__archetype_t *), _Alignof(ecs__archetype_t *)) &&
               table_reserve(w);
     for (uint32_t i = 0; ok && i < count; i++) {
-        ecs__component_t *c = w->components[types[i]];
+        ecs__component_t *c = w->registry.components[types[i]];
         ok = ecs__array_reserve(&w->allocator, (void **)&c->archetypes, &c->archetype_cap, c->archetype_count + 1,
                                 sizeof(ecs__component_record_t), _Alignof(ecs__component_record_t));
     }
-    for (uint32_t i = 0; ok && i < w->query_count; i++) {
-        ecs_query_t *q = w->queries[i];
+    for (uint32_t i = 0; ok && i < w->queries.count; i++) {
+        ecs_query_t *q = w->queries.live[i];
         if (ecs__query_match(q, a, &scratch)) {
             ok = ecs__array_reserve(&w->allocator, (void **)&q->matches, &q->match_cap, q->match_count + 1,
                                     sizeof(ecs__query_match_t), _Alignof(ecs__query_match_t));
@@ -193,16 +193,16 @@ ecs__archetype_t *ecs__archetype_ensure(ecs_world_t *w, const ecs_component_t *t
         return NULL;
     }
 
-    a->id = w->archetype_count;
-    w->archetypes[w->archetype_count++] = a;
-    table_put(w->archetype_table, w->archetype_table_cap, a);
+    a->id = w->storage.archetype_count;
+    w->storage.archetypes[w->storage.archetype_count++] = a;
+    table_put(w->storage.archetype_table, w->storage.archetype_table_cap, a);
     for (uint32_t i = 0; i < count; i++) {
-        ecs__component_t *c = w->components[types[i]];
+        ecs__component_t *c = w->registry.components[types[i]];
         c->archetypes[c->archetype_count++] = (ecs__component_record_t){a, a->type_columns[i]};
     }
-    for (uint32_t i = 0; i < w->query_count; i++) {
+    for (uint32_t i = 0; i < w->queries.count; i++) {
         /* Only matching queries reserved a slot. */
-        ecs_query_t *q = w->queries[i];
+        ecs_query_t *q = w->queries.live[i];
         if (ecs__query_match(q, a, &scratch)) q->matches[q->match_count++] = scratch;
     }
     return a;
@@ -463,7 +463,7 @@ static ecs__chunk_t *chunk_new(ecs_world_t *w, ecs__archetype_t *a, uint32_t wan
     a->chunk_count++;
     a->empty_chunks++;
     nonfull_set(a, idx);
-    w->chunk_count++;
+    w->storage.chunk_count++;
     return ch;
 }
 
@@ -484,7 +484,7 @@ static void chunk_release(ecs_world_t *w, ecs__chunk_t *ch)
     a->chunk_count--;
     a->empty_chunks--;
     if (idx < a->chunk_count && nonfull_test(a, idx) && idx < a->nonfull_hint) a->nonfull_hint = idx;
-    w->chunk_count--;
+    w->storage.chunk_count--;
     ecs__chunk_unlist(ch);
     ecs__chunk_trackers_destroy(w, ch);
     ecs__slab_t *s = ch->slab;
@@ -549,7 +549,7 @@ void ecs__chunk_emptied(ecs_world_t *w, ecs__chunk_t *ch)
     ecs__archetype_t *a = ch->archetype;
     a->empty_chunks++;
     if (a->empty_chunks > 1) {
-        if (w->defer_chunk_release) w->trim_pending = true;
+        if (w->storage.defer_chunk_release) w->storage.trim_pending = true;
         else chunk_release(w, ch);
     }
 }
@@ -557,10 +557,10 @@ void ecs__chunk_emptied(ecs_world_t *w, ecs__chunk_t *ch)
 void ecs__archetypes_trim(ecs_world_t *w)
 {
     /* While a walk defers releases, its chunks must stay where they are. */
-    if (!w->trim_pending || w->defer_chunk_release) return;
-    w->trim_pending = false;
-    for (uint32_t i = 0; i < w->archetype_count; i++) {
-        ecs__archetype_t *a = w->archetypes[i];
+    if (!w->storage.trim_pending || w->storage.defer_chunk_release) return;
+    w->storage.trim_pending = false;
+    for (uint32_t i = 0; i < w->storage.archetype_count; i++) {
+        ecs__archetype_t *a = w->storage.archetypes[i];
         for (uint32_t c = a->chunk_count; c-- > 0 && a->empty_chunks > 1;) {
             if (c < a->chunk_count && a->chunks[c]->count == 0) chunk_release(w, a->chunks[c]);
         }
@@ -596,20 +596,20 @@ static void edges_drop_to(ecs_world_t *w, ecs__archetype_t *x, ecs__archetype_t 
 
 static void table_remove(ecs_world_t *w, ecs__archetype_t *a)
 {
-    uint32_t mask = w->archetype_table_cap - 1;
+    uint32_t mask = w->storage.archetype_table_cap - 1;
     uint32_t i = (uint32_t)a->hash & mask;
-    while (w->archetype_table[i] != a) i = (i + 1) & mask;
+    while (w->storage.archetype_table[i] != a) i = (i + 1) & mask;
     /* Backward shift, as in the u64 map. */
     uint32_t hole = i;
-    for (uint32_t j = (i + 1) & mask; w->archetype_table[j]; j = (j + 1) & mask) {
-        uint32_t home = (uint32_t)w->archetype_table[j]->hash & mask;
+    for (uint32_t j = (i + 1) & mask; w->storage.archetype_table[j]; j = (j + 1) & mask) {
+        uint32_t home = (uint32_t)w->storage.archetype_table[j]->hash & mask;
         bool stays = hole < j ? (home > hole && home <= j) : (home > hole || home <= j);
         if (!stays) {
-            w->archetype_table[hole] = w->archetype_table[j];
+            w->storage.archetype_table[hole] = w->storage.archetype_table[j];
             hole = j;
         }
     }
-    w->archetype_table[hole] = NULL;
+    w->storage.archetype_table[hole] = NULL;
 }
 
 /* Pops the newest archetype, which holds no entity: its empty chunks go
@@ -620,29 +620,29 @@ static void table_remove(ecs_world_t *w, ecs__archetype_t *a)
  * so no walk can hold it or its chunks. */
 static void archetype_pop(ecs_world_t *w, ecs__archetype_t *a)
 {
-    ecs__assert(a != w->root && !a->entity_count, "only an archetype no entity entered is given back");
+    ecs__assert(a != w->storage.root && !a->entity_count, "only an archetype no entity entered is given back");
     while (a->chunk_count) chunk_release(w, a->chunks[a->chunk_count - 1]);
     ecs__assert(!a->slabs, "a slab is freed with its last chunk");
-    for (uint32_t i = 0; i + 1 < w->archetype_count; i++) edges_drop_to(w, w->archetypes[i], a);
+    for (uint32_t i = 0; i + 1 < w->storage.archetype_count; i++) edges_drop_to(w, w->storage.archetypes[i], a);
     for (uint32_t t = 0; t < a->type_count; t++) {
-        ecs__component_t *c = w->components[a->types[t]];
+        ecs__component_t *c = w->registry.components[a->types[t]];
         ecs__assert(c->archetype_count && c->archetypes[c->archetype_count - 1].archetype == a, "index tail");
         c->archetype_count--;
     }
-    for (uint32_t i = 0; i < w->query_count; i++) {
-        ecs_query_t *q = w->queries[i];
+    for (uint32_t i = 0; i < w->queries.count; i++) {
+        ecs_query_t *q = w->queries.live[i];
         if (q->match_count && q->matches[q->match_count - 1].archetype == a) q->match_count--;
     }
     table_remove(w, a);
-    w->archetype_count--;
+    w->storage.archetype_count--;
     if (w->spawn_cache.archetype == a) w->spawn_cache.count = 0;
     archetype_free(w, a);
 }
 
 void ecs__archetypes_rollback(ecs_world_t *w, uint32_t mark)
 {
-    ecs__assert(mark >= 1 && mark <= w->archetype_count, "a mark of this world");
-    while (w->archetype_count > mark) archetype_pop(w, w->archetypes[w->archetype_count - 1]);
+    ecs__assert(mark >= 1 && mark <= w->storage.archetype_count, "a mark of this world");
+    while (w->storage.archetype_count > mark) archetype_pop(w, w->storage.archetypes[w->storage.archetype_count - 1]);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -653,8 +653,8 @@ void ecs__archetypes_drop_values(ecs_world_t *w)
 {
     if (w->values_dropped) return;
     w->values_dropped = true;
-    for (uint32_t i = 0; i < w->archetype_count; i++) {
-        const ecs__archetype_t *a = w->archetypes[i];
+    for (uint32_t i = 0; i < w->storage.archetype_count; i++) {
+        const ecs__archetype_t *a = w->storage.archetypes[i];
         if (!(a->hooks & ECS__HOOK_DTOR)) continue;
         for (uint32_t k = 0; k < a->chunk_count; k++) {
             ecs__chunk_t *ch = a->chunks[k];
@@ -669,8 +669,8 @@ void ecs__archetypes_drop_values(ecs_world_t *w)
 void ecs__archetypes_fini(ecs_world_t *w)
 {
     ecs__archetypes_drop_values(w);
-    for (uint32_t i = 0; i < w->archetype_count; i++) {
-        ecs__archetype_t *a = w->archetypes[i];
+    for (uint32_t i = 0; i < w->storage.archetype_count; i++) {
+        ecs__archetype_t *a = w->storage.archetypes[i];
         for (uint32_t k = 0; k < a->chunk_count; k++) ecs__chunk_trackers_destroy(w, a->chunks[k]);
         while (a->slabs) {
             ecs__slab_t *s = a->slabs;
@@ -679,11 +679,11 @@ void ecs__archetypes_fini(ecs_world_t *w)
         }
         archetype_free(w, a);
     }
-    ecs__free(&w->allocator, w->archetypes);
-    ecs__free(&w->allocator, w->archetype_table);
-    w->archetypes = NULL;
-    w->archetype_table = NULL;
-    w->archetype_count = w->archetype_cap = w->archetype_table_cap = 0;
-    w->chunk_count = 0;
-    w->root = NULL;
+    ecs__free(&w->allocator, w->storage.archetypes);
+    ecs__free(&w->allocator, w->storage.archetype_table);
+    w->storage.archetypes = NULL;
+    w->storage.archetype_table = NULL;
+    w->storage.archetype_count = w->storage.archetype_cap = w->storage.archetype_table_cap = 0;
+    w->storage.chunk_count = 0;
+    w->storage.root = NULL;
 }

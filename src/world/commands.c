@@ -82,7 +82,7 @@ static void for_each_pending(ecs_world_t *w, void (*fn)(ecs_world_t *, ecs__cmd_
 static void drop_value(ecs_world_t *w, ecs__cmd_t *c)
 {
     if (c->kind == CMD_SET && c->value) {
-        ecs__value_fini(w->components[c->component], c->value, 1);
+        ecs__value_fini(w->registry.components[c->component], c->value, 1);
         c->value = NULL;
     }
 }
@@ -384,7 +384,7 @@ static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, pl
     if (rec) {
         switch (c->kind) {
         case CMD_DESPAWN:
-            if (w->relation_count && ecs__pairs_involved(w, e)) {
+            if (w->rel.count && ecs__pairs_involved(w, e)) {
                 if (ecs__pairs_despawn(w, e) != ECS_OK) skip(pb, ECS_ENOMEM);
                 return;
             }
@@ -409,7 +409,7 @@ static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, pl
         case CMD_ADD: err = ecs__entity_add(w, e, rec, c->component); break;
         case CMD_REMOVE: err = ecs__entity_remove(w, e, rec, c->component); break;
         case CMD_SET:
-            patch_entity_fields(owner, w->components[c->component], c->value);
+            patch_entity_fields(owner, w->registry.components[c->component], c->value);
             err = ecs__entity_set(w, e, rec, c->component, c->value, true);
             if (err == ECS_OK) c->value = NULL; /* moved into storage */
             break;
@@ -578,7 +578,7 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
 {
     ecs_entity_t e = ECS_NULL;
     ecs__record_t *rec = NULL;
-    ecs__archetype_t *a = w->root;
+    ecs__archetype_t *a = w->storage.root;
     if (!spawn) {
         e = resolve(owner, first->entity);
         rec = ecs__record_from_entity(&w->entity_index, e);
@@ -623,7 +623,7 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
     for (uint32_t k = 0; k < run.count; k++) {
         run_entry_t *en = &run.entries[k];
         if (en->state != RUN_DEFAULT && en->state != RUN_SET) continue;
-        const ecs__component_t *comp = w->components[en->component];
+        const ecs__component_t *comp = w->registry.components[en->component];
         if (!comp->info.size) continue; /* a tag: presence only */
         void *value = NULL;
         if (en->state == RUN_SET) {
@@ -640,7 +640,7 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
         e = ecs__entity_index_peek(&w->entity_index);
         owner->spawned[provisional_ordinal(spawn->entity)] = e;
         for (uint32_t k = 0; k < ninit; k++) {
-            if (inits[k].value) patch_entity_fields(owner, w->components[inits[k].component], inits[k].value);
+            if (inits[k].value) patch_entity_fields(owner, w->registry.components[inits[k].component], inits[k].value);
         }
         ecs_entity_t made = ecs__entity_create_in(w, ch, inits, ninit, true);
         ecs__assert(made == e, "the reserved id is the one created");
@@ -702,9 +702,9 @@ int ecs__commands_flush(ecs_world_t *w)
             c = end;
         }
     }
-    w->commands_skipped += pb.skipped;
+    w->cmd.skipped += pb.skipped;
     /* Markers the flush's pair changes call for: one move per entity. */
-    if (w->pending_count && ecs__pairs_flush_markers(w) != ECS_OK) pb.result = ECS_ENOMEM;
+    if (w->rel.pending_count && ecs__pairs_flush_markers(w) != ECS_OK) pb.result = ECS_ENOMEM;
     size_t bytes = 0;
     for (uint32_t i = 0; i < s->worker_count; i++) {
         const ecs__arena_t *ar = &s->workers[i].arena;

@@ -71,7 +71,7 @@ static bool component_check(const ecs_world_t *w, const ecs_component_desc_t *de
     }
     *nfields = n;
     if (ecs_component_lookup(w, desc->name)) return ecs__refusal_set(why, "a component with this name exists");
-    if (w->component_count == UINT32_MAX - 1) return ecs__refusal_set(why, "too many components");
+    if (w->registry.component_count == UINT32_MAX - 1) return ecs__refusal_set(why, "too many components");
     return true;
 }
 
@@ -80,11 +80,11 @@ static bool component_check(const ecs_world_t *w, const ecs_component_desc_t *de
 static ecs_component_t component_commit(ecs_world_t *w, const ecs_component_desc_t *desc, size_t align,
                                         uint32_t nfields)
 {
-    uint32_t id = w->component_count + 1;
-    if (!ecs__array_reserve(&w->allocator, (void **)&w->components, &w->component_cap, id + 1,
+    uint32_t id = w->registry.component_count + 1;
+    if (!ecs__array_reserve(&w->allocator, (void **)&w->registry.components, &w->registry.component_cap, id + 1,
                             sizeof(ecs__component_t *), _Alignof(ecs__component_t *)))
         return 0;
-    if (!ecs__map_reserve(&w->component_names, &w->allocator, 1)) return 0;
+    if (!ecs__map_reserve(&w->registry.component_names, &w->allocator, 1)) return 0;
     ecs__component_t *c = ecs__calloc(&w->allocator, sizeof(*c), _Alignof(ecs__component_t));
     char *name = ecs__strdup(&w->allocator, desc->name);
     if (!c || !name) {
@@ -102,13 +102,13 @@ static ecs_component_t component_commit(ecs_world_t *w, const ecs_component_desc
     c->entity_field_count = nfields;
     for (uint32_t i = 0; i < nfields; i++) c->entity_fields[i] = (uint32_t)(desc->entity_fields[i] - 1);
     /* Room was reserved: this cannot fail. */
-    uint64_t *head = ecs__map_ensure(&w->component_names, &w->allocator, name_hash(name), NULL);
+    uint64_t *head = ecs__map_ensure(&w->registry.component_names, &w->allocator, name_hash(name), NULL);
     ecs__assert(head != NULL, "name map room reserved");
     c->name_next = (ecs_component_t)*head;
     *head = id;
-    w->components[0] = NULL;
-    w->components[id] = c;
-    w->component_count = id;
+    w->registry.components[0] = NULL;
+    w->registry.components[id] = c;
+    w->registry.component_count = id;
     return id;
 }
 
@@ -132,26 +132,26 @@ ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_
 
 void ecs__component_unregister_last(ecs_world_t *w, ecs_component_t id)
 {
-    ecs__assert(id && id == w->component_count, "only the newest component");
-    ecs__component_t *c = w->components[id];
+    ecs__assert(id && id == w->registry.component_count, "only the newest component");
+    ecs__component_t *c = w->registry.components[id];
     ecs__assert(!c->archetype_count && !c->removal_readers, "unused");
     uint64_t hash = name_hash(c->info.name);
-    uint64_t *head = ecs__map_get(&w->component_names, hash);
+    uint64_t *head = ecs__map_get(&w->registry.component_names, hash);
     ecs__assert(head && *head == id, "the newest is its chain's head");
     if (c->name_next) *head = c->name_next;
-    else ecs__map_remove(&w->component_names, hash);
+    else ecs__map_remove(&w->registry.component_names, hash);
     ecs__free(&w->allocator, (void *)c->info.name);
     ecs__free(&w->allocator, c);
-    w->components[id] = NULL;
-    w->component_count = id - 1;
+    w->registry.components[id] = NULL;
+    w->registry.component_count = id - 1;
 }
 
 ecs_component_t ecs_component_lookup(const ecs_world_t *w, const char *name)
 {
     if (!w || !name) return 0;
-    const uint64_t *head = ecs__map_get(&w->component_names, name_hash(name));
-    for (ecs_component_t id = head ? (ecs_component_t)*head : 0; id; id = w->components[id]->name_next) {
-        if (!strcmp(w->components[id]->info.name, name)) return id;
+    const uint64_t *head = ecs__map_get(&w->registry.component_names, name_hash(name));
+    for (ecs_component_t id = head ? (ecs_component_t)*head : 0; id; id = w->registry.components[id]->name_next) {
+        if (!strcmp(w->registry.components[id]->info.name, name)) return id;
     }
     return 0;
 }
@@ -165,15 +165,15 @@ const ecs_type_info_t *ecs_component_info(const ecs_world_t *w, ecs_component_t 
 
 void ecs__components_fini(ecs_world_t *w)
 {
-    for (uint32_t id = 1; id <= w->component_count; id++) {
-        ecs__component_t *c = w->components[id];
+    for (uint32_t id = 1; id <= w->registry.component_count; id++) {
+        ecs__component_t *c = w->registry.components[id];
         ecs__free(&w->allocator, (void *)c->info.name);
         ecs__free(&w->allocator, c->archetypes);
         ecs__log_fini(&c->removed, &w->allocator);
         ecs__free(&w->allocator, c);
     }
-    ecs__free(&w->allocator, w->components);
-    w->components = NULL;
-    w->component_count = w->component_cap = 0;
-    ecs__map_fini(&w->component_names, &w->allocator);
+    ecs__free(&w->allocator, w->registry.components);
+    w->registry.components = NULL;
+    w->registry.component_count = w->registry.component_cap = 0;
+    ecs__map_fini(&w->registry.component_names, &w->allocator);
 }

@@ -90,11 +90,11 @@ static void move_trackers(ecs_world_t *w, const ecs__chunk_t *src, uint32_t srow
         int32_t scol = ecs__archetype_column(sa, da->columns[j].id);
         if (scol < 0) {
             ecs__tracker_move_row(t, drow, NULL, 0);
-            ecs__tracker_mark_added(t, drow, w->tick_now);
+            ecs__tracker_mark_added(t, drow, w->run.tick_now);
         } else {
             ecs__tracker_move_row(t, drow, src->trackers[scol], srow);
             if (init_count && init_find(inits, init_count, da->columns[j].id))
-                ecs__tracker_mark_changed(t, drow, w->tick_now);
+                ecs__tracker_mark_changed(t, drow, w->run.tick_now);
         }
         ecs__chunk_list(dst, j);
     }
@@ -185,7 +185,7 @@ void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
 ecs_entity_t ecs__entity_create_empty(ecs_world_t *w)
 {
     if (!ecs__entity_index_reserve(&w->entity_index, &w->allocator, 1)) return ECS_NULL;
-    ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, w->root);
+    ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, w->storage.root);
     return ch ? ecs__entity_create_in(w, ch, NULL, 0, false) : ECS_NULL;
 }
 
@@ -427,7 +427,7 @@ int ecs_despawn(ecs_world_t *w, ecs_entity_t e)
     if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return ECS_ESTALE;
-    if (ECS__UNLIKELY(w->relation_count) && ecs__pairs_involved(w, e)) return ecs__pairs_despawn(w, e);
+    if (ECS__UNLIKELY(w->rel.count) && ecs__pairs_involved(w, e)) return ecs__pairs_despawn(w, e);
     if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL)) return ECS_ENOMEM;
     ecs__entity_destroy(w, e, rec);
     return ECS_OK;
@@ -469,7 +469,7 @@ int ecs_set(ecs_world_t *w, ecs_entity_t e, ecs_component_t c, const void *value
     ecs__record_t *rec;
     int err = immediate_target(w, e, c, &rec);
     if (err) return err;
-    if (!value || !w->components[c]->info.size) return ECS_EINVAL;
+    if (!value || !w->registry.components[c]->info.size) return ECS_EINVAL;
     return ecs__entity_set(w, e, rec, c, (void *)value, false);
 }
 

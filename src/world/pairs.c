@@ -57,10 +57,10 @@ static bool relation_check(const ecs_world_t *w, const ecs_relation_desc_t *desc
         return ecs__refusal_set(why, "unknown on_target_despawn policy %u", (unsigned)desc->on_target_despawn);
     *align = desc->align;
     if (!ecs__layout_resolve(desc->size, align, why)) return false;
-    for (uint32_t i = 0; i < w->relation_count; i++) {
-        if (!strcmp(w->relations[i].name, desc->name)) return ecs__refusal_set(why, "a relation with this name exists");
+    for (uint32_t i = 0; i < w->rel.count; i++) {
+        if (!strcmp(w->rel.types[i].name, desc->name)) return ecs__refusal_set(why, "a relation with this name exists");
     }
-    if (w->relation_count == UINT32_MAX - 1) return ecs__refusal_set(why, "too many relations");
+    if (w->rel.count == UINT32_MAX - 1) return ecs__refusal_set(why, "too many relations");
     return true;
 }
 
@@ -69,8 +69,8 @@ static bool relation_check(const ecs_world_t *w, const ecs_relation_desc_t *desc
 static ecs_relation_t relation_commit(ecs_world_t *w, const ecs_relation_desc_t *desc, size_t align,
                                       ecs__refusal_t *why)
 {
-    bool reserved = ecs__array_reserve(&w->allocator, (void **)&w->relations, &w->relation_cap,
-                                       w->relation_count + 1, sizeof(ecs__relation_t), _Alignof(ecs__relation_t));
+    bool reserved = ecs__array_reserve(&w->allocator, (void **)&w->rel.types, &w->rel.cap,
+                                       w->rel.count + 1, sizeof(ecs__relation_t), _Alignof(ecs__relation_t));
     char *name = reserved ? ecs__strdup(&w->allocator, desc->name) : NULL;
     if (!name) {
         ecs__refusal_set(why, "out of memory");
@@ -79,7 +79,7 @@ static ecs_relation_t relation_commit(ecs_world_t *w, const ecs_relation_desc_t 
     ecs_component_t sm = 0, tm = 0;
     if (!desc->no_source_marker && !(sm = marker_register(w, "(%s, *)", name, why))) goto fail;
     if (!desc->no_target_marker && !(tm = marker_register(w, "(*, %s)", name, why))) goto fail;
-    ecs__relation_t *r = &w->relations[w->relation_count++];
+    ecs__relation_t *r = &w->rel.types[w->rel.count++];
     memset(r, 0, sizeof(*r));
     r->name = name;
     r->cleanup = desc->on_target_despawn;
@@ -87,7 +87,7 @@ static ecs_relation_t relation_commit(ecs_world_t *w, const ecs_relation_desc_t 
     r->target_marker = tm;
     r->removed = ecs__log_make(2);
     ecs__store_init(&r->store, (uint32_t)desc->size, (uint32_t)align, desc->exclusive);
-    return w->relation_count;
+    return w->rel.count;
 
 fail:
     if (sm) ecs__component_unregister_last(w, sm);
@@ -106,17 +106,17 @@ ecs_relation_t ecs_relation_register(ecs_world_t *w, const ecs_relation_desc_t *
 
 void ecs__relations_fini(ecs_world_t *w)
 {
-    for (uint32_t i = 0; i < w->relation_count; i++) {
-        ecs__store_fini(&w->relations[i].store, &w->allocator);
-        ecs__free(&w->allocator, w->relations[i].name);
-        ecs__log_fini(&w->relations[i].removed, &w->allocator);
+    for (uint32_t i = 0; i < w->rel.count; i++) {
+        ecs__store_fini(&w->rel.types[i].store, &w->allocator);
+        ecs__free(&w->allocator, w->rel.types[i].name);
+        ecs__log_fini(&w->rel.types[i].removed, &w->allocator);
     }
-    ecs__free(&w->allocator, w->relations);
-    ecs__free(&w->allocator, w->pending);
-    ecs__free(&w->allocator, w->doomed);
-    ecs__map_fini(&w->doomed_set, &w->allocator);
-    w->relations = NULL;
-    w->relation_count = w->relation_cap = 0;
+    ecs__free(&w->allocator, w->rel.types);
+    ecs__free(&w->allocator, w->rel.pending);
+    ecs__free(&w->allocator, w->rel.doomed);
+    ecs__map_fini(&w->rel.doomed_set, &w->allocator);
+    w->rel.types = NULL;
+    w->rel.count = w->rel.cap = 0;
 }
 
 ecs_component_t ecs_relation_source_marker(const ecs_world_t *w, ecs_relation_t rel)
@@ -204,13 +204,13 @@ static ecs__archetype_t *marker_archetype(ecs_world_t *w, ecs_entity_t e, ecs__a
                                           const ecs__map_t *doomed)
 {
     ecs_component_t stack[64];
-    uint32_t cap = a->type_count + 2 * w->relation_count;
+    uint32_t cap = a->type_count + 2 * w->rel.count;
     ecs_component_t *types = cap <= 64 ? stack : ecs__alloc(&w->allocator, cap * sizeof(*types), 4);
     if (!types) return NULL;
     uint32_t n = a->type_count;
     memcpy(types, a->types, n * sizeof(*types));
-    for (uint32_t i = 0; i < w->relation_count; i++) {
-        const ecs__relation_t *r = &w->relations[i];
+    for (uint32_t i = 0; i < w->rel.count; i++) {
+        const ecs__relation_t *r = &w->rel.types[i];
         if (r->source_marker) types_toggle(types, &n, r->source_marker, sources_after(r, e, doomed) > 0);
         if (r->target_marker) types_toggle(types, &n, r->target_marker, targets_after(r, e, doomed) > 0);
     }
@@ -226,8 +226,8 @@ static ecs__archetype_t *marker_archetype(ecs_world_t *w, ecs_entity_t e, ecs__a
 static void hints_write(ecs_world_t *w, ecs_entity_t e, const ecs__record_t *rec)
 {
     const ecs__archetype_t *a = rec->chunk->archetype;
-    for (uint32_t i = 0; i < w->relation_count; i++) {
-        const ecs__relation_t *r = &w->relations[i];
+    for (uint32_t i = 0; i < w->rel.count; i++) {
+        const ecs__relation_t *r = &w->rel.types[i];
         int32_t col;
         if (r->source_marker && (col = ecs__archetype_column(a, r->source_marker)) >= 0)
             ((uint32_t *)rec->chunk->cols[col])[rec->row] = ecs__store_targets_slot(&r->store, e);
@@ -250,8 +250,8 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
     ecs_component_t step = 0;
     bool add = false;
     uint32_t changes = 0, hint = 0;
-    for (uint32_t i = 0; i < w->relation_count && changes < 2; i++) {
-        const ecs__relation_t *r = &w->relations[i];
+    for (uint32_t i = 0; i < w->rel.count && changes < 2; i++) {
+        const ecs__relation_t *r = &w->rel.types[i];
         for (int side = 0; side < 2; side++) {
             ecs_component_t m = side ? r->target_marker : r->source_marker;
             if (!m) continue;
@@ -511,9 +511,9 @@ ECS__INLINE void plan_apply(ecs_world_t *w, plan_t *p)
 static inline void mark_pending(ecs_world_t *w, ecs_entity_t e, const ecs__relation_t *r, uint32_t side,
                                 uint32_t slot)
 {
-    uint32_t what = (uint32_t)(r - w->relations) * 2 + side;
-    if (w->pending_count) {
-        ecs__pending_t *last = &w->pending[w->pending_count - 1];
+    uint32_t what = (uint32_t)(r - w->rel.types) * 2 + side;
+    if (w->rel.pending_count) {
+        ecs__pending_t *last = &w->rel.pending[w->rel.pending_count - 1];
         if (last->e == e) {
             /* Two markers of one entry: the sync checks them all. */
             if (last->what != what) last->what = ECS__PENDING_ALL;
@@ -521,15 +521,15 @@ static inline void mark_pending(ecs_world_t *w, ecs_entity_t e, const ecs__relat
             return;
         }
     }
-    ecs__assert(w->pending_count < w->pending_cap, "pending room reserved");
-    w->pending[w->pending_count++] = (ecs__pending_t){e, what, slot};
+    ecs__assert(w->rel.pending_count < w->rel.pending_cap, "pending room reserved");
+    w->rel.pending[w->rel.pending_count++] = (ecs__pending_t){e, what, slot};
 }
 
 /* Room for n more pending entities, made before any store changes. */
 static inline bool pending_reserve(ecs_world_t *w, uint32_t n)
 {
-    if (ECS__LIKELY(w->pending_cap - w->pending_count >= n)) return true;
-    return ecs__array_reserve(&w->allocator, (void **)&w->pending, &w->pending_cap, w->pending_count + n,
+    if (ECS__LIKELY(w->rel.pending_cap - w->rel.pending_count >= n)) return true;
+    return ecs__array_reserve(&w->allocator, (void **)&w->rel.pending, &w->rel.pending_cap, w->rel.pending_count + n,
                               sizeof(ecs__pending_t), _Alignof(ecs__pending_t));
 }
 
@@ -542,10 +542,10 @@ static bool restamp_late(ecs_world_t *w, ecs_entity_t e)
 {
     const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return true;
-    for (uint32_t i = 0; i < w->relation_count; i++) {
-        ecs__relation_t *r = &w->relations[i];
+    for (uint32_t i = 0; i < w->rel.count; i++) {
+        ecs__relation_t *r = &w->rel.types[i];
         if (!r->source_marker || ecs__archetype_type_index(rec->chunk->archetype, r->source_marker) >= 0) continue;
-        if (!ecs__store_restamp(&r->store, &w->allocator, e, w->tick_now)) return false;
+        if (!ecs__store_restamp(&r->store, &w->allocator, e, w->run.tick_now)) return false;
     }
     return true;
 }
@@ -560,7 +560,7 @@ static bool restamp_late(ecs_world_t *w, ecs_entity_t e)
 static bool pending_unchanged(const ecs_world_t *w, const ecs__pending_t *pe)
 {
     if (pe->what == ECS__PENDING_ALL) return false;
-    const ecs__relation_t *r = &w->relations[pe->what >> 1];
+    const ecs__relation_t *r = &w->rel.types[pe->what >> 1];
     const ecs__store_t *st = &r->store;
     uint32_t h = pe->slot - 1, count;
     ecs_component_t m;
@@ -580,20 +580,20 @@ static bool pending_unchanged(const ecs_world_t *w, const ecs__pending_t *pe)
 int ecs__pairs_flush_markers(ecs_world_t *w)
 {
     int result = ECS_OK;
-    uint32_t keep = 0, late = w->pending_late;
-    for (uint32_t i = 0; i < w->pending_count; i++) {
-        ecs_entity_t e = w->pending[i].e;
-        if (i >= late && pending_unchanged(w, &w->pending[i])) continue;
+    uint32_t keep = 0, late = w->rel.pending_late;
+    for (uint32_t i = 0; i < w->rel.pending_count; i++) {
+        ecs_entity_t e = w->rel.pending[i].e;
+        if (i >= late && pending_unchanged(w, &w->rel.pending[i])) continue;
         if ((i >= late || restamp_late(w, e)) && marker_sync(w, e) == ECS_OK) continue;
         result = ECS_ENOMEM;
         /* Tried again at the next flush, listed once, for all its
          * markers: entities kept while memory stays short must not pile
          * up flush after flush. Only failures pay for the scan. */
         bool listed = false;
-        for (uint32_t k = 0; k < keep && !listed; k++) listed = w->pending[k].e == e;
-        if (!listed) w->pending[keep++] = (ecs__pending_t){e, ECS__PENDING_ALL, 0};
+        for (uint32_t k = 0; k < keep && !listed; k++) listed = w->rel.pending[k].e == e;
+        if (!listed) w->rel.pending[keep++] = (ecs__pending_t){e, ECS__PENDING_ALL, 0};
     }
-    w->pending_count = w->pending_late = keep;
+    w->rel.pending_count = w->rel.pending_late = keep;
     return result;
 }
 
@@ -601,7 +601,7 @@ int ecs__pairs_flush_markers(ecs_world_t *w)
 /* Pair writes                                                             */
 /* ---------------------------------------------------------------------- */
 
-static bool flushing(const ecs_world_t *w) { return w->phase == ECS__PHASE_FLUSH; }
+static bool flushing(const ecs_world_t *w) { return w->run.phase == ECS__PHASE_FLUSH; }
 
 /* The record of e: rec when the caller looked it up, else from the index
  * (NULL: e is dead). */
@@ -620,7 +620,7 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
     const ecs__source_slice_t *ss = &st->rev[slots.rev - 1];
     ecs__pair_set_t res;
     if (ecs__slice_find(ts, tgt) >= 0) { /* a new payload: no entity moves */
-        ecs__store_set_at(st, slots, src, tgt, payload, w->tick_now, &res);
+        ecs__store_set_at(st, slots, src, tgt, payload, w->run.tick_now, &res);
         return ECS_OK;
     }
     ecs_entity_t old = st->exclusive && ts->count ? ts->targets[0] : ECS_NULL;
@@ -648,7 +648,7 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
             return ECS_ENOMEM;
         }
     }
-    ecs__store_set_at(st, slots, src, tgt, payload, w->tick_now, &res);
+    ecs__store_set_at(st, slots, src, tgt, payload, w->run.tick_now, &res);
     if (old) log_pair(r, src, old);
     /* The replaced pair was the last one aimed at a target that died
      * before (kept under IGNORE): its empty slice goes, as after a
@@ -714,23 +714,23 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
 
 static bool doomed_add(ecs_world_t *w, ecs_entity_t e)
 {
-    if (!ecs__array_reserve(&w->allocator, (void **)&w->doomed, &w->doomed_cap, w->doomed_count + 1,
+    if (!ecs__array_reserve(&w->allocator, (void **)&w->rel.doomed, &w->rel.doomed_cap, w->rel.doomed_count + 1,
                             sizeof(ecs_entity_t), _Alignof(ecs_entity_t)))
         return false;
     bool inserted = false;
-    uint64_t *v = ecs__map_ensure(&w->doomed_set, &w->allocator, e, &inserted);
+    uint64_t *v = ecs__map_ensure(&w->rel.doomed_set, &w->allocator, e, &inserted);
     if (!v) return false;
     if (inserted) {
         *v = 1;
-        w->doomed[w->doomed_count++] = e;
+        w->rel.doomed[w->rel.doomed_count++] = e;
     }
     return true;
 }
 
 static void doomed_clear(ecs_world_t *w)
 {
-    for (uint32_t i = 0; i < w->doomed_count; i++) ecs__map_remove(&w->doomed_set, w->doomed[i]);
-    w->doomed_count = 0;
+    for (uint32_t i = 0; i < w->rel.doomed_count; i++) ecs__map_remove(&w->rel.doomed_set, w->rel.doomed[i]);
+    w->rel.doomed_count = 0;
 }
 
 /* The despawn closure of e: e, then breadth-first through one queue for
@@ -739,10 +739,10 @@ static void doomed_clear(ecs_world_t *w)
 static bool doom(ecs_world_t *w, ecs_entity_t e)
 {
     if (!doomed_add(w, e)) return false;
-    for (uint32_t q = 0; q < w->doomed_count; q++) {
-        ecs_entity_t x = w->doomed[q];
-        for (uint32_t i = 0; i < w->relation_count; i++) {
-            const ecs__relation_t *r = &w->relations[i];
+    for (uint32_t q = 0; q < w->rel.doomed_count; q++) {
+        ecs_entity_t x = w->rel.doomed[q];
+        for (uint32_t i = 0; i < w->rel.count; i++) {
+            const ecs__relation_t *r = &w->rel.types[i];
             if (r->cleanup != ECS_CASCADE_SOURCE) continue;
             const ecs__source_slice_t *ss = ecs__store_sources(&r->store, x);
             /* Nothing writes the stores here: the slice stays put while
@@ -760,13 +760,13 @@ static bool doom(ecs_world_t *w, ecs_entity_t e)
  * spare). */
 static bool doomed_log_reserve(ecs_world_t *w)
 {
-    for (uint32_t k = 0; k < w->relation_count; k++) {
-        ecs__relation_t *r = &w->relations[k];
+    for (uint32_t k = 0; k < w->rel.count; k++) {
+        ecs__relation_t *r = &w->rel.types[k];
         if (!r->removal_readers) continue;
         uint64_t n = 0;
-        for (uint32_t i = 0; i < w->doomed_count; i++) {
-            const ecs__target_slice_t *ts = ecs__store_targets(&r->store, w->doomed[i]);
-            const ecs__source_slice_t *ss = ecs__store_sources(&r->store, w->doomed[i]);
+        for (uint32_t i = 0; i < w->rel.doomed_count; i++) {
+            const ecs__target_slice_t *ts = ecs__store_targets(&r->store, w->rel.doomed[i]);
+            const ecs__source_slice_t *ss = ecs__store_sources(&r->store, w->rel.doomed[i]);
             n += (ts ? ts->count : 0) + (ss && r->cleanup != ECS_IGNORE ? ss->count : 0);
         }
         if (!log_reserve(w, r, n)) return false;
@@ -779,24 +779,24 @@ static bool doomed_log_reserve(ecs_world_t *w)
  * into *survivors and, outside a flush, planned into p. */
 static bool doomed_plan_survivors(ecs_world_t *w, plan_t *p, bool flush, uint32_t *survivors)
 {
-    for (uint32_t i = 0; i < w->doomed_count; i++) {
-        ecs_entity_t x = w->doomed[i];
-        for (uint32_t k = 0; k < w->relation_count; k++) {
-            const ecs__relation_t *r = &w->relations[k];
+    for (uint32_t i = 0; i < w->rel.doomed_count; i++) {
+        ecs_entity_t x = w->rel.doomed[i];
+        for (uint32_t k = 0; k < w->rel.count; k++) {
+            const ecs__relation_t *r = &w->rel.types[k];
             const ecs__target_slice_t *ts = ecs__store_targets(&r->store, x);
             for (uint32_t j = 0; ts && j < ts->count; j++) {
                 ecs_entity_t t = ts->targets[j];
-                if (ecs__map_get(&w->doomed_set, t) || !r->target_marker) continue;
+                if (ecs__map_get(&w->rel.doomed_set, t) || !r->target_marker) continue;
                 (*survivors)++;
-                if (!flush && !plan_entity(w, p, t, &w->doomed_set)) return false;
+                if (!flush && !plan_entity(w, p, t, &w->rel.doomed_set)) return false;
             }
             const ecs__source_slice_t *ss = ecs__store_sources(&r->store, x);
             if (r->cleanup != ECS_RELEASE_TARGET) continue;
             for (uint32_t j = 0; ss && j < ss->count; j++) {
                 ecs_entity_t s = ss->sources[j];
-                if (ecs__map_get(&w->doomed_set, s) || !r->source_marker) continue;
+                if (ecs__map_get(&w->rel.doomed_set, s) || !r->source_marker) continue;
                 (*survivors)++;
-                if (!flush && !plan_entity(w, p, s, &w->doomed_set)) return false;
+                if (!flush && !plan_entity(w, p, s, &w->rel.doomed_set)) return false;
             }
         }
     }
@@ -812,7 +812,7 @@ static void doomed_drop_pairs(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t x
         ecs_entity_t t = ts->targets[j];
         /* Only a target left with no pair changes markers. */
         const ecs__source_slice_t *tss = ecs__store_sources(&r->store, t);
-        if (r->target_marker && tss && tss->count == 1 && !ecs__map_get(&w->doomed_set, t))
+        if (r->target_marker && tss && tss->count == 1 && !ecs__map_get(&w->rel.doomed_set, t))
             mark_pending(w, t, r, 1, (uint32_t)(tss - r->store.rev) + 1);
     }
     drop_ctx_t dc = {w, r};
@@ -823,7 +823,7 @@ static void doomed_drop_pairs(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t x
     for (uint32_t j = 0; flush && r->cleanup == ECS_RELEASE_TARGET && j < ss->count; j++) {
         ecs_entity_t s = ss->sources[j];
         const ecs__target_slice_t *sts = ecs__store_targets(&r->store, s);
-        if (r->source_marker && sts && sts->count == 1 && !ecs__map_get(&w->doomed_set, s))
+        if (r->source_marker && sts && sts->count == 1 && !ecs__map_get(&w->rel.doomed_set, s))
             mark_pending(w, s, r, 0, (uint32_t)(sts - r->store.fwd) + 1);
     }
     ecs__store_drop_target(&r->store, &w->allocator, x, on_drop_target, &dc);
@@ -839,26 +839,26 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
     if (!doom(w, e) || !doomed_log_reserve(w) || !doomed_plan_survivors(w, &p, flush, &survivors)) goto out;
     /* Removal-log room for every doomed entity and every planned move at
      * once: each may log in the same watched log. */
-    uint32_t logged = w->doomed_count + p.count; /* no plan when flushing */
-    for (uint32_t i = 0; i < w->doomed_count; i++) {
-        const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, w->doomed[i]);
+    uint32_t logged = w->rel.doomed_count + p.count; /* no plan when flushing */
+    for (uint32_t i = 0; i < w->rel.doomed_count; i++) {
+        const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, w->rel.doomed[i]);
         if (!ecs__removals_reserve_n(w, rec->chunk->archetype, NULL, logged)) goto out;
     }
-    if (flush ? !pending_reserve(w, survivors) : !plan_reserve(w, &p, w->doomed_count)) goto out;
+    if (flush ? !pending_reserve(w, survivors) : !plan_reserve(w, &p, w->rel.doomed_count)) goto out;
 
     /* Commit: nothing below can fail. Each doomed entity's pairs go, in
      * the closure's order, then the entity. A chunk the despawns empty
      * stays until the planned moves are done: plan_reserve may have
      * counted its free rows. */
-    bool deferred = w->defer_chunk_release;
-    w->defer_chunk_release = true;
-    for (uint32_t i = 0; i < w->doomed_count; i++) {
-        ecs_entity_t x = w->doomed[i];
-        for (uint32_t k = 0; k < w->relation_count; k++) doomed_drop_pairs(w, &w->relations[k], x, flush);
+    bool deferred = w->storage.defer_chunk_release;
+    w->storage.defer_chunk_release = true;
+    for (uint32_t i = 0; i < w->rel.doomed_count; i++) {
+        ecs_entity_t x = w->rel.doomed[i];
+        for (uint32_t k = 0; k < w->rel.count; k++) doomed_drop_pairs(w, &w->rel.types[k], x, flush);
         ecs__entity_destroy(w, x, ecs__record_from_entity(&w->entity_index, x));
     }
     if (!flush) plan_apply(w, &p);
-    w->defer_chunk_release = deferred;
+    w->storage.defer_chunk_release = deferred;
     ecs__archetypes_trim(w); /* a no-op while a walk still defers */
     result = ECS_OK;
 out:

@@ -25,7 +25,7 @@ int ecs__terms_validate(const ecs_world_t *w, const ecs_term_t *terms, uint32_t 
         if ((unsigned)t->access > ECS_WITHOUT) return ECS_EINVAL;
         /* A marker is read, matched or excluded, never written. */
         if (t->access == ECS_WRITE && !ecs__component_writable(w, t->component)) return ECS_EINVAL;
-        if (t->src != ECS_SELF && t->src != ECS_OTHER) return ECS_EINVAL; /* singletons: later */
+        if (t->src != ECS_SELF && t->src != ECS_OTHER) return ECS_EINVAL; /* an unknown source */
         if (t->optional && t->access != ECS_READ && t->access != ECS_WRITE) return ECS_EINVAL;
         /* ECS_OTHER declares reads of other entities: read-only, never optional. */
         if (t->src == ECS_OTHER && (t->access != ECS_READ || t->optional)) return ECS_EINVAL;
@@ -97,14 +97,14 @@ static ecs_component_t narrowest_required(const ecs_query_t *q)
     for (uint32_t i = 0; i < q->term_count; i++) {
         const ecs_term_t *t = &q->terms[i];
         if (t->src != ECS_SELF || t->optional || t->access == ECS_WITHOUT) continue;
-        uint32_t n = q->world->components[t->component]->archetype_count;
+        uint32_t n = q->world->registry.components[t->component]->archetype_count;
         if (n < best_count) {
             best_count = n;
             best = t->component;
         }
     }
     for (uint32_t i = 0; i < q->change_count; i++) {
-        uint32_t n = q->world->components[q->changes[i].component]->archetype_count;
+        uint32_t n = q->world->registry.components[q->changes[i].component]->archetype_count;
         if (n < best_count) {
             best_count = n;
             best = q->changes[i].component;
@@ -123,7 +123,7 @@ static int cmp_match(const void *x, const void *y)
 ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t term_count,
                                const ecs_change_filter_t *changes, uint32_t change_count)
 {
-    if (!ecs__array_reserve(&w->allocator, (void **)&w->queries, &w->query_cap, w->query_count + 1,
+    if (!ecs__array_reserve(&w->allocator, (void **)&w->queries.live, &w->queries.cap, w->queries.count + 1,
                             sizeof(ecs_query_t *), _Alignof(ecs_query_t *)))
         return NULL;
     ecs_query_t *q = ecs__calloc(&w->allocator, sizeof(*q), _Alignof(ecs_query_t));
@@ -137,11 +137,11 @@ ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t
     /* Candidates come from the component index of the narrowest required
      * term (or every archetype when nothing is required). */
     ecs_component_t narrow = narrowest_required(q);
-    uint32_t n = narrow ? w->components[narrow]->archetype_count : w->archetype_count;
+    uint32_t n = narrow ? w->registry.components[narrow]->archetype_count : w->storage.archetype_count;
     ecs__query_match_t scratch;
     uint32_t matches = 0;
     for (uint32_t i = 0; i < n; i++) {
-        ecs__archetype_t *a = narrow ? w->components[narrow]->archetypes[i].archetype : w->archetypes[i];
+        ecs__archetype_t *a = narrow ? w->registry.components[narrow]->archetypes[i].archetype : w->storage.archetypes[i];
         matches += ecs__query_match(q, a, &scratch);
     }
     if (matches && !ecs__array_reserve(&w->allocator, (void **)&q->matches, &q->match_cap, matches,
@@ -150,14 +150,14 @@ ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t
         return NULL;
     }
     for (uint32_t i = 0; i < n; i++) {
-        ecs__archetype_t *a = narrow ? w->components[narrow]->archetypes[i].archetype : w->archetypes[i];
+        ecs__archetype_t *a = narrow ? w->registry.components[narrow]->archetypes[i].archetype : w->storage.archetypes[i];
         if (ecs__query_match(q, a, &scratch)) q->matches[q->match_count++] = scratch;
     }
     /* The component index is in creation order too, but say so explicitly:
      * iteration order is part of the contract. */
     if (narrow && q->match_count > 1) ecs__sort(q->matches, q->match_count, sizeof(*q->matches), cmp_match);
-    q->world_index = w->query_count;
-    w->queries[w->query_count++] = q;
+    q->world_index = w->queries.count;
+    w->queries.live[w->queries.count++] = q;
     return q;
 }
 
@@ -165,8 +165,8 @@ void ecs__query_free(ecs_query_t *q)
 {
     ecs_world_t *w = q->world;
     /* Swap-remove from the world's list (its order does not matter). */
-    ecs_query_t *last = w->queries[--w->query_count];
-    w->queries[q->world_index] = last;
+    ecs_query_t *last = w->queries.live[--w->queries.count];
+    w->queries.live[q->world_index] = last;
     last->world_index = q->world_index;
     ecs__free(&w->allocator, q->matches);
     ecs__free(&w->allocator, q->rows);
@@ -178,7 +178,7 @@ void ecs__query_free(ecs_query_t *q)
 static void query_untrack(ecs_world_t *w, const ecs_query_t *q, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
-        ecs__component_t *c = w->components[q->changes[i].component];
+        ecs__component_t *c = w->registry.components[q->changes[i].component];
         c->filter_queries--;
         ecs__tracking_lower(w, q->changes[i].component, ecs__tracking_wanted(c));
     }
@@ -196,7 +196,7 @@ static ecs_query_t *query_commit(ecs_world_t *w, const ecs_query_desc_t *desc, u
         return NULL;
     }
     for (uint32_t i = 0; i < nc; i++) {
-        ecs__component_t *c = w->components[q->changes[i].component];
+        ecs__component_t *c = w->registry.components[q->changes[i].component];
         c->filter_queries++;
         if (ecs__tracking_raise(w, q->changes[i].component, ecs__tracking_wanted(c)) != ECS_OK) {
             query_untrack(w, q, i + 1);
@@ -261,7 +261,7 @@ ecs_iter_t ecs_query_iter(ecs_world_t *w, ecs_query_t *q)
         it.priv_.query = NULL; /* a mismatched pair iterates nothing */
         return it;
     }
-    if (q->change_count && w->phase == ECS__PHASE_SYSTEMS) {
+    if (q->change_count && w->run.phase == ECS__PHASE_SYSTEMS) {
         /* A filtered query has one window and one rows buffer: a system's
          * jobs (or a run_if) would race for both, and which job took the
          * window would depend on timing. It iterates nothing there; the
@@ -270,23 +270,23 @@ ecs_iter_t ecs_query_iter(ecs_world_t *w, ecs_query_t *q)
         it.priv_.query = NULL;
         return it;
     }
-    it.priv_.version = w->structure_version;
+    it.priv_.version = w->storage.structure_version;
     it.priv_.field_count = (int32_t)q->term_count;
     /* Marks through this iterator need immediate mode (they write
      * trackers that running systems may read) and are listed at once. */
     bool immediate = ecs__world_immediate_ok(w);
     it.priv_.marks = immediate ? ECS__ITER_MARKS_NOW : 0;
-    if (w->phase == ECS__PHASE_IDLE) {
+    if (w->run.phase == ECS__PHASE_IDLE) {
         /* A tick of its own: marks made before this call are below it
          * (in this window), marks made after it are not (the next one). */
-        w->tick_now++;
+        w->run.tick_now++;
     }
-    it.priv_.tick = w->tick_now;
+    it.priv_.tick = w->run.tick_now;
     if (q->change_count) {
         /* The window: (end of the previous one, now). Marks at `now` made
          * after this call are seen by the next iteration. */
         it.priv_.since = q->last_iter;
-        q->last_iter = w->tick_now - 1;
+        q->last_iter = w->run.tick_now - 1;
         it.priv_.serial = ++q->iter_serial;
     }
     return it;
@@ -298,7 +298,7 @@ bool ecs_query_next(ecs_iter_t *it)
     if (!q) return false;
     /* A structural change may have moved or freed the chunk being walked:
      * the iteration ends instead of reading freed memory. */
-    if (it->priv_.version != q->world->structure_version) goto done;
+    if (it->priv_.version != q->world->storage.structure_version) goto done;
     /* A filtered query's newer iteration ends this one: the window moved
      * on and the rows buffer is the newer one's. */
     if (q->change_count && it->priv_.serial != q->iter_serial) goto done;
@@ -383,12 +383,12 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
      * structure, and the world is not written. Like an exclusive system's
      * walk, it covers the archetypes and chunks present when it reached
      * them, so it always ends. */
-    bool guard = ecs__world_immediate_ok(w) && !w->defer_chunk_release;
-    if (guard) w->defer_chunk_release = true;
+    bool guard = ecs__world_immediate_ok(w) && !w->storage.defer_chunk_release;
+    if (guard) w->storage.defer_chunk_release = true;
     ecs__query_match_t m;
-    uint32_t na = w->archetype_count;
+    uint32_t na = w->storage.archetype_count;
     for (uint32_t i = 0; i < na; i++) {
-        ecs__archetype_t *a = w->archetypes[i];
+        ecs__archetype_t *a = w->storage.archetypes[i];
         if (!a->entity_count || !ecs__query_match(&q, a, &m)) continue;
         uint32_t nc = a->chunk_count;
         for (uint32_t c = 0; c < nc; c++) {
@@ -399,7 +399,7 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
         }
     }
     if (guard) {
-        w->defer_chunk_release = false;
+        w->storage.defer_chunk_release = false;
         ecs__archetypes_trim(w);
     }
     return ECS_OK;
@@ -413,7 +413,7 @@ int ecs_iter_changed(ecs_iter_t *it, int term, int row)
     if (q->terms[term].access != ECS_WRITE || q->terms[term].src != ECS_SELF) return ECS_EINVAL;
     /* After a structural change the chunk may be gone, or the row hold
      * another entity (an EXCLUSIVE callback that moved rows). */
-    if (it->priv_.version != q->world->structure_version) return ECS_EINVAL;
+    if (it->priv_.version != q->world->storage.structure_version) return ECS_EINVAL;
     ecs__chunk_t *ch = (ecs__chunk_t *)it->priv_.chunk;
     int32_t col = q->matches[it->priv_.match].columns[term];
     if (col < 0 || row < 0 || (uint32_t)row >= ch->count) return ECS_EINVAL;

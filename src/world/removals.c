@@ -32,7 +32,7 @@ static ecs__component_t *lost_next(ecs_world_t *w, const ecs__archetype_t *src, 
         while (k->mask) {
             ecs_component_t t = src->types[__builtin_ctzll(k->mask)];
             k->mask &= k->mask - 1;
-            if (!dst || ecs__archetype_type_index(dst, t) < 0) return w->components[t];
+            if (!dst || ecs__archetype_type_index(dst, t) < 0) return w->registry.components[t];
         }
         return NULL;
     }
@@ -41,7 +41,7 @@ static ecs__component_t *lost_next(ecs_world_t *w, const ecs__archetype_t *src, 
         ecs_component_t t = src->types[k->i++];
         while (k->j < nd && dst->types[k->j] < t) k->j++;
         if (k->j < nd && dst->types[k->j] == t) continue;
-        ecs__component_t *c = w->components[t];
+        ecs__component_t *c = w->registry.components[t];
         if (c->removal_readers) return c;
     }
     return NULL;
@@ -64,7 +64,7 @@ void ecs__removals_log(ecs_world_t *w, const ecs__archetype_t *src, const ecs__a
 
 uint64_t ecs__removals_watch(ecs_world_t *w, ecs_component_t id)
 {
-    ecs__component_t *c = w->components[id];
+    ecs__component_t *c = w->registry.components[id];
     c->removal_readers++;
     for (uint32_t k = 0; k < c->archetype_count; k++) {
         ecs__archetype_t *a = c->archetypes[k].archetype;
@@ -78,7 +78,7 @@ uint64_t ecs__removals_watch(ecs_world_t *w, ecs_component_t id)
 void ecs__removals_watch_archetype(const ecs_world_t *w, ecs__archetype_t *a)
 {
     for (uint32_t i = 0; i < a->type_count; i++) {
-        if (!w->components[a->types[i]]->removal_readers) continue;
+        if (!w->registry.components[a->types[i]]->removal_readers) continue;
         a->watch_removals = true;
         if (i < 64) a->watched_types |= 1ull << i;
     }

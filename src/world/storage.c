@@ -9,10 +9,10 @@
 int ecs__world_storage_init(ecs_world_t *w, uint32_t workers)
 {
     ecs__entity_index_init(&w->entity_index);
-    w->tick_now = 1; /* 0 means "never marked" */
+    w->run.tick_now = 1; /* 0 means "never marked" */
     if (!ecs__commands_init(w, workers)) return ECS_ENOMEM;
-    w->root = ecs__archetype_ensure(w, NULL, 0);
-    if (!w->root) {
+    w->storage.root = ecs__archetype_ensure(w, NULL, 0);
+    if (!w->storage.root) {
         ecs__world_storage_fini(w);
         return ECS_ENOMEM;
     }
@@ -28,10 +28,10 @@ void ecs__world_storage_drop_values(ecs_world_t *w)
 void ecs__world_storage_fini(ecs_world_t *w)
 {
     /* Queries first: they point at archetypes. */
-    while (w->query_count) ecs__query_free(w->queries[w->query_count - 1]);
-    ecs__free(&w->allocator, w->queries);
-    w->queries = NULL;
-    w->query_cap = 0;
+    while (w->queries.count) ecs__query_free(w->queries.live[w->queries.count - 1]);
+    ecs__free(&w->allocator, w->queries.live);
+    w->queries.live = NULL;
+    w->queries.cap = 0;
     ecs__commands_fini(w); /* before the components its values need */
     ecs__relations_fini(w);
     ecs__archetypes_fini(w);

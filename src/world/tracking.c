@@ -155,7 +155,7 @@ static void raise_undo(ecs_world_t *w, ecs__component_t *comp, ecs__track_level_
 
 int ecs__tracking_raise(ecs_world_t *w, ecs_component_t id, ecs__track_level_t level)
 {
-    ecs__component_t *comp = w->components[id];
+    ecs__component_t *comp = w->registry.components[id];
     ecs__track_level_t old = comp->track_level;
     if (level <= old) return ECS_OK;
     ecs__assert(comp->info.size, "tags are never tracked");
@@ -204,7 +204,7 @@ fail:
 
 void ecs__tracking_lower(ecs_world_t *w, ecs_component_t id, ecs__track_level_t level)
 {
-    ecs__component_t *comp = w->components[id];
+    ecs__component_t *comp = w->registry.components[id];
     ecs__track_level_t old = comp->track_level;
     if (level >= old) return;
     comp->track_level = level;
@@ -241,7 +241,7 @@ void ecs__chunk_mark_changed_slow(ecs_world_t *w, ecs__chunk_t *ch, uint32_t col
 {
     ecs__tracker_t *t = ch->trackers[column];
     if (!t) return;
-    ecs__tracker_mark_changed(t, row, w->tick_now);
+    ecs__tracker_mark_changed(t, row, w->run.tick_now);
     ecs__chunk_list(ch, column);
 }
 
@@ -250,7 +250,7 @@ void ecs__chunk_mark_added_slow(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row, 
     for (uint32_t c = 0; c < ch->archetype->column_count; c++) {
         ecs__tracker_t *t = ch->trackers[c];
         if (!t) continue;
-        for (uint32_t r = row; r < row + n; r++) ecs__tracker_mark_added(t, r, w->tick_now);
+        for (uint32_t r = row; r < row + n; r++) ecs__tracker_mark_added(t, r, w->run.tick_now);
         ecs__chunk_list(ch, c);
     }
 }
@@ -261,7 +261,7 @@ void ecs__chunk_mark_added_slow(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row, 
 
 void ecs__tracking_prune(ecs_world_t *w, ecs_component_t id, uint64_t min)
 {
-    ecs__component_t *comp = w->components[id];
+    ecs__component_t *comp = w->registry.components[id];
     if (comp->track_level != ECS__TRACK_DIRTY) return;
     for (uint32_t i = 0; i < comp->archetype_count; i++) {
         ecs__archetype_t *a = comp->archetypes[i].archetype;

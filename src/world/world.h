@@ -519,7 +519,7 @@ struct ecs_query {
     ecs_change_filter_t changes[ECS_MAX_TERMS];
     ecs__query_match_t *matches; /* in archetype creation order */
     uint32_t match_count, match_cap;
-    uint32_t world_index; /* position in world->queries */
+    uint32_t world_index; /* position in world->queries.live */
     /* A cached query with filters (ecs_query_create): the end of its
      * previous iteration's window, and the buffer its iterator hands
      * out as it->rows, and how many iterations it has started: only the
@@ -732,6 +732,7 @@ typedef struct {
      * only when it grows. */
     ecs_component_t *run_types;
     uint32_t run_types_cap;
+    uint64_t skipped; /* commands skipped at playback (stale targets), all frames */
 } ecs__cmd_state_t;
 
 bool ecs__commands_init(ecs_world_t *w, uint32_t workers);
@@ -777,75 +778,96 @@ typedef struct {
     uint32_t what, slot;
 } ecs__pending_t;
 
-/* How many ids ecs_spawn_with's one-entry type cache remembers. */
-#define ECS__SPAWN_CACHE_IDS 8
-
-struct ecs_world {
-    ecs_allocator_t allocator;
-    ecs__entity_index_t entity_index;
-
+/* The component registry (component.c): components by id, and the name
+ * lookup: hash of the name -> the last component registered with that
+ * hash; ecs__component_t.name_next chains the others. */
+typedef struct {
     ecs__component_t **components; /* by id; [0] unused */
     uint32_t component_count;      /* highest id */
     uint32_t component_cap;
-    /* Name lookup: hash of the name -> the last component registered
-     * with that hash; ecs__component_t.name_next chains the others. */
     ecs__map_t component_names;
+} ecs__registry_t;
 
+/* Archetypes and their chunks (archetype.c), and the versions that those
+ * who walk them trust. */
+typedef struct {
     ecs__archetype_t **archetypes; /* creation order */
     uint32_t archetype_count, archetype_cap;
     ecs__archetype_t **archetype_table; /* open addressing by type hash */
     uint32_t archetype_table_cap;
     ecs__archetype_t *root;             /* the empty archetype */
     uint32_t chunk_count;
-
-    ecs_query_t **queries; /* live cached queries, matched as archetypes appear */
-    uint32_t query_count, query_cap;
-
-    ecs__cmd_state_t cmd;
-    ecs__scheduler_t *scheduler; /* stages and systems (src/) */
-    struct ecs__job_pool *pool;  /* (jobs/) worker 0 is the thread that calls ecs_world_progress */
-
-    /* The last ecs_spawn_with type set (of up to ECS__SPAWN_CACHE_IDS
-     * ids), so spawning many entities of one kind skips sorting and the
-     * archetype lookup. */
-    struct {
-        uint32_t count;
-        ecs_component_t ids[ECS__SPAWN_CACHE_IDS]; /* as the caller listed them */
-        int32_t origin[ECS__SPAWN_CACHE_IDS];      /* per archetype type: index into ids */
-        ecs__archetype_t *archetype;
-    } spawn_cache;
-
-    void *frame_state; /* the frame being run (frame.c), NULL outside */
-    int frame_error;   /* first error of the frame being run */
-
-    /* Relation types by id - 1, and the relation scratch of pairs.c:
-     * entities whose markers a flush changed (synced at its end, in this
-     * order), and a despawn's closure. All keep their capacity. */
-    ecs__relation_t *relations;
-    uint32_t relation_count, relation_cap;
-    ecs__pending_t *pending;
-    ecs_entity_t *doomed;
-    uint32_t pending_count, pending_cap, doomed_count, doomed_cap;
-    uint32_t pending_late; /* pending[0, late): left by a flush that ran out of memory */
-    ecs__map_t doomed_set;
-
-    /* The tick a mark made now takes (docs/change-detection.md, Ticks):
-     * between frames, a tick above every finished run; inside a frame, the
-     * slot tick of the barrier or EXCLUSIVE system that is writing. */
-    uint64_t tick_now;
-
-    uint64_t structure_version; /* bumped by the row primitives (ecs__chunk_push_n, ecs__chunk_remove_row) */
-    uint64_t frame;
-    uint64_t commands_skipped;
-    ecs__phase_t phase;
+    /* Bumped by the row primitives (ecs__chunk_push_n, ecs__chunk_remove_row). */
+    uint64_t structure_version;
     bool defer_chunk_release; /* an iteration is walking chunks */
     bool trim_pending;
+} ecs__storage_t;
+
+/* Live cached queries (query.c), matched as archetypes appear. */
+typedef struct {
+    ecs_query_t **live;
+    uint32_t count, cap;
+} ecs__query_list_t;
+
+/* Relation types by id - 1, and the relation scratch of pairs.c:
+ * entities whose markers a flush changed (synced at its end, in this
+ * order), and a despawn's closure. All keep their capacity. */
+typedef struct {
+    ecs__relation_t *types;
+    uint32_t count, cap;
+    ecs__pending_t *pending;
+    uint32_t pending_count, pending_cap;
+    uint32_t pending_late; /* pending[0, late): left by a flush that ran out of memory */
+    ecs_entity_t *doomed;
+    uint32_t doomed_count, doomed_cap;
+    ecs__map_t doomed_set;
+} ecs__relations_t;
+
+/* How many ids ecs_spawn_with's one-entry type cache remembers. */
+#define ECS__SPAWN_CACHE_IDS 8
+
+/* The last ecs_spawn_with type set (entity.c), so spawning many entities
+ * of one kind skips sorting and the archetype lookup. */
+typedef struct {
+    uint32_t count;
+    ecs_component_t ids[ECS__SPAWN_CACHE_IDS]; /* as the caller listed them */
+    int32_t origin[ECS__SPAWN_CACHE_IDS];      /* per archetype type: index into ids */
+    ecs__archetype_t *archetype;
+} ecs__spawn_cache_t;
+
+/* The top layer's state (src/: scheduler.c, frame.c, lifecycle.c), which
+ * the world carries and world/ reads only for the phase and the tick. */
+struct ecs__frame; /* the frame being run (frame.c) */
+typedef struct {
+    ecs__scheduler_t *scheduler;  /* stages and systems */
+    struct ecs__job_pool *pool;   /* worker 0 is the thread that calls ecs_world_progress */
+    struct ecs__frame *current;   /* NULL outside ecs_world_progress */
+    int error;                    /* first error of the frame being run */
+    uint64_t frames;              /* frames completed */
+    ecs__phase_t phase;
+    /* The tick a mark made now takes (docs/change-detection.md, Ticks):
+     * between frames, a tick above every finished run; inside a frame,
+     * the slot tick of the barrier or EXCLUSIVE system that is writing. */
+    uint64_t tick_now;
+} ecs__world_run_t;
+
+/* A world: each part is owned by the file named beside its type. */
+struct ecs_world {
+    ecs_allocator_t allocator;
+    ecs__entity_index_t entity_index;
+    ecs__registry_t registry;
+    ecs__storage_t storage;
+    ecs__query_list_t queries;
+    ecs__relations_t rel;
+    ecs__spawn_cache_t spawn_cache;
+    ecs__cmd_state_t cmd;
+    ecs__world_run_t run;
     bool values_dropped; /* every live value's dtor has run (teardown) */
 };
 
 static inline ecs__component_t *ecs__component_get(const ecs_world_t *w, ecs_component_t c)
 {
-    return (c && c <= w->component_count) ? w->components[c] : NULL;
+    return (c && c <= w->registry.component_count) ? w->registry.components[c] : NULL;
 }
 
 /* Component c when a user may add, remove or write it: not a relation's
@@ -859,14 +881,14 @@ static inline ecs__component_t *ecs__component_writable(const ecs_world_t *w, ec
 
 static inline ecs__relation_t *ecs__relation_get(const ecs_world_t *w, ecs_relation_t r)
 {
-    return (r && r <= w->relation_count) ? &w->relations[r - 1] : NULL;
+    return (r && r <= w->rel.count) ? &w->rel.types[r - 1] : NULL;
 }
 
 /* Whether e takes part in any pair (as source or target), or has slices. */
 static inline bool ecs__pairs_involved(const ecs_world_t *w, ecs_entity_t e)
 {
-    for (uint32_t i = 0; i < w->relation_count; i++) {
-        const ecs__store_t *st = &w->relations[i].store;
+    for (uint32_t i = 0; i < w->rel.count; i++) {
+        const ecs__store_t *st = &w->rel.types[i].store;
         if (ecs__map_get(&st->forward, e) || ecs__map_get(&st->reverse, e)) return true;
     }
     return false;
@@ -899,20 +921,20 @@ extern _Thread_local uint32_t ecs__tls_in_hook __attribute__((tls_model("initial
     } while (0)
 
 /* The mark ecs__archetypes_rollback returns to: the archetype count. */
-static inline uint32_t ecs__archetypes_mark(const ecs_world_t *w) { return w->archetype_count; }
+static inline uint32_t ecs__archetypes_mark(const ecs_world_t *w) { return w->storage.archetype_count; }
 
 /* Immediate mode is open outside frames and inside EXCLUSIVE systems,
  * and not from inside a type hook. */
 static inline bool ecs__world_immediate_ok(const ecs_world_t *w)
 {
-    return (w->phase == ECS__PHASE_IDLE || w->phase == ECS__PHASE_EXCLUSIVE) && !ecs__tls_in_hook;
+    return (w->run.phase == ECS__PHASE_IDLE || w->run.phase == ECS__PHASE_EXCLUSIVE) && !ecs__tls_in_hook;
 }
 
 /* Outside any frame and any type hook: what frames, registrations of
  * systems, stages and relations, and ecs_world_destroy need. */
 static inline bool ecs__world_idle(const ecs_world_t *w)
 {
-    return w->phase == ECS__PHASE_IDLE && !ecs__tls_in_hook;
+    return w->run.phase == ECS__PHASE_IDLE && !ecs__tls_in_hook;
 }
 
 /* What a registration refused by these says (ecs__refusal_report), in
@@ -943,7 +965,7 @@ static inline uint32_t ecs__chunk_push_n(ecs_world_t *w, ecs__chunk_t *ch, uint3
     uint32_t row = ch->count;
     ch->count += n;
     a->rows_version++;
-    w->structure_version++;
+    w->storage.structure_version++;
     if (row == 0) a->empty_chunks--;
     if (ch->count == a->capacity) a->nonfull[ch->index >> 6] &= ~(1ull << (ch->index & 63));
     a->entity_count += n;
@@ -988,7 +1010,7 @@ ECS__INLINE void ecs__chunk_remove_row(ecs_world_t *w, ecs__chunk_t *ch, uint32_
     ch->count = last;
     a->entity_count--;
     a->rows_version++;
-    w->structure_version++;
+    w->storage.structure_version++;
     if (ECS__UNLIKELY(last == 0)) ecs__chunk_emptied(w, ch);
 }
 

@@ -1,5 +1,5 @@
 /*
- * world.c: the world's lifecycle: create with every setting resolved in
+ * lifecycle.c: the world's lifecycle: create with every setting resolved in
  * one place (allocator hook, worker count, spin time), destroy everything
  * (threads joined, every live value's dtor run), and the figures
  * ecs_world_stats reports.
@@ -71,22 +71,22 @@ static ecs_world_t *world_create(const ecs_world_desc_t *desc, ecs__refusal_t *w
     if (!w) return NULL;
     memset(w, 0, sizeof(*w));
     w->allocator = a;
-    w->phase = ECS__PHASE_IDLE;
+    w->run.phase = ECS__PHASE_IDLE;
     if (ecs__world_storage_init(w, workers) != ECS_OK) {
         ecs__free(&a, w);
         return NULL;
     }
-    w->scheduler = ecs__scheduler_create(w);
-    if (w->scheduler) {
-        w->scheduler->worker_stats =
+    w->run.scheduler = ecs__scheduler_create(w);
+    if (w->run.scheduler) {
+        w->run.scheduler->worker_stats =
             ecs__calloc(&w->allocator, workers * sizeof(ecs_worker_stats_t), _Alignof(ecs_worker_stats_t));
     }
-    w->pool = w->scheduler && w->scheduler->worker_stats ? ecs__job_pool_create(&w->allocator, workers, spin_us)
+    w->run.pool = w->run.scheduler && w->run.scheduler->worker_stats ? ecs__job_pool_create(&w->allocator, workers, spin_us)
                                                          : NULL;
-    if (!w->pool) {
-        if (w->scheduler && w->scheduler->worker_stats)
+    if (!w->run.pool) {
+        if (w->run.scheduler && w->run.scheduler->worker_stats)
             ecs__refusal_set(why, "out of memory, or its worker threads could not start");
-        ecs__scheduler_destroy(w, w->scheduler);
+        ecs__scheduler_destroy(w, w->run.scheduler);
         ecs__world_storage_fini(w);
         ecs__free(&a, w);
         return NULL;
@@ -105,47 +105,47 @@ ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc)
 
 void ecs_world_destroy(ecs_world_t *w)
 {
-    if (!w || !ecs__world_idle(w) || w->defer_chunk_release) return;
+    if (!w || !ecs__world_idle(w) || w->storage.defer_chunk_release) return;
     /* The dtors run first, on a whole world that refuses every change: a
      * dtor that calls back into the world reads it as it was, and a call
      * that would change it (or run a frame, or destroy it) is refused, as
      * inside a system, instead of working on freed memory. */
-    w->phase = ECS__PHASE_DESTROY;
+    w->run.phase = ECS__PHASE_DESTROY;
     ecs__world_storage_drop_values(w);
     ecs_allocator_t a = w->allocator;
-    ecs__job_pool_destroy(w->pool); /* joins the threads first */
-    ecs__scheduler_destroy(w, w->scheduler);
+    ecs__job_pool_destroy(w->run.pool); /* joins the threads first */
+    ecs__scheduler_destroy(w, w->run.scheduler);
     ecs__world_storage_fini(w);
     ecs__free(&a, w);
 }
 
-int ecs_world_workers(const ecs_world_t *w) { return w ? (int)ecs__job_pool_workers(w->pool) : 0; }
+int ecs_world_workers(const ecs_world_t *w) { return w ? (int)ecs__job_pool_workers(w->run.pool) : 0; }
 
-uint64_t ecs_world_frame(const ecs_world_t *w) { return w ? w->frame : 0; }
+uint64_t ecs_world_frame(const ecs_world_t *w) { return w ? w->run.frames : 0; }
 
 int ecs_world_stats(const ecs_world_t *w, ecs_world_stats_t *out)
 {
     if (!w || !out) return ECS_EINVAL;
     memset(out, 0, sizeof(*out));
-    out->frame = w->frame;
-    out->commands_skipped = w->commands_skipped;
+    out->frame = w->run.frames;
+    out->commands_skipped = w->cmd.skipped;
     out->entities = w->entity_index.alive;
-    out->components = w->component_count;
-    out->archetypes = w->archetype_count;
-    out->chunks = w->chunk_count;
-    out->systems = w->scheduler->system_count;
-    out->queries = w->query_count;
-    out->system_stats = w->scheduler->system_stats;
-    out->workers = ecs__job_pool_workers(w->pool);
+    out->components = w->registry.component_count;
+    out->archetypes = w->storage.archetype_count;
+    out->chunks = w->storage.chunk_count;
+    out->systems = w->run.scheduler->system_count;
+    out->queries = w->queries.count;
+    out->system_stats = w->run.scheduler->system_stats;
+    out->workers = ecs__job_pool_workers(w->run.pool);
     /* Read from the pool here, not at every frame's end: an idle worker's
      * counters sit in its own cache line, and reading them each frame
      * cost a cross-core miss per worker in frames that never woke it.
      * Inside a frame (systems may call this in parallel) the figures of
      * the last call outside one are returned. */
-    ecs_worker_stats_t *ws = w->scheduler->worker_stats;
-    for (uint32_t i = 0; w->phase == ECS__PHASE_IDLE && i < out->workers; i++) {
+    ecs_worker_stats_t *ws = w->run.scheduler->worker_stats;
+    for (uint32_t i = 0; w->run.phase == ECS__PHASE_IDLE && i < out->workers; i++) {
         ecs__worker_stats_t p;
-        ecs__job_pool_stats(w->pool, i, &p);
+        ecs__job_pool_stats(w->run.pool, i, &p);
         ws[i] = (ecs_worker_stats_t){p.jobs_run, p.steals, p.idle_ns};
     }
     out->worker_stats = ws;
