@@ -29,6 +29,7 @@
 #include "ecs.h"
 #include "alloc_hook.h"
 #include "alloc_workload.h"
+#include "jobs/jobs.h"
 #include "world/world.h"
 
 /* ---------------------------------------------------------------------- */
