@@ -86,8 +86,8 @@ static void structural_spawn_paths_end_the_iteration(void **state)
         fx_t f;
         fx_init(&f);
         fx_iterate(&f);
-        Pos p = {3, 4};
-        const void *values[] = {&p};
+        Pos p[3] = {{3, 4}, {3, 4}, {3, 4}}; /* a value per row of the batch of 3 */
+        const void *values[] = {p};
         switch (path) {
         case 0: assert_true(ecs_spawn(f.w) != ECS_NULL); break;
         case 1: assert_true(ecs_spawn_with(f.w, 1, &f.pos, values) != ECS_NULL); break;
