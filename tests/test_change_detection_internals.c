@@ -223,9 +223,10 @@ static void set_health(fix_t *f, ecs_entity_t e, float v)
 /* Iteration                                                               */
 /* ---------------------------------------------------------------------- */
 
-/* DESIGN.md's dirty-list invariant at world level: in one flush a dirty row
- * is despawned, the dirty last row is swapped into it, and a spawn reuses
- * the last row; each entity is seen once. */
+/* The tracker's dirty-list invariant (a row is listed once, exactly while
+ * its bit is set) at world level: in one flush a dirty row is despawned,
+ * the dirty last row is swapped into it, and a spawn reuses the last row;
+ * each entity is seen once. */
 typedef struct {
     ecs_component_t health;
     ecs_entity_t dirty, last, other;
