@@ -772,6 +772,16 @@ static void pairs_batch_arrays(void **state)
 /* Walks kept across frames                                                */
 /* ---------------------------------------------------------------------- */
 
+/* Whether the library keeps walks (the CMake option ECS_PAIR_KEEP, on by
+ * default). Built without, the kept-walk tests check every frame's
+ * values the same way, and that no walk is ever kept: every payload is
+ * the store's own. */
+#ifdef ECS_TEST_NO_PAIR_KEEP
+#define KEEPS_WALKS false
+#else
+#define KEEPS_WALKS true
+#endif
+
 /* What a per-pair system was handed in one frame, far end's HPos.x (-1:
  * none), and how many of its payloads were the kept walk's copies. */
 typedef struct {
@@ -782,6 +792,13 @@ typedef struct {
     int n, copies;
     bool overflow;
 } kept_t;
+
+/* A frame's walk was kept (every payload a copy), or, built without kept
+ * walks, was fresh as it must be (none a copy). */
+static bool kept_as_built(const kept_t *k)
+{
+    return k->n > 0 && k->copies == (KEEPS_WALKS ? k->n : 0);
+}
 
 static void kept_collect(ecs_iter_t *it)
 {
@@ -920,14 +937,15 @@ static void pairs_kept_walks_follow_every_change(void **state)
             frame(w);
             kept_expect(w, pos, e, n, &by_src, false);
             kept_expect(w, pos, e, n, &by_tgt, true);
-            kept = by_src.n > 0 && by_src.copies == by_src.n;
+            kept = kept_as_built(&by_src);
+            if (!KEEPS_WALKS && f < 3) kept = false; /* a few frames, no copy in any */
         }
-        if (!kept) fail_msg("step %d: the walk was never kept again", step);
+        if (!kept) fail_msg("step %d: the walk was never kept again (or, built without, was)", step);
         /* A value written while the walk is kept shows in the next frame. */
         assert_int_equal(ecs_set(w, tgt[11], pos, &(HPos){(float)(1000 + step), 0}), ECS_OK);
         by_src.n = by_src.copies = by_tgt.n = by_tgt.copies = 0;
         frame(w);
-        assert_int_equal(by_src.copies, by_src.n);
+        assert_true(kept_as_built(&by_src));
         kept_expect(w, pos, e, n, &by_src, false);
         kept_expect(w, pos, e, n, &by_tgt, true);
     }
@@ -983,7 +1001,8 @@ static void pairs_kept_walks_recover_after_far_changes(void **state)
         k.n = k.copies = 0;
         frame(w);
         kept_expect(w, pos, e, 2 * P, &k, false);
-        if (f >= 100) kept_frames += k.copies == k.n;
+        if (f >= 100) kept_frames += kept_as_built(&k);
+        if (!KEEPS_WALKS) assert_int_equal(k.copies, 0);
     }
     /* Each 10-frame stretch: lost, a wait of 2, kept, then handed in the
      * rest: 6 of 10 at least. */
@@ -1011,7 +1030,7 @@ static void pairs_kept_walks_see_dead_far_ends(void **state)
         frame(w);
     }
     assert_int_equal(k.n, 2);
-    assert_int_equal(k.copies, 2); /* kept */
+    assert_true(kept_as_built(&k)); /* kept */
     assert_true(k.far_x[0] == 4.0f && k.far_x[1] == 5.0f);
     assert_int_equal(ecs_despawn(w, t), ECS_OK);
     ecs_entity_t again = ecs_spawn(w); /* may take t's index */
@@ -1023,7 +1042,7 @@ static void pairs_kept_walks_see_dead_far_ends(void **state)
         assert_true(k.tgt[0] == t && k.far_x[0] == -1.0f);
         assert_true(k.tgt[1] == u && k.far_x[1] == 5.0f);
     }
-    assert_int_equal(k.copies, 2); /* kept again */
+    assert_true(kept_as_built(&k)); /* kept again */
     ecs_world_destroy(w);
 }
 
