@@ -1,7 +1,8 @@
 /*
  * support.h: the small helpers several test files share: the deterministic
- * random generator (rng.h), a checked ecs_world_stats, and capturing what
- * a call writes on stderr. Include after <cmocka.h> and "ecs.h".
+ * random generator (rng.h), COUNT_OF and the shorthands for terms and
+ * change filters in descriptors, a checked ecs_world_stats, and capturing
+ * what a call writes on stderr. Include after <cmocka.h> and "ecs.h".
  */
 #ifndef ECS_TEST_SUPPORT_H
 #define ECS_TEST_SUPPORT_H
@@ -11,6 +12,19 @@
 #include <unistd.h>
 
 #include "rng.h"
+
+#define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
+
+/* Terms and change filters, for the initializers of a descriptor's
+ * .terms and .changes. */
+#define TR(c) {.component = (c), .access = ECS_READ}
+#define TW(c) {.component = (c), .access = ECS_WRITE}
+#define TWITH(c) {.component = (c), .access = ECS_WITH}
+#define TWITHOUT(c) {.component = (c), .access = ECS_WITHOUT}
+#define TOPT(c) {.component = (c), .access = ECS_READ, .optional = true}
+#define TOTHER(c) {.component = (c), .access = ECS_READ, .src = ECS_OTHER}
+#define CHANGED(c) {.kind = ECS_CHANGED, .component = (c)}
+#define ADDED(c) {.kind = ECS_ADDED, .component = (c)}
 
 static inline ecs_world_stats_t stats_of(const ecs_world_t *w)
 {

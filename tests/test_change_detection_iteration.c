@@ -48,14 +48,6 @@
 #define WATCHDOG_PROGRAM "test_change_detection_iteration"
 #include "watchdog.h"
 
-#define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
-#define TR(c) {.component = (c), .access = ECS_READ}
-#define TW(c) {.component = (c), .access = ECS_WRITE}
-#define TWITH(c) {.component = (c), .access = ECS_WITH}
-#define TWITHOUT(c) {.component = (c), .access = ECS_WITHOUT}
-#define CHANGED(c) {.kind = ECS_CHANGED, .component = (c)}
-#define ADDED(c) {.kind = ECS_ADDED, .component = (c)}
-
 typedef struct {
     float v;
 } Health;

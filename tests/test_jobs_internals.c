@@ -39,8 +39,6 @@
 #define WATCHDOG_PROGRAM "test_jobs_internals"
 #include "watchdog.h"
 
-#define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
-
 /* ---------------------------------------------------------------------- */
 /* Helpers                                                                 */
 /* ---------------------------------------------------------------------- */

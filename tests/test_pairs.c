@@ -30,8 +30,6 @@
 #include "clock.h"
 #include "support.h"
 
-#define COUNT_OF(a) (sizeof(a) / sizeof(*(a)))
-
 typedef struct {
     int32_t strength;
     int32_t since;

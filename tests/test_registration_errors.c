@@ -27,8 +27,6 @@
 
 #include "support.h"
 
-#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
-
 /* Runs `expr` with stderr captured into the char array `msg`. */
 #define CAPTURED(msg, expr)                                                    \
     do {                                                                       \
@@ -334,8 +332,6 @@ static void relation_refusal_out_of_memory(void **state)
 /* ---------------------------------------------------------------------- */
 /* ecs_system_register                                                     */
 /* ---------------------------------------------------------------------- */
-
-#define TR(c) {.component = (c), .access = ECS_READ}
 
 static void system_refusals_name_their_reason(void **state)
 {
