@@ -19,23 +19,7 @@
 #include "ecs.h"
 #include "alloc_hook.h"
 #include "support.h"
-
-typedef struct {
-    float x, y;
-} Position;
-
-typedef struct {
-    float x, y;
-} Velocity;
-
-/* A world whose every allocation c counts. */
-static ecs_world_t *counted_world(alloc_hook_t *c)
-{
-    ecs_world_desc_t desc = {.allocator = alloc_hook_init(c)};
-    ecs_world_t *w = ecs_world_create(&desc);
-    assert_non_null(w);
-    return w;
-}
+#include "fixture_archetype.h"
 
 /* ---------------------------------------------------------------------- */
 /* Chunk layout                                                            */

@@ -20,14 +20,7 @@
 #include "alloc_hook.h"
 #include "support.h"
 #include "world/world.h"
-
-typedef struct {
-    float x, y;
-} Position;
-
-typedef struct {
-    float x, y;
-} Velocity;
+#include "fixture_archetype.h"
 
 /* Internals: where a live entity is stored. */
 static ecs__record_t *record_of(const ecs_world_t *w, ecs_entity_t e)
@@ -39,15 +32,6 @@ static ecs__record_t *record_of(const ecs_world_t *w, ecs_entity_t e)
 }
 
 static ecs__archetype_t *archetype_of(const ecs_world_t *w, ecs_entity_t e) { return record_of(w, e)->chunk->archetype; }
-
-/* A world whose every allocation c counts. */
-static ecs_world_t *counted_world(alloc_hook_t *c)
-{
-    ecs_world_desc_t desc = {.allocator = alloc_hook_init(c)};
-    ecs_world_t *w = ecs_world_create(&desc);
-    assert_non_null(w);
-    return w;
-}
 
 static size_t align64(size_t v) { return (v + 63) & ~(size_t)63; }
 

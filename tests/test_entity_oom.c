@@ -20,26 +20,7 @@
 #include "ecs.h"
 #include "alloc_hook.h"
 #include "support.h"
-
-typedef struct {
-    float x, y;
-} Position;
-
-typedef struct {
-    float x, y;
-} Velocity;
-
-typedef struct {
-    int32_t hp;
-} Health;
-
-static void assert_pos(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c, float x, float y)
-{
-    const Position *p = ecs_get(w, e, c);
-    assert_non_null(p);
-    assert_true(p->x == x);
-    assert_true(p->y == y);
-}
+#include "fixture_entity.h"
 
 /* ---------------------------------------------------------------------- */
 /* Out of memory                                                           */
