@@ -25,75 +25,7 @@
 #include "alloc_hook.h"
 #include "support.h"
 #include "ecs_private.h"
-
-typedef struct {
-    float x;
-} Pos;
-
-/* What a reader saw: every entity, in order, and per run. */
-enum { SEEN_MAX = 200000, RUNS_MAX = 64 };
-
-typedef struct {
-    ecs_entity_t *seen;
-    int count;
-    int runs;
-    int per_run[RUNS_MAX];
-} reader_t;
-
-static void reader_init(reader_t *r)
-{
-    memset(r, 0, sizeof(*r));
-    r->seen = calloc(SEEN_MAX, sizeof(ecs_entity_t));
-    assert_non_null(r->seen);
-}
-
-static void reader_fini(reader_t *r) { free(r->seen); }
-
-static void reader_run(ecs_iter_t *it)
-{
-    reader_t *r = it->ctx;
-    const ecs_entity_t *ids = NULL;
-    int n = ecs_iter_removed(it, &ids);
-    if (n < 0 || (n > 0 && !ids) || (n == 0 && ids)) n = -1000000; /* caught below */
-    if (r->runs < RUNS_MAX) r->per_run[r->runs] = n;
-    r->runs++;
-    for (int i = 0; i < n && r->count < SEEN_MAX; i++) r->seen[r->count++] = ids[i];
-}
-
-typedef struct {
-    ecs_world_t *w;
-    ecs_component_t pos, tag, other;
-} fx_t;
-
-static fx_t fx_new(int workers)
-{
-    fx_t f;
-    f.w = ecs_world_create(&(ecs_world_desc_t){.workers = workers});
-    assert_non_null(f.w);
-    f.pos = ECS_COMPONENT(f.w, Pos);
-    f.tag = ecs_component_register(f.w, &(ecs_component_desc_t){.name = "Tag"});
-    f.other = ecs_component_register(f.w, &(ecs_component_desc_t){.name = "Other", .size = 4});
-    assert_true(f.pos && f.tag && f.other);
-    return f;
-}
-
-static ecs_system_t reader_on(fx_t *f, ecs_component_t c, reader_t *r, const char *stage)
-{
-    ecs_system_t s = ecs_system_register(f->w, &(ecs_system_desc_t){
-                                                   .stage = stage, .removed = c, .run = reader_run, .ctx = r});
-    assert_true(s != 0);
-    return s;
-}
-
-static ecs_entity_t spawn2(fx_t *f, ecs_component_t a, ecs_component_t b)
-{
-    ecs_component_t ids[2] = {a, b};
-    ecs_entity_t e = ecs_spawn_with(f->w, b ? 2 : 1, ids, NULL);
-    assert_true(ecs_is_alive(f->w, e));
-    return e;
-}
-
-static void frame(fx_t *f) { assert_int_equal(ecs_world_progress(f->w, 0.0f), ECS_OK); }
+#include "fixture_removals.h"
 
 /* Immediate removes and despawns between frames, tags included. */
 static void removals_immediate_seen_once_in_order(void **state)
@@ -208,14 +140,31 @@ static void removals_registration_errors(void **state)
     ecs_world_destroy(f.w);
 }
 
-/* The log cannot grow: ecs_remove and ecs_despawn fail with ECS_ENOMEM and
- * change nothing; a command that needs the room is skipped. */
-/* A 1-worker world whose every allocation goes through fa. */
-static ecs_world_t *world_on(alloc_hook_t *fa)
+/* A 1-worker world whose every allocation goes through fa, with Pos (in
+ * *pos) and r, initialised, reading Pos's removals. */
+static ecs_world_t *world_with_reader(alloc_hook_t *fa, ecs_component_t *pos, reader_t *r)
 {
     ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = alloc_hook_init(fa)});
     assert_non_null(w);
+    *pos = ECS_COMPONENT(w, Pos);
+    reader_init(r);
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = *pos, .run = reader_run, .ctx = r}));
     return w;
+}
+
+/* Removes P from e[0], e[1], ... (fewer than max of them) until P's
+ * removal log has no room left, and returns how many: between frames the
+ * log only grows, so this fills its room exactly. */
+static int fill_log_room(ecs_world_t *w, ecs_component_t P, const ecs_entity_t *e, int max)
+{
+    const ecs__component_t *c = w->registry.components[P];
+    int removed = 0;
+    while (c->removed.count == 0 || c->removed.count < c->removed.cap) {
+        assert_true(removed < max);
+        assert_int_equal(ecs_remove(w, e[removed], P), ECS_OK);
+        removed++;
+    }
+    return removed;
 }
 
 static ecs_entity_t g_cmd_victim, g_warm;
@@ -232,15 +181,15 @@ static void despawn_victim(ecs_iter_t *it)
         assert_int_equal(ecs_cmd_despawn(it->commands, g_cmd_victim), ECS_OK);
 }
 
+/* The log cannot grow: ecs_remove and ecs_despawn fail with ECS_ENOMEM and
+ * change nothing; a command that needs the room is skipped. */
 static void removals_out_of_memory_changes_nothing(void **state)
 {
     (void)state;
     alloc_hook_t fa;
-    ecs_world_t *w = world_on(&fa);
-    ecs_component_t P = ECS_COMPONENT(w, Pos);
+    ecs_component_t P;
     reader_t r;
-    reader_init(&r);
-    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = P, .run = reader_run, .ctx = &r}));
+    ecs_world_t *w = world_with_reader(&fa, &P, &r);
     assert_true(ecs_system_register(w, &(ecs_system_desc_t){.stage = "PreUpdate", .run = despawn_victim}));
     enum { N = 64 };
     ecs_entity_t e[N];
@@ -250,14 +199,7 @@ static void removals_out_of_memory_changes_nothing(void **state)
     g_warm_tag = ecs_component_register(w, &(ecs_component_desc_t){.name = "Warm"});
     assert_true(g_warm_tag != 0);
     assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK); /* plan and arenas exist now */
-    /* Between frames the log only grows: fill its room exactly. */
-    const ecs__component_t *c = w->registry.components[P];
-    int removed = 0;
-    while (c->removed.count == 0 || c->removed.count < c->removed.cap) {
-        assert_true(removed < N - 3);
-        assert_int_equal(ecs_remove(w, e[removed], P), ECS_OK);
-        removed++;
-    }
+    int removed = fill_log_room(w, P, e, N - 3);
     alloc_hook_fail_all(&fa, true);
     ecs_entity_t x = e[N - 2];
     assert_int_equal(ecs_remove(w, x, P), ECS_ENOMEM);
@@ -294,13 +236,11 @@ static void removals_log_room_only_for_lost_components(void **state)
 {
     (void)state;
     alloc_hook_t fa;
-    ecs_world_t *w = world_on(&fa);
-    ecs_component_t P = ECS_COMPONENT(w, Pos);
+    ecs_component_t P;
+    reader_t r;
+    ecs_world_t *w = world_with_reader(&fa, &P, &r);
     ecs_component_t V = ecs_component_register(w, &(ecs_component_desc_t){.name = "V", .size = 8});
     ecs_component_t T = ecs_component_register(w, &(ecs_component_desc_t){.name = "T"});
-    reader_t r;
-    reader_init(&r);
-    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = P, .run = reader_run, .ctx = &r}));
     enum { N = 64 };
     ecs_entity_t e[N];
     ecs_component_t pv[2] = {P, V}, pt[2] = {P, T};
@@ -311,13 +251,8 @@ static void removals_log_room_only_for_lost_components(void **state)
     /* Make {P} and {V} exist (an emptied archetype keeps a spare chunk). */
     assert_int_equal(ecs_remove(w, x, V), ECS_OK);
     assert_int_equal(ecs_add(w, x, V), ECS_OK);
-    /* Fill the log's room exactly (between frames it only grows). */
+    int removed = fill_log_room(w, P, e, N / 2);
     const ecs__component_t *c = w->registry.components[P];
-    int removed = 0;
-    while (c->removed.count == 0 || c->removed.count < c->removed.cap) {
-        assert_true(removed < N / 2);
-        assert_int_equal(ecs_remove(w, e[removed++], P), ECS_OK);
-    }
     alloc_hook_fail_all(&fa, true);
     /* {P, V} -> {V} loses P: it needs room, and there is no memory. */
     assert_int_equal(ecs_remove(w, y, P), ECS_ENOMEM);
@@ -365,11 +300,9 @@ static void removals_failed_registration_keeps_plan_valid(void **state)
 {
     (void)state;
     alloc_hook_t fa;
-    ecs_world_t *w = world_on(&fa);
-    ecs_component_t P = ECS_COMPONENT(w, Pos);
+    ecs_component_t P;
     reader_t r;
-    reader_init(&r);
-    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.removed = P, .run = reader_run, .ctx = &r}));
+    ecs_world_t *w = world_with_reader(&fa, &P, &r);
     ecs__scheduler_t *s = w->run.scheduler;
     /* Fill the system array to its capacity, with a valid plan. */
     while (s->system_count < s->system_cap)
