@@ -29,47 +29,7 @@
 #include "alloc_hook.h"
 #include "clock.h"
 #include "support.h"
-
-typedef struct {
-    int32_t strength;
-    int32_t since;
-} Hunt;
-
-static ecs_world_t *world_new(void)
-{
-    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
-    assert_non_null(w);
-    return w;
-}
-
-static ecs_entity_t *spawn_n(ecs_world_t *w, int n)
-{
-    ecs_entity_t *e = malloc((size_t)n * sizeof(*e));
-    for (int i = 0; i < n; i++) {
-        e[i] = ecs_spawn(w);
-        assert_true(e[i] != ECS_NULL);
-    }
-    return e;
-}
-
-static void frame(ecs_world_t *w) { assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK); }
-
-/* Asserts src's targets are exactly want, in order. */
-static void expect_targets(ecs_world_t *w, ecs_relation_t r, ecs_entity_t src, const ecs_entity_t *want, int n)
-{
-    const ecs_entity_t *t = NULL;
-    int got = ecs_pair_targets(w, r, src, &t, NULL);
-    assert_int_equal(got, n);
-    for (int i = 0; i < n; i++) assert_true(t[i] == want[i]);
-}
-
-static void expect_sources(ecs_world_t *w, ecs_relation_t r, ecs_entity_t tgt, const ecs_entity_t *want, int n)
-{
-    const ecs_entity_t *s = NULL;
-    int got = ecs_pair_sources(w, r, tgt, &s);
-    assert_int_equal(got, n);
-    for (int i = 0; i < n; i++) assert_true(s[i] == want[i]);
-}
+#include "fixture_pairs.h"
 
 /* ---------------------------------------------------------------------- */
 /* Registration and the API                                                */
@@ -790,42 +750,6 @@ static void pairs_exclusive_readers_survive_their_own_removals(void **state)
 /* Flushes out of memory                                                   */
 /* ---------------------------------------------------------------------- */
 
-typedef struct {
-    ecs_entity_t src[256], tgt[256];
-    int32_t payload[256];
-    int n;
-    int calls;
-    bool bad;
-} pseen_t;
-
-static void pair_observe(ecs_iter_t *it)
-{
-    pseen_t *p = it->ctx;
-    p->calls++;
-    for (int i = 0; i < it->count && p->n < 256; i++, p->n++) {
-        p->src[p->n] = ecs_pair_source_of(it, i);
-        p->tgt[p->n] = ecs_pair_target_of(it, i);
-        p->payload[p->n] = *(const int32_t *)ecs_pair_field(it, i);
-        if (it->entities[ecs_pair_row(it, i)] != p->src[p->n]) p->bad = true;
-    }
-}
-
-/* Sorted (source, target) expectations: the walk's order follows marks. */
-static void pseen_expect(pseen_t *p, const ecs_entity_t *pairs, int n, const char *what)
-{
-    assert_false(p->bad);
-    bool *used = calloc((size_t)(n ? n : 1), 1);
-    if (p->n != n) fail_msg("%s: %d pairs handed, expected %d", what, p->n, n);
-    for (int i = 0; i < p->n; i++) {
-        int k = 0;
-        while (k < n && (used[k] || pairs[2 * k] != p->src[i] || pairs[2 * k + 1] != p->tgt[i])) k++;
-        if (k == n) fail_msg("%s: pair %d not expected (or handed twice)", what, i);
-        used[k] = true;
-    }
-    free(used);
-    p->n = 0;
-}
-
 /* Whether some source has pairs but not yet its marker, seen from a
  * system between the flushes of one frame. */
 typedef struct {
@@ -903,10 +827,6 @@ static void pairs_flush_out_of_memory_loses_no_added_pair(void **state)
 /* Markers in systems                                                      */
 /* ---------------------------------------------------------------------- */
 
-typedef struct {
-    float x, y;
-} HPos;
-
 /* A system that tries to write a marker through its command buffer. */
 typedef struct {
     ecs_entity_t e;
@@ -923,19 +843,6 @@ static void marker_cmd_system(ecs_iter_t *it)
     m->remove = ecs_cmd_remove(it->commands, m->e, m->sm);
     m->set = ecs_cmd_set(it->commands, m->e, m->sm, &v);
     m->ran = true;
-}
-
-/* A world with HPos and the relation Hunts (payload Hunt), both markers
- * on, and its markers: the markers' tests share it. */
-static ecs_world_t *hunts_world(ecs_component_t *pos, ecs_relation_t *r, ecs_component_t *sm, ecs_component_t *tm)
-{
-    ecs_world_t *w = world_new();
-    *pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
-    *r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts", .size = sizeof(Hunt)});
-    assert_true(*pos && *r);
-    *sm = ecs_relation_source_marker(w, *r);
-    *tm = ecs_relation_target_marker(w, *r);
-    return w;
 }
 
 /* Decision: the markers belong to the library (their presence follows the

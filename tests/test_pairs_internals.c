@@ -30,34 +30,7 @@
 #include "clock.h"
 #include "support.h"
 #include "ecs_private.h"
-
-static ecs_world_t *world_new(void)
-{
-    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
-    assert_non_null(w);
-    return w;
-}
-
-static ecs_entity_t *spawn_n(ecs_world_t *w, int n)
-{
-    ecs_entity_t *e = malloc((size_t)n * sizeof(*e));
-    for (int i = 0; i < n; i++) {
-        e[i] = ecs_spawn(w);
-        assert_true(e[i] != ECS_NULL);
-    }
-    return e;
-}
-
-static void frame(ecs_world_t *w) { assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK); }
-
-/* Asserts src's targets are exactly want, in order. */
-static void expect_targets(ecs_world_t *w, ecs_relation_t r, ecs_entity_t src, const ecs_entity_t *want, int n)
-{
-    const ecs_entity_t *t = NULL;
-    int got = ecs_pair_targets(w, r, src, &t, NULL);
-    assert_int_equal(got, n);
-    for (int i = 0; i < n; i++) assert_true(t[i] == want[i]);
-}
+#include "fixture_pairs.h"
 
 /* ---------------------------------------------------------------------- */
 /* Registration and the API                                                */
@@ -408,10 +381,6 @@ static void pairs_removed_pairs_each_once_per_reader(void **state)
 /* Dispatch in systems                                                     */
 /* ---------------------------------------------------------------------- */
 
-typedef struct {
-    float x, y;
-} Vec2;
-
 /* Far-end reads against writers: a system writing Pos never overlaps a
  * per-pair system reading Pos on its targets, even with WITH/WITHOUT terms
  * that would prove their own rows disjoint. Both are timed; their
@@ -606,42 +575,6 @@ static void pairs_exclusive_walk_stops_at_rows_that_left(void **state)
 /* ---------------------------------------------------------------------- */
 /* Pair change filters                                                     */
 /* ---------------------------------------------------------------------- */
-
-typedef struct {
-    ecs_entity_t src[256], tgt[256];
-    int32_t payload[256];
-    int n;
-    int calls;
-    bool bad;
-} pseen_t;
-
-static void pair_observe(ecs_iter_t *it)
-{
-    pseen_t *p = it->ctx;
-    p->calls++;
-    for (int i = 0; i < it->count && p->n < 256; i++, p->n++) {
-        p->src[p->n] = ecs_pair_source_of(it, i);
-        p->tgt[p->n] = ecs_pair_target_of(it, i);
-        p->payload[p->n] = *(const int32_t *)ecs_pair_field(it, i);
-        if (it->entities[ecs_pair_row(it, i)] != p->src[p->n]) p->bad = true;
-    }
-}
-
-/* Sorted (source, target) expectations: the walk's order follows marks. */
-static void pseen_expect(pseen_t *p, const ecs_entity_t *pairs, int n, const char *what)
-{
-    assert_false(p->bad);
-    bool *used = calloc((size_t)(n ? n : 1), 1);
-    if (p->n != n) fail_msg("%s: %d pairs handed, expected %d", what, p->n, n);
-    for (int i = 0; i < p->n; i++) {
-        int k = 0;
-        while (k < n && (used[k] || pairs[2 * k] != p->src[i] || pairs[2 * k + 1] != p->tgt[i])) k++;
-        if (k == n) fail_msg("%s: pair %d not expected (or handed twice)", what, i);
-        used[k] = true;
-    }
-    free(used);
-    p->n = 0;
-}
 
 typedef struct {
     ecs_relation_t rel;

@@ -23,30 +23,7 @@
 #include "ecs.h"
 #include "clock.h"
 #include "support.h"
-
-typedef struct {
-    int32_t strength;
-    int32_t since;
-} Hunt;
-
-static ecs_world_t *world_new(void)
-{
-    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
-    assert_non_null(w);
-    return w;
-}
-
-static ecs_entity_t *spawn_n(ecs_world_t *w, int n)
-{
-    ecs_entity_t *e = malloc((size_t)n * sizeof(*e));
-    for (int i = 0; i < n; i++) {
-        e[i] = ecs_spawn(w);
-        assert_true(e[i] != ECS_NULL);
-    }
-    return e;
-}
-
-static void frame(ecs_world_t *w) { assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK); }
+#include "fixture_pairs.h"
 
 /* ---------------------------------------------------------------------- */
 /* EXCLUSIVE and filtered walks                                            */
@@ -147,10 +124,6 @@ static void pairs_filtered_walk_marks_only_where_it_ran(void **state)
 /* ---------------------------------------------------------------------- */
 /* Dispatch in systems                                                     */
 /* ---------------------------------------------------------------------- */
-
-typedef struct {
-    float x, y;
-} Vec2;
 
 /* Predators hunt prey: a per-source system, a per-pair system on each
  * role, pair commands every frame; the world after 60 frames hashes the
@@ -362,10 +335,6 @@ typedef struct {
     int array_mismatches; /* batch arrays that disagreed with the per-pair accessors */
 } walked_t;
 
-typedef struct {
-    float x, y;
-} HPos;
-
 static void walk_collect(ecs_iter_t *it)
 {
     walked_t *w = it->ctx;
@@ -542,19 +511,6 @@ static void pairs_self_write_far_read_runs_as_one_job(void **state)
         ecs_world_destroy(w);
     }
     assert_true(sums[0] == sums[1] && sums[0] == sums[2]);
-}
-
-/* A world with HPos and the relation Hunts (payload Hunt), both markers
- * on, and its markers: the markers' tests share it. */
-static ecs_world_t *hunts_world(ecs_component_t *pos, ecs_relation_t *r, ecs_component_t *sm, ecs_component_t *tm)
-{
-    ecs_world_t *w = world_new();
-    *pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "HPos", .size = sizeof(HPos)});
-    *r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts", .size = sizeof(Hunt)});
-    assert_true(*pos && *r);
-    *sm = ecs_relation_source_marker(w, *r);
-    *tm = ecs_relation_target_marker(w, *r);
-    return w;
 }
 
 static void pairs_walks_survive_wrong_slot_hints(void **state)
