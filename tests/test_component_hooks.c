@@ -175,6 +175,38 @@ static int64_t res_value(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c
     return *r->heap;
 }
 
+/* A world with Res, every hook on (stats in s), and then, unless pos is
+ * NULL, Position. */
+static ecs_world_t *res_world(res_stats_t *s, ecs_component_t *res, ecs_component_t *pos)
+{
+    ecs_world_t *w = ecs_world_create(NULL);
+    assert_non_null(w);
+    *res = register_res(w, "Res", s, true, true, true, true);
+    if (pos) *pos = ECS_COMPONENT(w, Position);
+    return w;
+}
+
+/* An entity holding only res, set from a caller-side value v (the copy
+ * hook's input, dropped again). */
+static ecs_entity_t res_spawn(ecs_world_t *w, ecs_component_t res, int64_t v)
+{
+    Res r;
+    res_make(&r, v);
+    const void *vals[1] = {&r};
+    ecs_entity_t e = ecs_spawn_with(w, 1, &res, vals);
+    res_drop(&r);
+    return e;
+}
+
+/* Destroys the world: every value is destroyed, and no hook saw a value
+ * that was not live where it looked. */
+static void res_world_destroy(ecs_world_t *w, const res_stats_t *s)
+{
+    ecs_world_destroy(w);
+    assert_int_equal(s->live, 0);
+    assert_int_equal(s->bad, 0);
+}
+
 /* ecs_set of a component the entity lacks copies the value in through
  * the copy hook, also when the component has no constructor (here: copy
  * and destructor hooks only). Regression:
@@ -204,11 +236,9 @@ static void hooks_copy_runs_when_set_adds(void **state)
 static void hooks_ctor_runs_for_new_values(void **state)
 {
     (void)state;
-    ecs_world_t *w = ecs_world_create(NULL);
-    assert_non_null(w);
     res_stats_t s;
-    ecs_component_t res = register_res(w, "Res", &s, true, true, true, true);
-    ecs_component_t pos = ECS_COMPONENT(w, Position);
+    ecs_component_t res, pos;
+    ecs_world_t *w = res_world(&s, &res, &pos);
 
     /* spawn_with without values. */
     ecs_entity_t a = ecs_spawn_with(w, 1, &res, NULL);
@@ -249,11 +279,9 @@ static void hooks_ctor_runs_for_new_values(void **state)
 static void hooks_dtor_runs_once_per_value(void **state)
 {
     (void)state;
-    ecs_world_t *w = ecs_world_create(NULL);
-    assert_non_null(w);
     res_stats_t s;
-    ecs_component_t res = register_res(w, "Res", &s, true, true, true, true);
-    ecs_component_t pos = ECS_COMPONENT(w, Position);
+    ecs_component_t res, pos;
+    ecs_world_t *w = res_world(&s, &res, &pos);
     ecs_entity_t e[6];
     for (int i = 0; i < 6; i++) e[i] = ecs_spawn_with(w, 1, &res, NULL);
     /* remove. */
@@ -529,17 +557,11 @@ static void hooks_dtor_on_world_destroy_across_archetypes(void **state)
 static void hooks_move_on_archetype_move(void **state)
 {
     (void)state;
-    ecs_world_t *w = ecs_world_create(NULL);
-    assert_non_null(w);
     res_stats_t s;
-    ecs_component_t res = register_res(w, "Res", &s, true, true, true, true);
-    ecs_component_t pos = ECS_COMPONENT(w, Position);
+    ecs_component_t res, pos;
+    ecs_world_t *w = res_world(&s, &res, &pos);
     ecs_component_t tag = ecs_component_register(w, &(ecs_component_desc_t){.name = "Tag"});
-    Res v;
-    res_make(&v, 7);
-    const void *vals[1] = {&v};
-    ecs_entity_t e = ecs_spawn_with(w, 1, &res, vals);
-    res_drop(&v);
+    ecs_entity_t e = res_spawn(w, res, 7);
     assert_int_equal(s.copy, 1);
     long moves = s.move;
     /* Each add/remove of another component relocates the value: a move,
@@ -564,27 +586,17 @@ static void hooks_move_on_archetype_move(void **state)
     assert_int_equal(s.dtor, 0);
     assert_int_equal(s.live, 1);
     assert_int_equal(s.bad, 0);
-    ecs_world_destroy(w);
-    assert_int_equal(s.live, 0);
-    assert_int_equal(s.bad, 0);
+    res_world_destroy(w, &s);
 }
 
 static void hooks_move_on_swap_remove(void **state)
 {
     (void)state;
-    ecs_world_t *w = ecs_world_create(NULL);
-    assert_non_null(w);
     res_stats_t s;
-    ecs_component_t res = register_res(w, "Res", &s, true, true, true, true);
-    ecs_component_t pos = ECS_COMPONENT(w, Position);
+    ecs_component_t res, pos;
+    ecs_world_t *w = res_world(&s, &res, &pos);
     ecs_entity_t e[5];
-    for (int i = 0; i < 5; i++) {
-        Res v;
-        res_make(&v, 100 + i);
-        const void *vals[1] = {&v};
-        e[i] = ecs_spawn_with(w, 1, &res, vals);
-        res_drop(&v);
-    }
+    for (int i = 0; i < 5; i++) e[i] = res_spawn(w, res, 100 + i);
     long moves = s.move;
     /* Rows: e0 e1 e2 e3 e4. Despawning the first row: the last row's
      * value moves into it (rows: e4 e1 e2 e3). */
@@ -617,19 +629,15 @@ static void hooks_move_on_swap_remove(void **state)
     assert_int_equal(s.copy, 5);
     assert_int_equal(s.live, 2);
     assert_int_equal(s.bad, 0);
-    ecs_world_destroy(w);
-    assert_int_equal(s.live, 0);
-    assert_int_equal(s.bad, 0);
+    res_world_destroy(w, &s);
 }
 
 static void hooks_copy_on_set_and_spawn_with(void **state)
 {
     (void)state;
-    ecs_world_t *w = ecs_world_create(NULL);
-    assert_non_null(w);
     res_stats_t s;
-    ecs_component_t res = register_res(w, "Res", &s, true, true, true, true);
-    ecs_component_t pos = ECS_COMPONENT(w, Position);
+    ecs_component_t res, pos;
+    ecs_world_t *w = res_world(&s, &res, &pos);
     Res v;
     res_make(&v, 1);
     /* spawn_with with a value: copy, no ctor. */
@@ -678,23 +686,16 @@ static void hooks_copy_on_set_and_spawn_with(void **state)
     res_drop(&v);
     assert_int_equal(s.bad, 0);
     assert_int_equal(s.live, 2 + N);
-    ecs_world_destroy(w);
-    assert_int_equal(s.live, 0);
-    assert_int_equal(s.bad, 0);
+    res_world_destroy(w, &s);
 }
 
 static void hooks_set_from_own_value(void **state)
 {
     (void)state;
-    ecs_world_t *w = ecs_world_create(NULL);
-    assert_non_null(w);
     res_stats_t s;
-    ecs_component_t res = register_res(w, "Res", &s, true, true, true, true);
-    Res v;
-    res_make(&v, 33);
-    const void *vals[1] = {&v};
-    ecs_entity_t e = ecs_spawn_with(w, 1, &res, vals);
-    res_drop(&v);
+    ecs_component_t res;
+    ecs_world_t *w = res_world(&s, &res, NULL);
+    ecs_entity_t e = res_spawn(w, res, 33);
     /* Setting a value to itself must not destroy it before copying. */
     assert_int_equal(ecs_set(w, e, res, ecs_get(w, e, res)), ECS_OK);
     assert_int_equal(res_value(w, e, res), 33);
@@ -702,9 +703,7 @@ static void hooks_set_from_own_value(void **state)
     assert_int_equal(res_value(w, e, res), 33);
     assert_int_equal(s.bad, 0);
     assert_int_equal(s.live, 1);
-    ecs_world_destroy(w);
-    assert_int_equal(s.live, 0);
-    assert_int_equal(s.bad, 0);
+    res_world_destroy(w, &s);
 }
 
 static void hooks_receive_type_info(void **state)
@@ -769,11 +768,9 @@ static void hooks_partial_sets_fall_back(void **state)
 static void hooks_random_churn_stays_balanced(void **state)
 {
     (void)state;
-    ecs_world_t *w = ecs_world_create(NULL);
-    assert_non_null(w);
     res_stats_t s;
-    ecs_component_t res = register_res(w, "Res", &s, true, true, true, true);
-    ecs_component_t pos = ECS_COMPONENT(w, Position);
+    ecs_component_t res, pos;
+    ecs_world_t *w = res_world(&s, &res, &pos);
     ecs_component_t vec = ECS_COMPONENT(w, Vec3d);
     ecs_component_t tag = ecs_component_register(w, &(ecs_component_desc_t){.name = "Tag"});
     ecs_component_t others[3] = {pos, vec, tag};
@@ -785,11 +782,7 @@ static void hooks_random_churn_stays_balanced(void **state)
     uint64_t rng = 12345;
     int64_t next = 1;
     for (int i = 0; i < N; i++) {
-        Res v;
-        res_make(&v, next);
-        const void *vals[1] = {&v};
-        es[i] = ecs_spawn_with(w, 1, &res, vals);
-        res_drop(&v);
+        es[i] = res_spawn(w, res, next);
         want[i] = next++;
     }
     for (int op = 0; op < OPS; op++) {
@@ -836,9 +829,7 @@ static void hooks_random_churn_stays_balanced(void **state)
     }
     free(es);
     free(want);
-    ecs_world_destroy(w);
-    assert_int_equal(s.live, 0);
-    assert_int_equal(s.bad, 0);
+    res_world_destroy(w, &s);
     assert_int_equal(s.ctor + s.copy, s.dtor);
 }
 
