@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "ecs.h"
-
+#include "alloc_hook.h"
 #include "support.h"
 
 /* Runs `expr` with stderr captured into the char array `msg`. */
@@ -60,47 +60,20 @@ static void expect_line(const char *msg, const char *call, const char *name, con
 }
 
 /* ---------------------------------------------------------------------- */
-/* An allocator that fails one chosen allocation                           */
+/* Out of memory                                                           */
 /* ---------------------------------------------------------------------- */
 
-typedef struct {
-    long count;   /* allocations since the last oom_arm */
-    long fail_at; /* the one to fail (0-based); -1: none */
-    int failed;   /* how many were failed */
-} oom_t;
-
-static void *oom_alloc(size_t size, size_t align, void *ctx)
+/* A 1-worker world on the allocator hook a (alloc_hook.h), failing
+ * nothing yet. */
+static ecs_world_t *oom_world(alloc_hook_t *a)
 {
-    oom_t *o = ctx;
-    if (o->count++ == o->fail_at) {
-        o->failed++;
-        return NULL;
-    }
-    size_t rounded = (size + align - 1) / align * align;
-    return aligned_alloc(align, rounded ? rounded : align);
-}
-
-static void oom_free(void *ptr, void *ctx)
-{
-    (void)ctx;
-    free(ptr);
-}
-
-static void oom_arm(oom_t *o, long fail_at)
-{
-    o->count = 0;
-    o->fail_at = fail_at;
-    o->failed = 0;
-}
-
-static ecs_world_t *oom_world(oom_t *o)
-{
-    oom_arm(o, -1);
-    ecs_world_t *w = ecs_world_create(
-        &(ecs_world_desc_t){.workers = 1, .allocator = {.alloc = oom_alloc, .free = oom_free, .ctx = o}});
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = alloc_hook_init(a)});
     assert_non_null(w);
     return w;
 }
+
+/* The allocation k (0-based) from now fails, once. */
+static void oom_arm(alloc_hook_t *a, long k) { alloc_hook_fail_in(a, k + 1, false); }
 
 /* ---------------------------------------------------------------------- */
 /* Fixture                                                                 */
@@ -163,6 +136,86 @@ static void expect_counts(const ecs_world_t *w, counts_t before)
 }
 
 /* ---------------------------------------------------------------------- */
+/* The registrations, through one signature                                */
+/* ---------------------------------------------------------------------- */
+
+/* A registration call: its name in the refusal's line, and the call with
+ * its descriptor passed as void, returning the id (the query as an
+ * integer), 0 when refused. */
+typedef struct {
+    const char *call;
+    uint64_t (*run)(ecs_world_t *w, const void *desc);
+} registration_t;
+
+static uint64_t run_component(ecs_world_t *w, const void *d) { return ecs_component_register(w, d); }
+static uint64_t run_relation(ecs_world_t *w, const void *d) { return ecs_relation_register(w, d); }
+static uint64_t run_system(ecs_world_t *w, const void *d) { return ecs_system_register(w, d); }
+static uint64_t run_query(ecs_world_t *w, const void *d) { return (uint64_t)(uintptr_t)ecs_query_create(w, d); }
+
+static const registration_t reg_component = {"ecs_component_register", run_component};
+static const registration_t reg_relation = {"ecs_relation_register", run_relation};
+static const registration_t reg_system = {"ecs_system_register", run_system};
+static const registration_t reg_query = {"ecs_query_create", run_query};
+
+/* reg of desc in w is refused: it returns 0 and prints its one line,
+ * naming name and reason. */
+static void expect_refused(const registration_t *reg, ecs_world_t *w, const void *desc, const char *name,
+                           const char *reason)
+{
+    char msg[1024];
+    uint64_t got;
+    CAPTURED(msg, got = reg->run(w, desc));
+    assert_int_equal(got, 0);
+    expect_line(msg, reg->call, name, reason);
+}
+
+/* One registration run out of memory: prepare readies a fresh world and
+ * returns the descriptor to register in it. */
+typedef struct {
+    const registration_t *reg;
+    const char *name; /* in the refusal's line */
+    const void *(*prepare)(ecs_world_t *w);
+    bool counted;    /* a refusal leaves the world's counts as they were */
+    bool then_frame; /* after a refusal the world still runs a frame */
+    uint64_t want;   /* what the try that meets no failure returns (0: anything but 0) */
+} oom_case_t;
+
+/* For k = 0, 1, ...: a fresh world fails the k-th allocation (0-based,
+ * once) of the registration, until a try meets no failure. A refused try
+ * met exactly that failure and printed one "out of memory" line; the try
+ * that met none returned what the case wants and printed nothing. Returns
+ * how many tries were refused. */
+static int oom_sweep(const oom_case_t *c)
+{
+    int refusals = 0;
+    for (long k = 0;; k++) {
+        alloc_hook_t a;
+        ecs_world_t *w = oom_world(&a);
+        const void *desc = c->prepare(w);
+        counts_t before = counts_of(w);
+        char msg[1024];
+        uint64_t got;
+        oom_arm(&a, k);
+        CAPTURED(msg, got = c->reg->run(w, desc));
+        int failed = (int)a.injected;
+        if (!got) {
+            assert_int_equal(failed, 1);
+            expect_line(msg, c->reg->call, c->name, "out of memory");
+            if (c->counted) expect_counts(w, before);
+            if (c->then_frame) assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
+            refusals++;
+        }
+        ecs_world_destroy(w);
+        if (!failed) {
+            if (c->want) assert_int_equal(got, c->want);
+            else assert_int_not_equal(got, 0);
+            assert_string_equal(msg, "");
+            return refusals;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------- */
 /* ecs_component_register                                                  */
 /* ---------------------------------------------------------------------- */
 
@@ -190,56 +243,34 @@ static void component_refusals_name_their_reason(void **state)
     };
     for (size_t k = 0; k < COUNT_OF(cases); k++) {
         counts_t before = counts_of(f.w);
-        char msg[1024];
-        ecs_component_t c;
-        CAPTURED(msg, c = ecs_component_register(f.w, &cases[k].desc));
-        assert_int_equal(c, 0);
-        expect_line(msg, "ecs_component_register", cases[k].name, cases[k].reason);
+        expect_refused(&reg_component, f.w, &cases[k].desc, cases[k].name, cases[k].reason);
         expect_counts(f.w, before);
     }
-
-    char msg[1024];
-    ecs_component_t c;
-    CAPTURED(msg, c = ecs_component_register(NULL, &(ecs_component_desc_t){.name = "Pos2", .size = 4}));
-    assert_int_equal(c, 0);
-    expect_line(msg, "ecs_component_register", "Pos2", "NULL world or descriptor");
-    CAPTURED(msg, c = ecs_component_register(f.w, NULL));
-    assert_int_equal(c, 0);
-    expect_line(msg, "ecs_component_register", "<anonymous>", "NULL world or descriptor");
+    expect_refused(&reg_component, NULL, &(ecs_component_desc_t){.name = "Pos2", .size = 4}, "Pos2",
+                   "NULL world or descriptor");
+    expect_refused(&reg_component, f.w, NULL, "<anonymous>", "NULL world or descriptor");
 
     /* The same descriptors, fixed, register and print nothing. */
+    char msg[1024];
+    ecs_component_t c;
     CAPTURED(msg, c = ecs_component_register(f.w, &(ecs_component_desc_t){.name = "Ragged", .size = 8, .align = 4}));
     assert_int_not_equal(c, 0);
     assert_string_equal(msg, "");
     ecs_world_destroy(f.w);
 }
 
+static const void *oom_component(ecs_world_t *w)
+{
+    (void)w;
+    static const ecs_component_desc_t d = {.name = "Pos", .size = 8};
+    return &d;
+}
+
 static void component_refusal_out_of_memory(void **state)
 {
     (void)state;
-    int refusals = 0;
-    for (long k = 0;; k++) {
-        oom_t o;
-        ecs_world_t *w = oom_world(&o);
-        counts_t before = counts_of(w);
-        char msg[1024];
-        ecs_component_t c;
-        oom_arm(&o, k);
-        CAPTURED(msg, c = ecs_component_register(w, &(ecs_component_desc_t){.name = "Pos", .size = 8}));
-        int failed = o.failed;
-        if (!c) {
-            assert_int_equal(failed, 1);
-            expect_line(msg, "ecs_component_register", "Pos", "out of memory");
-            expect_counts(w, before);
-            refusals++;
-        }
-        ecs_world_destroy(w);
-        if (!failed) {
-            assert_int_not_equal(c, 0);
-            assert_string_equal(msg, "");
-            break;
-        }
-    }
+    int refusals =
+        oom_sweep(&(oom_case_t){.reg = &reg_component, .name = "Pos", .prepare = oom_component, .counted = true});
     assert_true(refusals > 0);
 }
 
@@ -272,23 +303,15 @@ static void relation_refusals_name_their_reason(void **state)
     };
     for (size_t k = 0; k < COUNT_OF(cases); k++) {
         counts_t before = counts_of(f.w);
-        char msg[1024];
-        ecs_relation_t r;
-        CAPTURED(msg, r = ecs_relation_register(f.w, &cases[k].desc));
-        assert_int_equal(r, 0);
-        expect_line(msg, "ecs_relation_register", cases[k].name, cases[k].reason);
+        expect_refused(&reg_relation, f.w, &cases[k].desc, cases[k].name, cases[k].reason);
         expect_counts(f.w, before);
     }
-    char msg[1024];
-    ecs_relation_t r;
-    CAPTURED(msg, r = ecs_relation_register(NULL, &(ecs_relation_desc_t){.name = "Owns"}));
-    assert_int_equal(r, 0);
-    expect_line(msg, "ecs_relation_register", "Owns", "NULL world or descriptor");
-    CAPTURED(msg, r = ecs_relation_register(f.w, NULL));
-    assert_int_equal(r, 0);
-    expect_line(msg, "ecs_relation_register", "<anonymous>", "NULL world or descriptor");
+    expect_refused(&reg_relation, NULL, &(ecs_relation_desc_t){.name = "Owns"}, "Owns", "NULL world or descriptor");
+    expect_refused(&reg_relation, f.w, NULL, "<anonymous>", "NULL world or descriptor");
 
     /* Nothing was registered: the next relation is the third. */
+    char msg[1024];
+    ecs_relation_t r;
     CAPTURED(msg, r = ecs_relation_register(f.w, &(ecs_relation_desc_t){.name = "Hates", .no_source_marker = true}));
     assert_int_equal(r, f.plain + 1);
     assert_string_equal(msg, "");
@@ -298,32 +321,18 @@ static void relation_refusals_name_their_reason(void **state)
 /* Every allocation of a relation's registration fails in turn, its
  * markers' included: still one line, the relation's, and no component
  * left behind. */
+static const void *oom_relation(ecs_world_t *w)
+{
+    (void)w;
+    static const ecs_relation_desc_t d = {.name = "Likes", .size = 8};
+    return &d;
+}
+
 static void relation_refusal_out_of_memory(void **state)
 {
     (void)state;
-    int refusals = 0;
-    for (long k = 0;; k++) {
-        oom_t o;
-        ecs_world_t *w = oom_world(&o);
-        counts_t before = counts_of(w);
-        char msg[1024];
-        ecs_relation_t r;
-        oom_arm(&o, k);
-        CAPTURED(msg, r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Likes", .size = 8}));
-        int failed = o.failed;
-        if (!r) {
-            assert_int_equal(failed, 1);
-            expect_line(msg, "ecs_relation_register", "Likes", "out of memory");
-            expect_counts(w, before);
-            refusals++;
-        }
-        ecs_world_destroy(w);
-        if (!failed) {
-            assert_int_equal(r, 1);
-            assert_string_equal(msg, "");
-            break;
-        }
-    }
+    int refusals = oom_sweep(
+        &(oom_case_t){.reg = &reg_relation, .name = "Likes", .prepare = oom_relation, .counted = true, .want = 1});
     /* The relations array, the name, and per marker its name buffer and
      * its component. */
     assert_true(refusals >= 4);
@@ -393,22 +402,14 @@ static void system_refusals_name_their_reason(void **state)
     };
     for (size_t k = 0; k < COUNT_OF(cases); k++) {
         counts_t before = counts_of(f.w);
-        char msg[1024];
-        ecs_system_t s;
-        CAPTURED(msg, s = ecs_system_register(f.w, &cases[k].desc));
-        assert_int_equal(s, 0);
-        expect_line(msg, "ecs_system_register", cases[k].name, cases[k].reason);
+        expect_refused(&reg_system, f.w, &cases[k].desc, cases[k].name, cases[k].reason);
         expect_counts(f.w, before);
     }
+    expect_refused(&reg_system, NULL, &(ecs_system_desc_t){.name = "s", .run = nop}, "s", "NULL world or descriptor");
+    expect_refused(&reg_system, f.w, NULL, "<anonymous>", "NULL world or descriptor");
+
     char msg[1024];
     ecs_system_t s;
-    CAPTURED(msg, s = ecs_system_register(NULL, &(ecs_system_desc_t){.name = "s", .run = nop}));
-    assert_int_equal(s, 0);
-    expect_line(msg, "ecs_system_register", "s", "NULL world or descriptor");
-    CAPTURED(msg, s = ecs_system_register(f.w, NULL));
-    assert_int_equal(s, 0);
-    expect_line(msg, "ecs_system_register", "<anonymous>", "NULL world or descriptor");
-
     CAPTURED(msg, s = ecs_system_register(f.w, &(ecs_system_desc_t){.name = "s", .run = nop, .after = {"first"}}));
     assert_int_equal(s, 3);
     assert_string_equal(msg, "");
@@ -417,45 +418,30 @@ static void system_refusals_name_their_reason(void **state)
 }
 
 /* A system with a filter (tracking), a query, a name and both kinds of
- * order (the cycle check's scratch): every allocation fails in turn. */
+ * order (the cycle check's scratch), in a world with what it names. */
+static const void *oom_system(ecs_world_t *w)
+{
+    static ecs_system_desc_t d;
+    ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "Pos", .size = 8});
+    ecs_component_t vel = ecs_component_register(w, &(ecs_component_desc_t){.name = "Vel", .size = 8});
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.name = "a", .run = nop}));
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.name = "b", .run = nop}));
+    assert_true(ecs_spawn_with(w, 2, (ecs_component_t[]){pos, vel}, NULL));
+    d = (ecs_system_desc_t){.name = "s",
+                            .run = nop,
+                            .terms = {{.component = pos, .access = ECS_WRITE}},
+                            .changes = {{.kind = ECS_CHANGED, .component = vel}},
+                            .after = {"a"},
+                            .before = {"b"}};
+    return &d;
+}
+
+/* Every allocation fails in turn. */
 static void system_refusal_out_of_memory(void **state)
 {
     (void)state;
-    int refusals = 0;
-    for (long k = 0;; k++) {
-        oom_t o;
-        ecs_world_t *w = oom_world(&o);
-        ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "Pos", .size = 8});
-        ecs_component_t vel = ecs_component_register(w, &(ecs_component_desc_t){.name = "Vel", .size = 8});
-        assert_true(ecs_system_register(w, &(ecs_system_desc_t){.name = "a", .run = nop}));
-        assert_true(ecs_system_register(w, &(ecs_system_desc_t){.name = "b", .run = nop}));
-        assert_true(ecs_spawn_with(w, 2, (ecs_component_t[]){pos, vel}, NULL));
-        counts_t before = counts_of(w);
-        ecs_system_desc_t d = {.name = "s",
-                               .run = nop,
-                               .terms = {{.component = pos, .access = ECS_WRITE}},
-                               .changes = {{.kind = ECS_CHANGED, .component = vel}},
-                               .after = {"a"},
-                               .before = {"b"}};
-        char msg[1024];
-        ecs_system_t s;
-        oom_arm(&o, k);
-        CAPTURED(msg, s = ecs_system_register(w, &d));
-        int failed = o.failed;
-        if (!s) {
-            assert_int_equal(failed, 1);
-            expect_line(msg, "ecs_system_register", "s", "out of memory");
-            expect_counts(w, before);
-            assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
-            refusals++;
-        }
-        ecs_world_destroy(w);
-        if (!failed) {
-            assert_int_equal(s, 3);
-            assert_string_equal(msg, "");
-            break;
-        }
-    }
+    int refusals = oom_sweep(&(oom_case_t){
+        .reg = &reg_system, .name = "s", .prepare = oom_system, .counted = true, .then_frame = true, .want = 3});
     assert_true(refusals >= 4);
 }
 
@@ -476,20 +462,12 @@ static void query_refusals_name_their_reason(void **state)
         {{.terms = {TR(f.pos)}, .changes = {{.kind = ECS_CHANGED, .component = f.tag}}}, "invalid change filter"},
         {{.terms = {TR(f.pos)}, .changes = {{.kind = ECS_ADDED, .relation = f.likes}}}, "invalid change filter"},
     };
+    for (size_t k = 0; k < COUNT_OF(cases); k++) expect_refused(&reg_query, f.w, &cases[k].desc, "", cases[k].reason);
+    expect_refused(&reg_query, NULL, &(ecs_query_desc_t){.terms = {TR(f.pos)}}, "", "NULL world or descriptor");
+    expect_refused(&reg_query, f.w, NULL, "", "NULL world or descriptor");
+
     char msg[1024];
     ecs_query_t *q;
-    for (size_t k = 0; k < COUNT_OF(cases); k++) {
-        CAPTURED(msg, q = ecs_query_create(f.w, &cases[k].desc));
-        assert_null(q);
-        expect_line(msg, "ecs_query_create", "", cases[k].reason);
-    }
-    CAPTURED(msg, q = ecs_query_create(NULL, &(ecs_query_desc_t){.terms = {TR(f.pos)}}));
-    assert_null(q);
-    expect_line(msg, "ecs_query_create", "", "NULL world or descriptor");
-    CAPTURED(msg, q = ecs_query_create(f.w, NULL));
-    assert_null(q);
-    expect_line(msg, "ecs_query_create", "", "NULL world or descriptor");
-
     CAPTURED(msg, q = ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {TR(f.pos)}}));
     assert_non_null(q);
     assert_string_equal(msg, "");
@@ -497,33 +475,20 @@ static void query_refusals_name_their_reason(void **state)
     ecs_world_destroy(f.w);
 }
 
+/* A filtered query (tracking), in a world with what it reads. */
+static const void *oom_query(ecs_world_t *w)
+{
+    static ecs_query_desc_t d;
+    ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "Pos", .size = 8});
+    assert_true(ecs_spawn_with(w, 1, &pos, NULL));
+    d = (ecs_query_desc_t){.terms = {TR(pos)}, .changes = {{.kind = ECS_CHANGED, .component = pos}}};
+    return &d;
+}
+
 static void query_refusal_out_of_memory(void **state)
 {
     (void)state;
-    int refusals = 0;
-    for (long k = 0;; k++) {
-        oom_t o;
-        ecs_world_t *w = oom_world(&o);
-        ecs_component_t pos = ecs_component_register(w, &(ecs_component_desc_t){.name = "Pos", .size = 8});
-        assert_true(ecs_spawn_with(w, 1, &pos, NULL));
-        char msg[1024];
-        ecs_query_t *q;
-        oom_arm(&o, k);
-        CAPTURED(msg, q = ecs_query_create(w, &(ecs_query_desc_t){.terms = {TR(pos)},
-                                                                   .changes = {{.kind = ECS_CHANGED, .component = pos}}}));
-        int failed = o.failed;
-        if (!q) {
-            assert_int_equal(failed, 1);
-            expect_line(msg, "ecs_query_create", "", "out of memory");
-            refusals++;
-        }
-        ecs_world_destroy(w);
-        if (!failed) {
-            assert_non_null(q);
-            assert_string_equal(msg, "");
-            break;
-        }
-    }
+    int refusals = oom_sweep(&(oom_case_t){.reg = &reg_query, .name = "", .prepare = oom_query});
     assert_true(refusals >= 2);
 }
 
@@ -646,7 +611,8 @@ static void registrations_refused_inside_a_type_hook(void **state)
 static void world_refusals_name_their_reason(void **state)
 {
     (void)state;
-    oom_t o = {.fail_at = -1};
+    alloc_hook_t a;
+    alloc_hook_init(&a);
     const struct {
         ecs_world_desc_t desc;
         const char *reason;
@@ -655,9 +621,9 @@ static void world_refusals_name_their_reason(void **state)
         {{.workers = ECS_MAX_WORKERS + 1}, "workers 257 out of range (0 to 256)"},
         {{.workers = 1, .spin_us = -2}, "spin_us -2 out of range (-1 to 1000000)"},
         {{.workers = 1, .spin_us = 1000001}, "spin_us 1000001 out of range (-1 to 1000000)"},
-        {{.workers = 1, .allocator = {.alloc = oom_alloc}}, "half-filled allocator hook"},
-        {{.workers = 1, .allocator = {.free = oom_free}}, "half-filled allocator hook"},
-        {{.workers = 1, .allocator = {.ctx = &o}}, "half-filled allocator hook"},
+        {{.workers = 1, .allocator = {.alloc = alloc_hook_alloc}}, "half-filled allocator hook"},
+        {{.workers = 1, .allocator = {.free = alloc_hook_free}}, "half-filled allocator hook"},
+        {{.workers = 1, .allocator = {.ctx = &a}}, "half-filled allocator hook"},
     };
     for (size_t k = 0; k < COUNT_OF(cases); k++) {
         char msg[1024];
@@ -666,7 +632,7 @@ static void world_refusals_name_their_reason(void **state)
         assert_null(w);
         expect_line(msg, "ecs_world_create", "", cases[k].reason);
     }
-    assert_int_equal(o.count, 0); /* the half-filled hook was never called */
+    assert_int_equal(a.allocs + a.injected + a.bad_align, 0); /* the half-filled hook was never called */
 }
 
 static void world_refusal_out_of_memory(void **state)
@@ -674,13 +640,13 @@ static void world_refusal_out_of_memory(void **state)
     (void)state;
     int refusals = 0;
     for (long k = 0;; k++) {
-        oom_t o;
-        oom_arm(&o, k);
+        alloc_hook_t a;
+        ecs_allocator_t hook = alloc_hook_init(&a);
+        oom_arm(&a, k);
         char msg[1024];
         ecs_world_t *w;
-        CAPTURED(msg, w = ecs_world_create(&(ecs_world_desc_t){
-                          .workers = 1, .allocator = {.alloc = oom_alloc, .free = oom_free, .ctx = &o}}));
-        int failed = o.failed;
+        CAPTURED(msg, w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = hook}));
+        int failed = (int)a.injected;
         if (!w) {
             assert_int_equal(failed, 1);
             expect_line(msg, "ecs_world_create", "", "out of memory");
