@@ -6,7 +6,8 @@
  * observers, which record what a filtered system or query was handed
  * (from any worker, under a lock) and compare it with what should have
  * been; registering observers, writers of Health (by command, in place,
- * dense), a run_if gate, and the parallel writers' callbacks. Also the
+ * dense), a run_if gate, and the parallel writers' callbacks. The
+ * fixture may run on the counting allocator hook of alloc_hook.h. Also the
  * TSan scale: SCALE(full, tsan) sizes heavy cases, and under TSan a case
  * may run 180 s, so include this before "watchdog.h". Header-only;
  * include after <cmocka.h>, "ecs.h" and "support.h".
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "ecs.h"
+#include "alloc_hook.h"
 #include "clock.h"
 
 /* ThreadSanitizer runs this about ten times slower: the heavy cases use
@@ -164,6 +166,13 @@ static inline fix_t fix_new_with(int workers, const ecs_allocator_t *a)
 }
 
 static inline fix_t fix_new(int workers) { return fix_new_with(workers, NULL); }
+
+/* The fixture on the allocator hook a (reset: counting, failing nothing). */
+static inline fix_t fix_new_counted(int workers, alloc_hook_t *a)
+{
+    ecs_allocator_t hook = alloc_hook_init(a);
+    return fix_new_with(workers, &hook);
+}
 
 static inline void frame(fix_t *f) { assert_int_equal(ecs_world_progress(f->w, 0.0f), ECS_OK); }
 

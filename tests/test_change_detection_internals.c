@@ -327,8 +327,7 @@ static void changes_out_of_memory_changes_nothing(void **state)
     (void)state;
     guard(__func__);
     alloc_hook_t a;
-    ecs_allocator_t hook = alloc_hook_init(&a);
-    fix_t f = fix_new_with(1, &hook);
+    fix_t f = fix_new_counted(1, &a);
     ecs_entity_t e[3000];
     spawn_health(&f, 1500, false, e);                  /* 2 chunks of Health */
     spawn_health(&f, 1500, true, e + 1500);            /* 3 chunks of Health + Pos */

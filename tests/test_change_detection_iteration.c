@@ -563,8 +563,7 @@ static void changes_warm_frames_allocate_nothing(void **state)
     (void)state;
     guard(__func__);
     alloc_hook_t a;
-    ecs_allocator_t hook = alloc_hook_init(&a);
-    fix_t f = fix_new_with(2, &hook);
+    fix_t f = fix_new_counted(2, &a);
     enum { N = 30000 };
     ecs_entity_t *e = malloc(N * sizeof(*e));
     spawn_health(&f, N, true, e);
@@ -616,8 +615,7 @@ static void changes_exclusive_filtered_out_of_memory_keeps_its_marks(void **stat
     int failed = 0;
     for (int64_t k = 0;; k++) {
         alloc_hook_t a;
-        ecs_allocator_t hook = alloc_hook_init(&a);
-        fix_t f = fix_new_with(1, &hook);
+        fix_t f = fix_new_counted(1, &a);
         ecs_entity_t e[N];
         spawn_health(&f, 1, false, e);
         obs_t o;
@@ -650,8 +648,7 @@ static void changes_exclusive_filtered_warm_frames_allocate_nothing(void **state
     (void)state;
     guard(__func__);
     alloc_hook_t a;
-    ecs_allocator_t hook = alloc_hook_init(&a);
-    fix_t f = fix_new_with(1, &hook);
+    fix_t f = fix_new_counted(1, &a);
     enum { N = 4000 };
     ecs_entity_t *e = malloc(N * sizeof(*e));
     spawn_health(&f, N, false, e);
