@@ -1,7 +1,8 @@
 /*
  * fixture_pairs.h: what the relation tests share (test_pairs.c,
  * test_pairs_walks.c, test_pairs_internals.c): the Hunt payload and the
- * HPos and Vec2 components; a one-worker world, n plain entities, a frame;
+ * HPos and Vec2 components; a one-worker world (also on the counting
+ * allocator hook of alloc_hook.h), n plain entities, a frame;
  * checks of an entity's targets and sources, in order; a world with HPos
  * and the relation Hunts with both markers on; and pseen_t, what a
  * per-pair system was handed (source, target, payload), compared with the
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 
 #include "ecs.h"
+#include "alloc_hook.h"
 
 typedef struct {
     int32_t strength;
@@ -33,6 +35,15 @@ typedef struct {
 static inline ecs_world_t *world_new(void)
 {
     ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
+    assert_non_null(w);
+    return w;
+}
+
+/* world_new's world on the allocator hook a (reset: counting, failing
+ * nothing). */
+static inline ecs_world_t *world_new_counted(alloc_hook_t *a)
+{
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = alloc_hook_init(a)});
     assert_non_null(w);
     return w;
 }

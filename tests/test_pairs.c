@@ -397,6 +397,18 @@ static void oom_cmds_record(ecs_iter_t *it)
     for (int i = 0; i + 1 < c->n; i += 2) ecs_cmd_pair_set(it->commands, c->r, c->e[i], c->e[i + 1], NULL);
 }
 
+/* A frame whose k-th allocation (0-based) fails, once: it succeeds, or
+ * reports ECS_ENOMEM after that failure. Returns whether it failed one. */
+static bool frame_failing_at(ecs_world_t *w, alloc_hook_t *f, int64_t k)
+{
+    alloc_hook_fail_in(f, k + 1, false);
+    int rc = ecs_world_progress(w, 0.0f);
+    bool failed = f->injected > 0;
+    alloc_hook_disarm(f);
+    assert_true(rc == ECS_OK || (rc == ECS_ENOMEM && failed));
+    return failed;
+}
+
 /* Every entity carries a marker exactly while it has pairs of that side. */
 static void expect_markers_follow_pairs(ecs_world_t *w, ecs_relation_t r, const ecs_entity_t *e, int n)
 {
@@ -419,18 +431,13 @@ static void pairs_flush_out_of_memory_syncs_later(void **state)
     int retried = 0;
     for (int64_t k = 0;; k++) {
         alloc_hook_t f;
-        ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = alloc_hook_init(&f)});
-        assert_non_null(w);
+        ecs_world_t *w = world_new_counted(&f);
         ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R"});
         ecs_relation_t r2 = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R2"});
         ecs_entity_t *e = spawn_n(w, N);
         oom_cmds_t c = {.r = r, .e = e, .n = N};
         assert_true(r && ecs_system_register(w, &(ecs_system_desc_t){.run = oom_cmds_record, .ctx = &c}));
-        alloc_hook_fail_in(&f, k + 1, false);
-        int rc = ecs_world_progress(w, 0.0f);
-        bool failed = f.injected > 0;
-        alloc_hook_disarm(&f);
-        assert_true(rc == ECS_OK || (rc == ECS_ENOMEM && failed));
+        bool failed = frame_failing_at(w, &f, k);
         bool lagging = false; /* a pair made whose marker has not moved yet */
         for (int i = 0; i < N; i++) {
             bool has = ecs_has(w, e[i], ecs_relation_source_marker(w, r));
@@ -573,8 +580,7 @@ static void pairs_despawn_keeps_the_rows_it_counted(void **state)
     (void)state;
     for (int64_t k = 0;; k++) {
         alloc_hook_t f;
-        ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = alloc_hook_init(&f)});
-        assert_non_null(w);
+        ecs_world_t *w = world_new_counted(&f);
         ecs_component_t big =
             ecs_component_register(w, &(ecs_component_desc_t){.name = "Big", .size = sizeof(Big), .align = 1});
         ecs_relation_t cascade = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Cascade",
@@ -628,8 +634,7 @@ static void pairs_despawn_with_many_neighbours(void **state)
     enum { N = 3000 };
     for (int64_t k = 0;; k++) {
         alloc_hook_t f;
-        ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = alloc_hook_init(&f)});
-        assert_non_null(w);
+        ecs_world_t *w = world_new_counted(&f);
         ecs_component_t ca = ecs_component_register(w, &(ecs_component_desc_t){.name = "A", .size = 4});
         ecs_component_t cb = ecs_component_register(w, &(ecs_component_desc_t){.name = "B", .size = 8});
         ecs_relation_t hunts = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts"});
@@ -781,8 +786,7 @@ static void pairs_flush_out_of_memory_loses_no_added_pair(void **state)
     int retried = 0;
     for (int64_t k = 0;; k++) {
         alloc_hook_t f;
-        ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = alloc_hook_init(&f)});
-        assert_non_null(w);
+        ecs_world_t *w = world_new_counted(&f);
         ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R", .size = 4});
         ecs_entity_t *e = spawn_n(w, N);
         oom_cmds_t c = {.r = r, .e = e, .n = N, .done = true}; /* armed for the second frame */
@@ -796,11 +800,7 @@ static void pairs_flush_out_of_memory_loses_no_added_pair(void **state)
         assert_true(ecs_system_register(w, &(ecs_system_desc_t){.run = lag_watch, .ctx = &lag}));
         assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK); /* first runs, before the commands */
         c.done = false;
-        alloc_hook_fail_in(&f, k + 1, false);
-        int rc = ecs_world_progress(w, 0.0f);
-        bool failed = f.injected > 0;
-        alloc_hook_disarm(&f);
-        assert_true(rc == ECS_OK || (rc == ECS_ENOMEM && failed));
+        bool failed = frame_failing_at(w, &f, k);
         retried += lag.lagging; /* the filter ran while a marker was late */
         for (int i = 0; i < 3; i++) assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
         /* Each pair that exists was handed once, whenever its marker came. */

@@ -267,8 +267,7 @@ static void pairs_flush_sync_failures_stay_listed_once(void **state)
 {
     (void)state;
     alloc_hook_t f;
-    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = alloc_hook_init(&f)});
-    assert_non_null(w);
+    ecs_world_t *w = world_new_counted(&f);
     ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hops"});
     static hop_t h;
     memset(&h, 0, sizeof(h));
