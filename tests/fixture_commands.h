@@ -192,6 +192,15 @@ static inline void g_reset(fixture_t *f)
     g.f = f;
 }
 
+/* The fixture, g reset to it, and n entities with only Pos, Pos.x = 1, 2,
+ * ..., n, in g.e[0], ..., g.e[n - 1]. */
+static inline void fixture_begin(fixture_t *f, int n)
+{
+    fixture_init(f);
+    g_reset(f);
+    for (int i = 0; i < n; i++) g.e[i] = spawn_pos(f, (float)(i + 1));
+}
+
 static inline void rec(int r)
 {
     if (g.nr < R_MAX) g.r[g.nr++] = r;

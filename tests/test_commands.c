@@ -76,10 +76,7 @@ static void commands_stale_or_null_entity_is_estale(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
-    g.e[0] = spawn_pos(&f, 1.0f);
-    g.e[1] = spawn_pos(&f, 2.0f);
+    fixture_begin(&f, 2);
     assert_int_equal(ecs_despawn(f.w, g.e[1]), ECS_OK);
     add_system(&f, NULL, record_with_bad_handles, 0);
     ecs_world_stats_t before = stats_of(f.w);
@@ -116,9 +113,7 @@ static void commands_unknown_component_is_einval(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
-    g.e[0] = spawn_pos(&f, 1.0f);
+    fixture_begin(&f, 1);
     add_system(&f, NULL, record_with_bad_components, 0);
     ecs_world_stats_t before = stats_of(f.w);
     progress(&f);
@@ -148,9 +143,7 @@ static void commands_set_tag_or_null_value_is_einval(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
-    g.e[0] = spawn_pos(&f, 1.0f);
+    fixture_begin(&f, 1);
     add_system(&f, NULL, record_set_tag_or_null, 0);
     progress(&f);
     const int expect[] = {ECS_EINVAL, ECS_EINVAL, ECS_EINVAL, ECS_EINVAL, ECS_EINVAL};
@@ -212,10 +205,7 @@ static void commands_are_applied_at_stage_end(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
-    g.e[0] = spawn_pos(&f, 1.0f);
-    g.e[1] = spawn_pos(&f, 2.0f);
+    fixture_begin(&f, 2);
     add_system(&f, "Update", record_changes_once, 0);
     add_system(&f, "Update", check_not_applied, 0);
     add_system(&f, "PostUpdate", check_applied, 0);
@@ -248,10 +238,7 @@ static void commands_are_not_visible_later_in_the_same_stage(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
-    g.e[0] = spawn_pos(&f, 1.0f);
-    g.e[1] = spawn_pos(&f, 2.0f);
+    fixture_begin(&f, 2);
     add_system(&f, "Update", record_changes_once, 0);
     add_query_system(&f, "Update", count_pos_rows, f.pos);
     progress(&f);
@@ -267,10 +254,7 @@ static void commands_are_visible_in_the_next_stage(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
-    g.e[0] = spawn_pos(&f, 1.0f);
-    g.e[1] = spawn_pos(&f, 2.0f);
+    fixture_begin(&f, 2);
     add_system(&f, "PreUpdate", record_changes_once, 0);
     add_system(&f, "PreUpdate", check_not_applied, 0);
     add_system(&f, "Update", check_applied, 0);
@@ -313,8 +297,7 @@ static void commands_spawn_gives_usable_provisional_handle(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
+    fixture_begin(&f, 0);
     add_system(&f, NULL, record_with_provisional, 0);
     progress(&f);
     const int expect[] = {ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK};
@@ -346,8 +329,7 @@ static void commands_foreign_provisional_handle_is_estale(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
+    fixture_begin(&f, 0);
     add_system(&f, NULL, spawn_and_publish, 0);
     add_system(&f, NULL, use_foreign_handle, 0);
     progress(&f);
@@ -377,8 +359,7 @@ static void commands_provisional_handle_from_earlier_frame_is_estale(void **stat
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
+    fixture_begin(&f, 0);
     add_system(&f, NULL, reuse_old_handle, 0);
     progress(&f);
     progress(&f);
@@ -458,8 +439,7 @@ static void commands_provisional_handle_in_filtered_walk(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
+    fixture_begin(&f, 0);
     enum { N = 3000 }; /* several chunks */
     static ecs_entity_t es[N];
     assert_int_equal(ecs_spawn_batch(f.w, N, 1, &f.pos, NULL, es), ECS_OK);
@@ -489,8 +469,7 @@ static void commands_provisional_handle_after_chunk_release(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
+    fixture_begin(&f, 0);
     ecs_component_t wide = ecs_component_register(f.w, &(ecs_component_desc_t){.name = "Wide", .size = sizeof(Wide)});
     assert_int_not_equal(wide, 0);
     ecs_entity_t e[4];
@@ -571,8 +550,7 @@ static void commands_set_copies_value_when_recorded(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
+    fixture_begin(&f, 0);
     g.e[0] = spawn_pos(&f, 0.0f);
     add_system(&f, NULL, record_then_mutate, 0);
     progress(&f);
@@ -604,8 +582,7 @@ static void commands_set_replaces_owned_value(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
+    fixture_begin(&f, 0);
     char init[] = "init";
     ecs_component_t ids[] = {f.pos, f.str};
     const void *vals[] = {NULL, &(Str){init}};
@@ -696,8 +673,7 @@ static void commands_structural_order_follows_registration(void **state)
     (void)state;
     for (int k = 0; k < 2; k++) {
         fixture_t f;
-        fixture_init(&f);
-        g_reset(&f);
+        fixture_begin(&f, 0);
         g.e[0] = spawn_pos(&f, 0.0f);
         add_system(&f, NULL, k ? remove_vel : add_vel, 0);
         add_system(&f, NULL, k ? add_vel : remove_vel, 0);
@@ -724,8 +700,7 @@ static void commands_within_system_later_record_wins(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
+    fixture_begin(&f, 0);
     g.e[0] = spawn_pos(&f, 0.0f);
     assert_int_equal(ecs_spawn_batch(f.w, 3000, 1, &f.vel, NULL, NULL), ECS_OK);
     add_query_system(&f, NULL, set_per_chunk, f.vel);
@@ -823,8 +798,7 @@ static void commands_spawn_ids_follow_key_order(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
+    fixture_begin(&f, 0);
     /* No free slots: ids are handed out in ascending index order, so the
      * order of indices is the playback order. */
     add_system(&f, "Update", spawn_a, 0);

@@ -51,10 +51,7 @@ static void commands_entity_fields_are_patched(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
-    g.e[0] = spawn_pos(&f, 1.0f);
-    g.e[1] = spawn_pos(&f, 2.0f);
+    fixture_begin(&f, 2);
     add_system(&f, NULL, record_links, 0);
     progress(&f);
     const int expect[] = {ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK, ECS_OK};
@@ -90,9 +87,7 @@ static void commands_entity_field_with_foreign_handle_is_estale(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
-    g.e[0] = spawn_pos(&f, 1.0f);
+    fixture_begin(&f, 1);
     add_system(&f, NULL, spawn_and_publish, 0);
     add_system(&f, NULL, link_to_foreign, 0);
     progress(&f);
@@ -135,10 +130,7 @@ static void commands_on_despawned_entity_are_skipped(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
-    g.e[0] = spawn_pos(&f, 1.0f);
-    g.e[1] = spawn_pos(&f, 2.0f);
+    fixture_begin(&f, 2);
     add_system(&f, NULL, despawn_then_use, 0);
     add_system(&f, NULL, later_system_uses_dead, 0);
     ecs_world_stats_t before = stats_of(f.w);
@@ -170,11 +162,7 @@ static void commands_double_despawn_counts_one_skip(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
-    g.e[0] = spawn_pos(&f, 1.0f);
-    g.e[1] = spawn_pos(&f, 2.0f);
-    g.e[2] = spawn_pos(&f, 3.0f);
+    fixture_begin(&f, 3);
     add_system(&f, NULL, double_despawn, 0);
     add_system(&f, NULL, despawn_again, 0);
     progress(&f);
@@ -206,8 +194,7 @@ static void commands_spawn_then_despawn_leaves_nothing(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
+    fixture_begin(&f, 0);
     spawn_pos(&f, 1.0f);
     add_system(&f, NULL, spawn_then_despawn, 0);
     ecs_world_stats_t before = stats_of(f.w);
@@ -252,9 +239,7 @@ static void commands_of_exclusive_system_apply_right_after_it(void **state)
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
-    g.e[0] = spawn_pos(&f, 1.0f);
+    fixture_begin(&f, 1);
     add_system(&f, NULL, exclusive_records, ECS_SYSTEM_EXCLUSIVE);
     add_query_system(&f, NULL, after_exclusive, f.pos);
     progress(&f);
@@ -282,9 +267,7 @@ static void commands_of_exclusive_system_on_entity_it_despawned_are_skipped(void
 {
     (void)state;
     fixture_t f;
-    fixture_init(&f);
-    g_reset(&f);
-    g.e[0] = spawn_pos(&f, 1.0f);
+    fixture_begin(&f, 1);
     add_system(&f, NULL, exclusive_record_then_despawn, ECS_SYSTEM_EXCLUSIVE);
     progress(&f);
     const int expect[] = {ECS_OK, ECS_OK};
