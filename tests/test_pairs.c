@@ -332,6 +332,15 @@ static uint64_t relation_hash(ecs_world_t *w, ecs_relation_t r, const ecs_entity
     return h ^ stats_of(w).entities;
 }
 
+/* Ends a world on the allocator hook f, and e, its entities' array:
+ * destroying it leaves nothing allocated, and the hook saw no misuse. */
+static void world_end_counted(ecs_world_t *w, alloc_hook_t *f, ecs_entity_t *e)
+{
+    free(e);
+    ecs_world_destroy(w);
+    alloc_hook_expect_clean(f);
+}
+
 /* Each call fails at every allocation point in turn (once with only that
  * allocation failing, once with every later one failing too), then
  * succeeds; a failed call changes nothing. */
@@ -375,9 +384,7 @@ static void pairs_out_of_memory_changes_nothing(void **state)
         assert_false(ecs_is_alive(w, e[1]));
         assert_true(ecs_has(w, e[35], ecs_relation_source_marker(w, q)) &&
                     ecs_has(w, e[36], ecs_relation_target_marker(w, q)));
-        free(e);
-        ecs_world_destroy(w);
-        alloc_hook_expect_clean(&f);
+        world_end_counted(w, &f, e);
     }
 }
 
@@ -452,9 +459,7 @@ static void pairs_flush_out_of_memory_syncs_later(void **state)
         assert_true(c.done);
         expect_markers_follow_pairs(w, r, e, N);
         expect_markers_follow_pairs(w, r2, e, N);
-        free(e);
-        ecs_world_destroy(w);
-        alloc_hook_expect_clean(&f);
+        world_end_counted(w, &f, e);
         if (!failed) break;
     }
     /* Some failure point was a marker move that the next flush made. */
@@ -815,9 +820,7 @@ static void pairs_flush_out_of_memory_loses_no_added_pair(void **state)
         if (!failed) assert_int_equal(n, N / 2);
         pseen_expect(&added, want, n, "added, across the failure");
         expect_markers_follow_pairs(w, r, e, N);
-        free(e);
-        ecs_world_destroy(w);
-        alloc_hook_expect_clean(&f);
+        world_end_counted(w, &f, e);
         if (!failed) break;
     }
     assert_true(retried > 0);
