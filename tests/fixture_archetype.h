@@ -9,15 +9,8 @@
 #define ECS_TEST_FIXTURE_ARCHETYPE_H
 
 #include "ecs.h"
+#include "components.h"
 #include "alloc_hook.h"
-
-typedef struct {
-    float x, y;
-} Position;
-
-typedef struct {
-    float x, y;
-} Velocity;
 
 /* A world whose every allocation c counts. */
 static inline ecs_world_t *counted_world(alloc_hook_t *c)

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "ecs.h"
+#include "components.h"
 #include "alloc_hook.h"
 #include "clock.h"
 
@@ -45,14 +46,6 @@
 typedef struct {
     float v;
 } Health;
-
-typedef struct {
-    float x, y;
-} Pos;
-
-typedef struct {
-    float x, y;
-} Vel;
 
 /* ---------------------------------------------------------------------- */
 /* Observers: what a filtered system was handed                            */

@@ -18,14 +18,7 @@
 #include <string.h>
 
 #include "ecs.h"
-
-typedef struct {
-    float x, y;
-} Pos;
-
-typedef struct {
-    float x, y;
-} Vel;
+#include "components.h"
 
 /* A component that owns heap memory: leaks and double frees show up
  * under ASan. */

@@ -13,14 +13,7 @@
 #include <stdint.h>
 
 #include "ecs.h"
-
-typedef struct {
-    float x, y;
-} Position;
-
-typedef struct {
-    float x, y;
-} Velocity;
+#include "components.h"
 
 typedef struct {
     int32_t hp;

@@ -19,20 +19,13 @@
 #include <stdint.h>
 
 #include "ecs.h"
+#include "components.h"
 #include "clock.h"
 #include "support.h"
 
 /* ---------------------------------------------------------------------- */
 /* Components and fixture                                                  */
 /* ---------------------------------------------------------------------- */
-
-typedef struct {
-    float x, y;
-} Pos;
-
-typedef struct {
-    float x, y;
-} Vel;
 
 typedef struct {
     int32_t hp;

@@ -16,16 +16,9 @@
 #include <string.h>
 
 #include "ecs.h"
+#include "components.h"
 #include "alloc_hook.h"
 #include "support.h"
-
-typedef struct {
-    float x, y;
-} Position;
-
-typedef struct {
-    double v[3];
-} Vec3d;
 
 /* ---------------------------------------------------------------------- */
 /* Registration                                                            */

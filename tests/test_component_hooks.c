@@ -18,15 +18,8 @@
 #include <string.h>
 
 #include "ecs.h"
+#include "components.h"
 #include "support.h"
-
-typedef struct {
-    float x, y;
-} Position;
-
-typedef struct {
-    double v[3];
-} Vec3d;
 
 /* ---------------------------------------------------------------------- */
 /* Hooks: a component that owns heap memory                                */

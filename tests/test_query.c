@@ -20,15 +20,8 @@
 #include <unistd.h>
 
 #include "ecs.h"
+#include "components.h"
 #include "alloc_hook.h"
-
-typedef struct {
-    float x, y;
-} Pos;
-
-typedef struct {
-    float x, y;
-} Vel;
 
 typedef struct {
     double m;

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "ecs.h"
+#include "components.h"
 #include "alloc_hook.h"
 #include "support.h"
 
@@ -78,10 +79,6 @@ static void oom_arm(alloc_hook_t *a, long k) { alloc_hook_fail_in(a, k + 1, fals
 /* ---------------------------------------------------------------------- */
 /* Fixture                                                                 */
 /* ---------------------------------------------------------------------- */
-
-typedef struct {
-    float x, y;
-} Position;
 
 static void nop(ecs_iter_t *it) { (void)it; }
 

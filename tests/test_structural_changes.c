@@ -16,14 +16,7 @@
 #include <cmocka.h>
 
 #include "ecs.h"
-
-typedef struct {
-    float x, y;
-} Pos;
-
-typedef struct {
-    float x, y;
-} Vel;
+#include "components.h"
 
 typedef struct {
     ecs_world_t *w;

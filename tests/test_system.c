@@ -21,15 +21,8 @@
 #include <string.h>
 
 #include "ecs.h"
+#include "components.h"
 #include "support.h"
-
-typedef struct {
-    float x, y;
-} Pos;
-
-typedef struct {
-    float x, y;
-} Vel;
 
 typedef struct {
     ecs_world_t *w;

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "ecs.h"
+#include "components.h"
 #include "alloc_hook.h"
 #include "support.h"
 
@@ -141,10 +142,6 @@ static uint64_t cpu_while_idle(uint64_t wall_ns)
 /* ---------------------------------------------------------------------- */
 /* A few systems                                                           */
 /* ---------------------------------------------------------------------- */
-
-typedef struct {
-    float x, y;
-} Pos;
 
 typedef struct {
     ecs_component_t pos;
