@@ -94,6 +94,14 @@ static struct {
 
 static void g_reset(void) { memset(&g, 0, sizeof(g)); }
 
+/* g reset, and the fixture, which g.f points to. */
+static void fixture_begin(fixture_t *f)
+{
+    g_reset();
+    fixture_init(f);
+    g.f = f;
+}
+
 static int ids[32] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
                       16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
 #define ID(n) ((void *)&ids[(n)])
@@ -101,6 +109,13 @@ static int ids[32] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
 static void log_run(ecs_iter_t *it)
 {
     if (g.log_count < LOG_MAX) g.log[g.log_count++] = *(int *)it->ctx;
+}
+
+/* A system in stage (NULL: Update) that logs n each time it runs. */
+static void add_log_system(fixture_t *f, const char *stage, int n)
+{
+    assert_int_not_equal(ecs_system_register(f->w, &(ecs_system_desc_t){.stage = stage, .run = log_run, .ctx = ID(n)}),
+                         0);
 }
 
 static void count_run(ecs_iter_t *it)
@@ -152,9 +167,8 @@ static void assert_nothing_runs(fixture_t *f)
 static void system_register_rejects_null_world_and_desc(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     assert_int_equal(ecs_system_register(NULL, &(ecs_system_desc_t){.run = never_run}), 0);
     assert_register_fails(&f, NULL);
     assert_int_equal(stats_of(f.w).systems, 0);
@@ -164,9 +178,8 @@ static void system_register_rejects_null_world_and_desc(void **state)
 static void system_register_rejects_missing_run(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     assert_register_fails(&f, &(ecs_system_desc_t){0});
     assert_register_fails(&f, &(ecs_system_desc_t){.name = "norun", .terms = {{.component = f.pos}}});
     /* The name of a failed registration stays free. */
@@ -177,9 +190,8 @@ static void system_register_rejects_missing_run(void **state)
 static void system_register_rejects_unknown_stage(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     spawn_pos(&f, 1.0f);
     const char *bad[] = {"Nope", "", "update", "Update ", "PostUpdat"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
@@ -194,9 +206,8 @@ static void system_register_rejects_unknown_stage(void **state)
 static void system_register_rejects_unknown_flags(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     uint32_t bad[] = {16u, 32u, 1u << 31, ECS_SYSTEM_EXCLUSIVE | 16u, 0xffffffffu};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         assert_register_fails(&f, &(ecs_system_desc_t){.flags = bad[i], .run = never_run});
@@ -216,9 +227,8 @@ static void system_register_rejects_unknown_flags(void **state)
 static void system_register_rejects_duplicate_name(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     ecs_system_t a = ecs_system_register(f.w, &(ecs_system_desc_t){.name = "move", .run = log_run, .ctx = ID(1)});
     assert_int_not_equal(a, 0);
     /* Same name in another stage, with other terms: still a duplicate. */
@@ -234,8 +244,8 @@ static void system_register_rejects_duplicate_name(void **state)
     strcpy(name, "walk");
     assert_register_fails(&f, &(ecs_system_desc_t){.name = name, .run = log_run, .ctx = ID(6)});
     /* Anonymous systems never clash. */
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.run = log_run, .ctx = ID(7)}), 0);
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.run = log_run, .ctx = ID(8)}), 0);
+    add_log_system(&f, NULL, 7);
+    add_log_system(&f, NULL, 8);
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
     const int expect[] = {1, 4, 7, 8};
     assert_log(expect, 4);
@@ -245,9 +255,8 @@ static void system_register_rejects_duplicate_name(void **state)
 static void system_register_rejects_empty_name(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     assert_register_fails(&f, &(ecs_system_desc_t){.name = "", .run = never_run});
     assert_nothing_runs(&f);
     ecs_world_destroy(f.w);
@@ -256,9 +265,8 @@ static void system_register_rejects_empty_name(void **state)
 static void system_register_rejects_invalid_terms(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     spawn_pos(&f, 1.0f);
     ecs_term_t bad[] = {
         {.component = 999},
@@ -288,9 +296,8 @@ static void system_register_rejects_inside_frame(void **state)
 {
     (void)state;
     for (int exclusive = 0; exclusive < 2; exclusive++) {
-        g_reset();
         fixture_t f;
-        fixture_init(&f);
+        fixture_begin(&f);
         assert_int_not_equal(
             ecs_system_register(f.w, &(ecs_system_desc_t){
                                          .run = register_from_system,
@@ -311,9 +318,8 @@ static void system_register_rejects_inside_frame(void **state)
 static void system_register_returns_distinct_ids(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     ecs_system_t s[5];
     for (int i = 0; i < 5; i++) {
         s[i] = ecs_system_register(f.w, &(ecs_system_desc_t){
@@ -334,9 +340,8 @@ static void system_register_returns_distinct_ids(void **state)
 static void system_runs_once_per_nonempty_matching_chunk(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     ecs_component_t pv[] = {f.pos, f.vel};
     ecs_component_t pt[] = {f.pos, f.tag};
     spawn_many(&f, 3000, 1, &f.pos);
@@ -412,10 +417,8 @@ static void capture_iter(ecs_iter_t *it)
 static void system_iter_carries_frame_context(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
-    g.f = &f;
+    fixture_begin(&f);
     ecs_component_t pv[] = {f.pos, f.vel};
     ecs_entity_t e[10];
     for (int i = 0; i < 10; i++) {
@@ -460,9 +463,8 @@ static void system_iter_carries_frame_context(void **state)
 static void system_without_terms_runs_once_per_frame(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     int marker = 0;
     assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.run = capture_iter, .ctx = &marker}), 0);
     /* With no entities at all. */
@@ -488,19 +490,25 @@ static void system_without_terms_runs_once_per_frame(void **state)
 /* Stages and order                                                        */
 /* ---------------------------------------------------------------------- */
 
+/* Log systems registered against the stage order: 3 in PostUpdate, 2 in
+ * Update (NULL), 1 in PreUpdate. */
+static void add_logs_against_stage_order(fixture_t *f)
+{
+    add_log_system(f, "PostUpdate", 3);
+    add_log_system(f, NULL, 2);
+    add_log_system(f, "PreUpdate", 1);
+}
+
 static void system_stages_run_in_order(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     /* Registered against the stage order; NULL stage is Update. */
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.stage = "PostUpdate", .run = log_run, .ctx = ID(3)}), 0);
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.run = log_run, .ctx = ID(2)}), 0);
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.stage = "PreUpdate", .run = log_run, .ctx = ID(1)}), 0);
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.stage = "Update", .run = log_run, .ctx = ID(4)}), 0);
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.stage = NULL, .run = log_run, .ctx = ID(5)}), 0);
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.stage = "PreUpdate", .run = log_run, .ctx = ID(6)}), 0);
+    add_logs_against_stage_order(&f);
+    add_log_system(&f, "Update", 4);
+    add_log_system(&f, NULL, 5);
+    add_log_system(&f, "PreUpdate", 6);
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
     const int expect[] = {1, 6, 2, 4, 5, 3};
     assert_log(expect, 6);
@@ -514,9 +522,8 @@ static void system_stages_run_in_order(void **state)
 static void system_stage_runs_in_registration_order(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     spawn_pos(&f, 1.0f);
     /* Mixed flags and terms do not reorder a stage. */
     for (int i = 0; i < 8; i++) {
@@ -537,9 +544,8 @@ static void system_stage_runs_in_registration_order(void **state)
 static void stage_add_inserts_after_named_and_at_end(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     assert_int_equal(ecs_stage_add(f.w, "Late", NULL), ECS_OK);          /* after PostUpdate */
     assert_int_equal(ecs_stage_add(f.w, "Physics", "PreUpdate"), ECS_OK); /* between PreUpdate and Update */
     assert_int_equal(ecs_stage_add(f.w, "Input", "PreUpdate"), ECS_OK);   /* right after PreUpdate */
@@ -551,7 +557,7 @@ static void stage_add_inserts_after_named_and_at_end(void **state)
     const char *stage_of[] = {"Final", "Late", "Render", "PostUpdate", "Update", "Physics",
                               "Input", "PreUpdate", "Audio"};
     for (int i = 0; i < 9; i++) {
-        assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.stage = stage_of[i], .run = log_run, .ctx = ID(i)}), 0);
+        add_log_system(&f, stage_of[i], i);
     }
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
     /* PreUpdate, Input, Physics, Update, PostUpdate, Render, Late, Final, Audio */
@@ -565,21 +571,18 @@ static void stage_add_inserts_after_named_and_at_end(void **state)
 static void stage_add_after_systems_keeps_them_in_place(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.stage = "PostUpdate", .run = log_run, .ctx = ID(3)}), 0);
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.run = log_run, .ctx = ID(2)}), 0);
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.stage = "PreUpdate", .run = log_run, .ctx = ID(1)}), 0);
+    fixture_begin(&f);
+    add_logs_against_stage_order(&f);
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
     for (int i = 0; i < 6; i++) {
         char name[16] = "Extra0";
         name[5] = (char)('0' + i);
         assert_int_equal(ecs_stage_add(f.w, name, i % 2 ? "PreUpdate" : NULL), ECS_OK);
     }
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.stage = "Extra1", .run = log_run, .ctx = ID(4)}), 0);
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.stage = "Extra4", .run = log_run, .ctx = ID(5)}), 0);
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.run = log_run, .ctx = ID(6)}), 0);
+    add_log_system(&f, "Extra1", 4);
+    add_log_system(&f, "Extra4", 5);
+    add_log_system(&f, NULL, 6);
     g.log_count = 0;
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
     /* PreUpdate, Extra5, Extra3, Extra1, Update, PostUpdate, Extra0, Extra2, Extra4 */
@@ -591,9 +594,8 @@ static void stage_add_after_systems_keeps_them_in_place(void **state)
 static void stage_add_rejects_bad_arguments(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     assert_int_equal(ecs_stage_add(f.w, NULL, NULL), ECS_EINVAL);
     assert_int_equal(ecs_stage_add(f.w, "", NULL), ECS_EINVAL);
     assert_int_equal(ecs_stage_add(f.w, "", "Update"), ECS_EINVAL);
@@ -609,8 +611,8 @@ static void stage_add_rejects_bad_arguments(void **state)
     assert_register_fails(&f, &(ecs_system_desc_t){.stage = "Other", .run = never_run});
     assert_register_fails(&f, &(ecs_system_desc_t){.stage = "", .run = never_run});
     assert_int_equal(ecs_stage_add(f.w, "Other", "Mine"), ECS_OK);
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.stage = "Other", .run = log_run, .ctx = ID(2)}), 0);
-    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.stage = "Mine", .run = log_run, .ctx = ID(1)}), 0);
+    add_log_system(&f, "Other", 2);
+    add_log_system(&f, "Mine", 1);
     assert_int_equal(ecs_world_progress(f.w, 0.0f), ECS_OK);
     const int expect[] = {1, 2};
     assert_log(expect, 2);
@@ -627,9 +629,8 @@ static void stage_add_inside_frame_is_busy(void **state)
 {
     (void)state;
     for (int exclusive = 0; exclusive < 2; exclusive++) {
-        g_reset();
         fixture_t f;
-        fixture_init(&f);
+        fixture_begin(&f);
         assert_int_not_equal(
             ecs_system_register(f.w, &(ecs_system_desc_t){.run = stage_add_from_system,
                                                           .flags = exclusive ? (uint32_t)ECS_SYSTEM_EXCLUSIVE : 0u}),
@@ -650,9 +651,8 @@ static void stage_add_inside_frame_is_busy(void **state)
 static void world_frame_counts_frames(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     assert_int_equal(ecs_world_frame(f.w), 0);
     assert_int_equal(stats_of(f.w).frame, 0);
     for (uint64_t i = 1; i <= 3; i++) {
@@ -679,9 +679,8 @@ static void world_progress_rejects_null_and_nested(void **state)
     (void)state;
     assert_int_equal(ecs_world_progress(NULL, 0.0f), ECS_EINVAL);
     for (int exclusive = 0; exclusive < 2; exclusive++) {
-        g_reset();
         fixture_t f;
-        fixture_init(&f);
+        fixture_begin(&f);
         spawn_pos(&f, 1.0f);
         assert_int_not_equal(
             ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {{.component = f.pos}},
@@ -707,9 +706,8 @@ static void world_destroy_inside_system_is_ignored(void **state)
 {
     (void)state;
     for (int exclusive = 0; exclusive < 2; exclusive++) {
-        g_reset();
         fixture_t f;
-        fixture_init(&f);
+        fixture_begin(&f);
         ecs_entity_t e = spawn_pos(&f, 3.0f);
         assert_int_not_equal(
             ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {{.component = f.pos}},
@@ -757,10 +755,8 @@ static void immediate_probe(ecs_iter_t *it)
 
 static void check_immediate_mode_closed(uint32_t flags)
 {
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
-    g.f = &f;
+    fixture_begin(&f);
     g.target = spawn_pos(&f, 5.0f);
     g.victim = spawn_pos(&f, 6.0f);
     assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {{.component = f.pos}},
@@ -856,10 +852,8 @@ static void exclusive_probe(ecs_iter_t *it)
 static void system_exclusive_has_immediate_mode(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
-    g.f = &f;
+    fixture_begin(&f);
     g.target = spawn_pos(&f, 5.0f);
     g.victim = spawn_pos(&f, 6.0f);
     assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.run = exclusive_probe,
@@ -915,10 +909,8 @@ static void exclusive_counts(ecs_iter_t *it)
 static void system_exclusive_sees_earlier_commands_of_stage(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
-    g.f = &f;
+    fixture_begin(&f);
     spawn_pos(&f, 1.0f);
     g.query_made = ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {{.component = f.pos}}});
     assert_non_null(g.query_made);
@@ -960,10 +952,8 @@ static void later_counts(ecs_iter_t *it)
 static void system_later_systems_see_exclusive_changes(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
-    g.f = &f;
+    fixture_begin(&f);
     spawn_pos(&f, 1.0f);
     g.victim = spawn_pos(&f, 2.0f);
     assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.run = exclusive_spawns,
@@ -995,9 +985,8 @@ static void exclusive_despawn_rows(ecs_iter_t *it)
 static void system_exclusive_despawn_while_iterating(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     ecs_component_t pv[] = {f.pos, f.vel};
     spawn_many(&f, 3000, 1, &f.pos);
     spawn_many(&f, 1500, 2, pv);
@@ -1036,9 +1025,8 @@ static void exclusive_despawn_all(ecs_iter_t *it)
 static void system_exclusive_despawn_other_chunks_while_iterating(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     g.kill_count = 3000;
     assert_int_equal(ecs_spawn_batch(f.w, 3000, 1, &f.pos, NULL, g.kill_list), ECS_OK);
     assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {{.component = f.pos}},
@@ -1072,10 +1060,8 @@ static void exclusive_add_rows(ecs_iter_t *it)
 static void system_exclusive_add_while_iterating(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
-    g.f = &f;
+    fixture_begin(&f);
     ecs_entity_t e[3000];
     assert_int_equal(ecs_spawn_batch(f.w, 3000, 1, &f.pos, NULL, e), ECS_OK);
     assert_int_not_equal(
@@ -1120,10 +1106,8 @@ static void exclusive_churn(ecs_iter_t *it)
 static void system_exclusive_churn_while_iterating_is_memory_safe(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
-    g.f = &f;
+    fixture_begin(&f);
     spawn_many(&f, 2500, 1, &f.pos);
     assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {{.component = f.pos}},
                                                                         .run = exclusive_churn,
@@ -1157,10 +1141,8 @@ static void exclusive_spawn_into_own(ecs_iter_t *it)
 static void system_exclusive_spawning_into_its_query_ends(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
-    g.f = &f;
+    fixture_begin(&f);
     spawn_many(&f, 10, 1, &f.pos);
     assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {{.component = f.pos}},
                                                                         .run = exclusive_spawn_into_own,
@@ -1186,9 +1168,8 @@ static void each_calls_progress(ecs_iter_t *it)
 static void system_progress_inside_query_each_is_busy(void **state)
 {
     (void)state;
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
+    fixture_begin(&f);
     spawn_many(&f, 100, 1, &f.pos);
     each_progress_result = 12345;
     assert_int_equal(
@@ -1214,10 +1195,8 @@ static void register_probe(ecs_iter_t *it)
 
 static void check_registration_closed(uint32_t flags)
 {
-    g_reset();
     fixture_t f;
-    fixture_init(&f);
-    g.f = &f;
+    fixture_begin(&f);
     spawn_pos(&f, 1.0f);
     assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {{.component = f.pos}},
                                                                         .run = register_probe,
