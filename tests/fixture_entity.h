@@ -2,8 +2,8 @@
  * fixture_entity.h: what the entity tests share (test_entity.c,
  * test_entity_components.c, test_entity_oom.c): the Position, Velocity,
  * Health and Big components, a world that registers them with a tag, and
- * the checks of equal stats, of an entity's Position and of zeroed
- * memory. Header-only; include after <cmocka.h> and "ecs.h".
+ * the checks of equal or unchanged stats, of an entity's Position and of
+ * zeroed memory. Header-only; include after <cmocka.h> and "ecs.h".
  */
 #ifndef ECS_TEST_FIXTURE_ENTITY_H
 #define ECS_TEST_FIXTURE_ENTITY_H
@@ -14,6 +14,7 @@
 
 #include "ecs.h"
 #include "components.h"
+#include "support.h"
 
 typedef struct {
     int32_t hp;
@@ -53,6 +54,13 @@ static inline void assert_stats_equal(const ecs_world_stats_t *a, const ecs_worl
     assert_int_equal(a->systems, b->systems);
     assert_int_equal(a->queries, b->queries);
     assert_int_equal(a->frame, b->frame);
+}
+
+/* The world's stats are still before's: the calls since changed nothing. */
+static inline void expect_stats_unchanged(const ecs_world_t *w, const ecs_world_stats_t *before)
+{
+    ecs_world_stats_t now = stats_of(w);
+    assert_stats_equal(before, &now);
 }
 
 static inline void assert_pos(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c, float x, float y)
