@@ -1,9 +1,8 @@
 /*
  * fixture_archetype.h: what the archetype storage tests share
  * (test_archetype.c, test_archetype_internals.c): the Position and
- * Velocity components and a world on the counting allocator hook of
- * alloc_hook.h. Header-only; include after <cmocka.h>, "ecs.h" and
- * "alloc_hook.h".
+ * Velocity components (components.h) and a world on the counting
+ * allocator hook of alloc_hook.h. Header-only; include after <cmocka.h>.
  */
 #ifndef ECS_TEST_FIXTURE_ARCHETYPE_H
 #define ECS_TEST_FIXTURE_ARCHETYPE_H

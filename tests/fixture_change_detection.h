@@ -10,7 +10,7 @@
  * fixture may run on the counting allocator hook of alloc_hook.h. Also the
  * TSan scale: SCALE(full, tsan) sizes heavy cases, and under TSan a case
  * may run 180 s, so include this before "watchdog.h". Header-only;
- * include after <cmocka.h>, "ecs.h" and "support.h".
+ * include after <cmocka.h>.
  */
 #ifndef ECS_TEST_FIXTURE_CHANGE_DETECTION_H
 #define ECS_TEST_FIXTURE_CHANGE_DETECTION_H
@@ -26,6 +26,7 @@
 #include "components.h"
 #include "alloc_hook.h"
 #include "clock.h"
+#include "support.h"
 
 /* ThreadSanitizer runs this about ten times slower: the heavy cases use
  * smaller worlds there (still on the parallel path, which they check). */

@@ -7,7 +7,7 @@
  * callbacks record the results of their calls and what they saw, for the
  * test to assert on after ecs_world_progress; registering systems that
  * declare reads of every fixture component on any entity. Header-only;
- * include after <cmocka.h>, "ecs.h" and "support.h".
+ * include after <cmocka.h>.
  */
 #ifndef ECS_TEST_FIXTURE_COMMANDS_H
 #define ECS_TEST_FIXTURE_COMMANDS_H

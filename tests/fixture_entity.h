@@ -3,7 +3,7 @@
  * test_entity_components.c, test_entity_oom.c): the Position, Velocity,
  * Health and Big components, a world that registers them with a tag, and
  * the checks of equal or unchanged stats, of an entity's Position and of
- * zeroed memory. Header-only; include after <cmocka.h> and "ecs.h".
+ * zeroed memory. Header-only; include after <cmocka.h>.
  */
 #ifndef ECS_TEST_FIXTURE_ENTITY_H
 #define ECS_TEST_FIXTURE_ENTITY_H

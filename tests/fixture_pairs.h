@@ -6,8 +6,7 @@
  * checks of an entity's targets and sources, in order; a world with HPos
  * and the relation Hunts with both markers on; and pseen_t, what a
  * per-pair system was handed (source, target, payload), compared with the
- * pairs expected in any order. Header-only; include after <cmocka.h> and
- * "ecs.h".
+ * pairs expected in any order. Header-only; include after <cmocka.h>.
  */
 #ifndef ECS_TEST_FIXTURE_PAIRS_H
 #define ECS_TEST_FIXTURE_PAIRS_H

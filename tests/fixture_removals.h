@@ -5,7 +5,7 @@
  * hands it, in order and per run; a world of any worker count with Pos, a
  * tag and one more component; registering a reader of a component and
  * spawning with one or two components. Header-only; include after
- * <cmocka.h> and "ecs.h".
+ * <cmocka.h>.
  */
 #ifndef ECS_TEST_FIXTURE_REMOVALS_H
 #define ECS_TEST_FIXTURE_REMOVALS_H

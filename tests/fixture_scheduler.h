@@ -1,14 +1,15 @@
 /*
  * fixture_scheduler.h: what the scheduler's tests share
  * (test_scheduler.c, test_scheduler_plan_internals.c,
- * test_scheduler_runs_internals.c): the Pos, Vel and Health components and
- * a world of any worker count that registers them with a tag and an
- * unused component; an event log that callbacks on any worker append to
- * (tag, worker, rows, thread, start and end time), read only between
- * frames; the probe system that reads or writes its Pos column, takes a
- * set time and logs itself; registering a system with its stderr captured.
- * Header-only; include after <cmocka.h>, "ecs.h" and "support.h". Only
- * the public API: contract tests include it too.
+ * test_scheduler_runs_internals.c): the Pos and Vel (components.h) and
+ * Health components and a world of any worker count that registers them
+ * with a tag and an unused component; an event log that callbacks on any
+ * worker append to (tag, worker, rows, thread, start and end time), read
+ * only between frames; the probe system that reads or writes its Pos
+ * column, takes a set time and logs itself; registering a system with its
+ * stderr captured. Header-only; include after <cmocka.h>. Only the public
+ * API: contract tests include it too; reading the plan is
+ * fixture_scheduler_internals.h's.
  */
 #ifndef ECS_TEST_FIXTURE_SCHEDULER_H
 #define ECS_TEST_FIXTURE_SCHEDULER_H
