@@ -40,10 +40,7 @@ typedef struct {
 static inline fix_t fix_new_with(int workers, const ecs_allocator_t *a)
 {
     fix_t f;
-    ecs_world_desc_t d = {.workers = workers};
-    if (a) d.allocator = *a;
-    f.w = ecs_world_create(&d);
-    assert_non_null(f.w);
+    f.w = world_create_on(workers, a);
     assert_int_equal(ecs_world_workers(f.w), workers);
     f.pos = ECS_COMPONENT(f.w, Pos);
     f.vel = ECS_COMPONENT(f.w, Vel);

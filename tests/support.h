@@ -1,8 +1,9 @@
 /*
  * support.h: the small helpers several test files share: the deterministic
  * random generator (rng.h), COUNT_OF and the shorthands for terms and
- * change filters in descriptors, a checked ecs_world_stats, and capturing
- * what a call writes on stderr. Include after <cmocka.h> and "ecs.h".
+ * change filters in descriptors, a world of n workers on an allocator
+ * hook, a checked ecs_world_stats, and capturing what a call writes on
+ * stderr. Include after <cmocka.h> and "ecs.h".
  */
 #ifndef ECS_TEST_SUPPORT_H
 #define ECS_TEST_SUPPORT_H
@@ -25,6 +26,17 @@
 #define TOTHER(c) {.component = (c), .access = ECS_READ, .src = ECS_OTHER}
 #define CHANGED(c) {.kind = ECS_CHANGED, .component = (c)}
 #define ADDED(c) {.kind = ECS_ADDED, .component = (c)}
+
+/* A world of `workers` workers on the allocator hook a (NULL: the C
+ * library's malloc). */
+static inline ecs_world_t *world_create_on(int workers, const ecs_allocator_t *a)
+{
+    ecs_world_desc_t d = {.workers = workers};
+    if (a) d.allocator = *a;
+    ecs_world_t *w = ecs_world_create(&d);
+    assert_non_null(w);
+    return w;
+}
 
 static inline ecs_world_stats_t stats_of(const ecs_world_t *w)
 {
