@@ -1,6 +1,7 @@
 /*
  * fixture_removals.h: what the removal readers' tests share
- * (test_removals.c, test_removals_internals.c): the Pos component; a
+ * (test_removals.c, test_removals_internals.c): the Pos component (one
+ * float: not components.h's, which these files do not include); a
  * reader, the system callback that records every entity ecs_iter_removed
  * hands it, in order and per run; a world of any worker count with Pos, a
  * tag and one more component; registering a reader of a component and
@@ -38,12 +39,13 @@ static inline void reader_init(reader_t *r)
 
 static inline void reader_fini(reader_t *r) { free(r->seen); }
 
+/* The reader's callback (it->ctx is its reader_t). */
 static inline void reader_run(ecs_iter_t *it)
 {
     reader_t *r = it->ctx;
     const ecs_entity_t *ids = NULL;
     int n = ecs_iter_removed(it, &ids);
-    if (n < 0 || (n > 0 && !ids) || (n == 0 && ids)) n = -1000000; /* caught below */
+    if (n < 0 || (n > 0 && !ids) || (n == 0 && ids)) n = -1000000; /* a count no case expects */
     if (r->runs < RUNS_MAX) r->per_run[r->runs] = n;
     r->runs++;
     for (int i = 0; i < n && r->count < SEEN_MAX; i++) r->seen[r->count++] = ids[i];
