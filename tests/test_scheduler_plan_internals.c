@@ -496,7 +496,7 @@ static void expect_exclusive_splits_the_stage(void)
     ecs_system_t ex = reg_terms(&g, NULL, ECS_SYSTEM_EXCLUSIVE, none, 0);
     ecs_system_t x3 = REG(&g, 0, TR(g.pos));
     check_plan(g.w);
-    uint32_t s1, s2, s3, sx;
+    uint32_t s1 = 0, s2 = 0, s3 = 0, sx = 0; /* (fail_msg does not return; the compiler cannot tell) */
     plan_pos(g.w, x1, &s1);
     plan_pos(g.w, x2, &s2);
     plan_pos(g.w, ex, &sx);

@@ -147,15 +147,25 @@ typedef struct {
 static inline ecs__log_t ecs__log_make(uint32_t ncols) { return (ecs__log_t){.ncols = ncols}; }
 void ecs__log_fini(ecs__log_t *log, const ecs_allocator_t *a);
 /* Room for n more entries. false (nothing changed) when out of memory or
- * past UINT32_MAX / 2 entries. */
-bool ecs__log_reserve(ecs__log_t *log, const ecs_allocator_t *a, uint64_t n);
-/* Appends an entry (ids: one per column) into reserved room. */
-static inline void ecs__log_append(ecs__log_t *log, ecs_entity_t a, ecs_entity_t b)
+ * past UINT32_MAX / 2 entries. Inline where there is room: every watched
+ * despawn asks. */
+bool ecs__log_grow(ecs__log_t *log, const ecs_allocator_t *a, uint64_t n);
+static inline bool ecs__log_reserve(ecs__log_t *log, const ecs_allocator_t *a, uint64_t n)
 {
-    ecs__assert(log->count < log->cap, "log room reserved");
+    return log->count + n <= log->cap || ecs__log_grow(log, a, n);
+}
+/* Appends an entry into reserved room: one id to a one-column log, two
+ * to a two-column one. */
+static inline void ecs__log_append1(ecs__log_t *log, ecs_entity_t e)
+{
+    ecs__assert(log->ncols == 1 && log->count < log->cap, "one-column log, room reserved");
+    log->cols[0][log->count++] = e;
+}
+static inline void ecs__log_append2(ecs__log_t *log, ecs_entity_t a, ecs_entity_t b)
+{
+    ecs__assert(log->ncols == 2 && log->count < log->cap, "two-column log, room reserved");
     log->cols[0][log->count] = a;
-    if (log->ncols > 1) log->cols[1][log->count] = b;
-    log->count++;
+    log->cols[1][log->count++] = b;
 }
 /* The sequence number one past the last entry: a new reader's cursor. */
 static inline uint64_t ecs__log_end(const ecs__log_t *log) { return log->base + log->count; }

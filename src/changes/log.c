@@ -14,7 +14,7 @@ void ecs__log_fini(ecs__log_t *log, const ecs_allocator_t *a)
     *log = ecs__log_make(log->ncols);
 }
 
-bool ecs__log_reserve(ecs__log_t *log, const ecs_allocator_t *a, uint64_t n)
+bool ecs__log_grow(ecs__log_t *log, const ecs_allocator_t *a, uint64_t n)
 {
     if (log->count + n <= log->cap) return true;
     if (log->count + n > UINT32_MAX / 2) return false;

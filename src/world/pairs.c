@@ -150,7 +150,7 @@ static bool log_reserve(ecs_world_t *w, ecs__relation_t *r, uint64_t n)
 
 static inline void log_pair(ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt)
 {
-    if (r->removal_readers) ecs__log_append(&r->removed, src, tgt);
+    if (r->removal_readers) ecs__log_append2(&r->removed, src, tgt);
 }
 
 /* ---------------------------------------------------------------------- */

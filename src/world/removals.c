@@ -59,7 +59,7 @@ bool ecs__removals_reserve_slow(ecs_world_t *w, const ecs__archetype_t *src, con
 void ecs__removals_log(ecs_world_t *w, const ecs__archetype_t *src, const ecs__archetype_t *dst, ecs_entity_t e)
 {
     lost_walk_t k = lost_begin(src);
-    for (ecs__component_t *c; (c = lost_next(w, src, dst, &k)) != NULL;) ecs__log_append(&c->removed, e, ECS_NULL);
+    for (ecs__component_t *c; (c = lost_next(w, src, dst, &k)) != NULL;) ecs__log_append1(&c->removed, e);
 }
 
 uint64_t ecs__removals_watch(ecs_world_t *w, ecs_component_t id)
