@@ -807,7 +807,8 @@ static void prune_changes(ecs_world_t *w, ecs__scheduler_t *s)
 {
     for (uint32_t i = 0; i < s->system_count; i++) {
         const ecs_query_t *q = s->systems[i].query;
-        for (uint32_t k = 0; q && k < q->change_count; k++) w->registry.components[q->changes[k].component]->prune_min = UINT64_MAX;
+        for (uint32_t k = 0; q && k < q->change_count; k++)
+            w->registry.components[q->changes[k].component]->prune_min = UINT64_MAX;
     }
     for (uint32_t i = 0; i < s->system_count; i++) {
         const ecs__system_t *sys = &s->systems[i];

@@ -283,8 +283,8 @@ static void keep_replay(ecs__walk_t *wk, ecs_iter_t *it, const ecs__pair_keep_t 
  * filters, which select rows per frame); never when built without. */
 static bool keeps_walks(const ecs__system_t *sys)
 {
-    return ECS_PAIR_KEEP && sys->pair_mode == ECS_PAIRS_EACH && !sys->pair_filter && !(sys->flags & ECS_SYSTEM_EXCLUSIVE) &&
-           sys->query && !sys->query->change_count;
+    return ECS_PAIR_KEEP && sys->pair_mode == ECS_PAIRS_EACH && !sys->pair_filter &&
+           !(sys->flags & ECS_SYSTEM_EXCLUSIVE) && sys->query && !sys->query->change_count;
 }
 
 /* ecs__array_reserve for the kept-walk tables, whose count is their

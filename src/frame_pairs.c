@@ -132,7 +132,8 @@ static ecs__pair_batch_t *pair_batch_init(ecs__pair_batch_t *b, const ecs_world_
 static inline bool pair_in_window(const ecs__walk_t *wk, const ecs__pair_ticks_t *t)
 {
     const ecs__walk_window_t *win = &wk->window;
-    if (wk->sys->pair_filter == ECS_ADDED) return (t->added > win->since || win->since == 0) && t->added < win->this_run;
+    if (wk->sys->pair_filter == ECS_ADDED)
+        return (t->added > win->since || win->since == 0) && t->added < win->this_run;
     return t->changed > win->since && t->changed < win->this_run;
 }
 

@@ -81,10 +81,10 @@ static ecs_world_t *world_create(const ecs_world_desc_t *desc, ecs__refusal_t *w
         w->run.scheduler->worker_stats =
             ecs__calloc(&w->allocator, workers * sizeof(ecs_worker_stats_t), _Alignof(ecs_worker_stats_t));
     }
-    w->run.pool = w->run.scheduler && w->run.scheduler->worker_stats ? ecs__job_pool_create(&w->allocator, workers, spin_us)
-                                                         : NULL;
+    bool stats = w->run.scheduler && w->run.scheduler->worker_stats;
+    w->run.pool = stats ? ecs__job_pool_create(&w->allocator, workers, spin_us) : NULL;
     if (!w->run.pool) {
-        if (w->run.scheduler && w->run.scheduler->worker_stats)
+        if (stats)
             ecs__refusal_set(why, "out of memory, or its worker threads could not start");
         ecs__scheduler_destroy(w, w->run.scheduler);
         ecs__world_storage_fini(w);

@@ -173,7 +173,8 @@ ecs__archetype_t *ecs__archetype_ensure(ecs_world_t *w, const ecs_component_t *t
 
     /* Reserve every slot the new archetype will take, then commit. A
      * failed reservation only leaves spare capacity behind. */
-    bool ok = ecs__array_reserve(&w->allocator, (void **)&w->storage.archetypes, &w->storage.archetype_cap, w->storage.archetype_count + 1,
+    ecs__storage_t *st = &w->storage;
+    bool ok = ecs__array_reserve(&w->allocator, (void **)&st->archetypes, &st->archetype_cap, st->archetype_count + 1,
                                  sizeof(ecs__archetype_t *), _Alignof(ecs__archetype_t *)) &&
               table_reserve(w);
     for (uint32_t i = 0; ok && i < count; i++) {
@@ -364,7 +365,8 @@ static size_t slab_header_bytes(uint32_t slots, const ecs__archetype_t *a)
 
 static inline ecs__chunk_t *slab_chunk(const ecs__archetype_t *a, ecs__slab_t *s, uint32_t slot)
 {
-    return (ecs__chunk_t *)((unsigned char *)s + ecs__align_up(sizeof(ecs__slab_t), 64) + (size_t)slot * a->header_bytes);
+    size_t at = ecs__align_up(sizeof(ecs__slab_t), 64) + (size_t)slot * a->header_bytes;
+    return (ecs__chunk_t *)((unsigned char *)s + at);
 }
 
 /* Allocates a slab of `slots` chunk slots, all free. NULL on OOM. */

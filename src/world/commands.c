@@ -401,7 +401,8 @@ static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, pl
              * finds a pair kept under ECS_IGNORE. */
             ecs_entity_t t = resolve(owner, c->target);
             ecs__relation_t *r = ecs__relation_get(w, c->component);
-            if (c->kind == CMD_PAIR_SET) err = ecs_is_alive(w, t) ? ecs__pairs_set(w, r, e, t, c->value, NULL, NULL) : ECS_ESTALE;
+            if (c->kind == CMD_PAIR_SET)
+                err = ecs_is_alive(w, t) ? ecs__pairs_set(w, r, e, t, c->value, NULL, NULL) : ECS_ESTALE;
             else err = t ? ecs__pairs_remove(w, r, e, t, NULL, NULL) : ECS_ESTALE;
             c->value = NULL; /* plain data: nothing to destroy */
             break;

@@ -66,7 +66,8 @@ static bool component_check(const ecs_world_t *w, const ecs_component_desc_t *de
     for (; n < ECS_MAX_ENTITY_FIELDS && desc->entity_fields[n]; n++) {
         size_t off = desc->entity_fields[n] - 1;
         if (off >= desc->size || desc->size - off < sizeof(ecs_entity_t)) /* no wrap-around */
-            return ecs__refusal_set(why, "entity field %u (offset %zu) does not fit an ecs_entity_t in the %zu-byte value",
+            return ecs__refusal_set(why,
+                                    "entity field %u (offset %zu) does not fit an ecs_entity_t in the %zu-byte value",
                                     n, off, desc->size);
     }
     *nfields = n;

@@ -190,7 +190,8 @@ ecs_entity_t ecs__entity_create_empty(ecs_world_t *w)
 }
 
 /* Moves e to b (a neighbour of its archetype), along edge when cached. */
-ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__archetype_t *b, const ecs__edge_t *edge)
+ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__archetype_t *b,
+                        const ecs__edge_t *edge)
 {
     /* Log room first: a chunk taken for b (when b is not new) before a
      * failure would stay. */

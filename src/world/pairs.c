@@ -34,7 +34,8 @@ static ecs_component_t marker_register(ecs_world_t *w, const char *fmt, const ch
     snprintf(buf, n, fmt, name);
     /* The marker's value is the entity's slot hint (relation.h). */
     ecs__refusal_t inner;
-    ecs_component_t c = ecs__component_register(w, &(ecs_component_desc_t){.name = buf, .size = sizeof(uint32_t)}, &inner);
+    const ecs_component_desc_t desc = {.name = buf, .size = sizeof(uint32_t)};
+    ecs_component_t c = ecs__component_register(w, &desc, &inner);
     if (c) ecs__component_get(w, c)->pair_marker = true;
     else ecs__refusal_set(why, "marker %s: %s", buf, inner.reason);
     ecs__free(&w->allocator, buf);

@@ -141,7 +141,8 @@ ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t
     ecs__query_match_t scratch;
     uint32_t matches = 0;
     for (uint32_t i = 0; i < n; i++) {
-        ecs__archetype_t *a = narrow ? w->registry.components[narrow]->archetypes[i].archetype : w->storage.archetypes[i];
+        ecs__archetype_t *a =
+            narrow ? w->registry.components[narrow]->archetypes[i].archetype : w->storage.archetypes[i];
         matches += ecs__query_match(q, a, &scratch);
     }
     if (matches && !ecs__array_reserve(&w->allocator, (void **)&q->matches, &q->match_cap, matches,
@@ -150,7 +151,8 @@ ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t
         return NULL;
     }
     for (uint32_t i = 0; i < n; i++) {
-        ecs__archetype_t *a = narrow ? w->registry.components[narrow]->archetypes[i].archetype : w->storage.archetypes[i];
+        ecs__archetype_t *a =
+            narrow ? w->registry.components[narrow]->archetypes[i].archetype : w->storage.archetypes[i];
         if (ecs__query_match(q, a, &scratch)) q->matches[q->match_count++] = scratch;
     }
     /* The component index is in creation order too, but say so explicitly:
