@@ -128,7 +128,6 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *no
     it->priv_.query = sys->query;
     it->priv_.field_count = sys->query ? (int32_t)sys->query->term_count : 0;
     it->priv_.removed_log = NULL;
-    it->priv_.removed_pairs = false;
     it->priv_.removed_count = 0;
     it->priv_.since = node->since;
     it->priv_.tick = node->this_run;
@@ -155,7 +154,6 @@ static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ec
     ecs__assert(sys->removed_cursor >= log->base && sys->removed_cursor <= end, "reader cursor in the log");
     /* The count is an int: a backlog past INT32_MAX goes over several runs. */
     if (end - sys->removed_cursor > INT32_MAX) end = sys->removed_cursor + INT32_MAX;
-    it->priv_.removed_pairs = sys->removed_pairs != 0;
     if (end > sys->removed_cursor) {
         it->priv_.removed_log = log;
         it->priv_.removed_from = sys->removed_cursor;
@@ -171,7 +169,9 @@ static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ec
 int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities)
 {
     if (!it || !entities) return ECS_EINVAL;
-    const ecs__log_t *log = it->priv_.removed_pairs ? NULL : it->priv_.removed_log;
+    /* A component's log has one column, a relation's two. */
+    const ecs__log_t *log = it->priv_.removed_log;
+    if (log && log->ncols != 1) log = NULL;
     *entities = log ? ecs__log_at(log, 0, it->priv_.removed_from) : NULL;
     return log ? it->priv_.removed_count : 0;
 }
@@ -179,7 +179,8 @@ int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities)
 int ecs_iter_removed_pairs(const ecs_iter_t *it, const ecs_entity_t **sources, const ecs_entity_t **targets)
 {
     if (!it || !sources || !targets) return ECS_EINVAL;
-    const ecs__log_t *log = it->priv_.removed_pairs ? it->priv_.removed_log : NULL;
+    const ecs__log_t *log = it->priv_.removed_log;
+    if (log && log->ncols != 2) log = NULL;
     *sources = log ? ecs__log_at(log, 0, it->priv_.removed_from) : NULL;
     *targets = log ? ecs__log_at(log, 1, it->priv_.removed_from) : NULL;
     return log ? it->priv_.removed_count : 0;

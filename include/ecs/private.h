@@ -47,7 +47,6 @@ typedef struct ecs__iter_priv {
     uint64_t since, tick; /* change-filter window; tick: what marks take */
     uint32_t marks;       /* nonzero: ecs_iter_changed may mark rows */
     const void *pairs;    /* the pair batch (ECS_PAIRS_EACH) */
-    bool removed_pairs;   /* the log is a relation's */
     uint64_t serial;      /* a filtered query's iteration number */
 } ecs__iter_priv_t;
 
