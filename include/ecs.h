@@ -531,9 +531,10 @@ ECS_API void *ecs_get_mut(ecs_world_t *world, ecs_entity_t entity, ecs_component
 /* ---------------------------------------------------------------------- */
 
 typedef enum { ECS_READ, ECS_WRITE, ECS_WITH, ECS_WITHOUT } ecs_access_t;
-/* Where a term's component is read: on the matched entity, or (ECS_OTHER)
- * on other entities through ecs_get. Other values are refused. */
-typedef enum { ECS_SELF, ECS_OTHER } ecs_source_t;
+/* Where a term's component is read: on the matched entity, (ECS_OTHER)
+ * on other entities through ecs_get, or (ECS_UP) on the matched entity's
+ * parent in a hierarchy (see "Hierarchies"). Other values are refused. */
+typedef enum { ECS_SELF, ECS_OTHER, ECS_UP } ecs_source_t;
 
 /**
  * One term. READ/WRITE: the entity has the component and the field is its
@@ -546,6 +547,13 @@ typedef enum { ECS_SELF, ECS_OTHER } ecs_source_t;
  * own rows (or reads a component it writes on pairs' far ends) runs as one
  * job, as if SINGLE_THREADED: split, one job would write rows another
  * reads, and the result would depend on the worker count.
+ * src ECS_UP (systems only): the system reads the component on the
+ * parent of each row, through `relation` (a hierarchy relation; 0:
+ * ChildOf). A READ term of a data component; its field is per row
+ * (ecs_field_up). Not optional: only rows whose parent has the component
+ * are handed; optional: every row, with NULL for a root or a parent
+ * without it. It counts for conflicts like an ECS_OTHER term, except in
+ * a cascade system on the same relation (see "Hierarchies").
  * A bad term (unknown component, access or source, a WRITE on a relation
  * marker, optional on WITH/WITHOUT) is refused with ECS_EINVAL / NULL / 0.
  */
@@ -554,6 +562,7 @@ typedef struct {
     ecs_access_t access;
     bool optional;
     ecs_source_t src;
+    ecs_relation_t relation; /* ECS_UP: the hierarchy relation; 0: ChildOf */
 } ecs_term_t;
 
 /* ---------------------------------------------------------------------- */
@@ -707,6 +716,18 @@ ECS_API int ecs_query_each(ecs_world_t *world, const ecs_query_desc_t *desc, voi
 ECS_API void *ecs_field(const ecs_iter_t *it, int term);
 
 /**
+ * An ECS_UP term's values: one pointer per handed row, entry i being the
+ * value on the parent of the i-th row (ecs_iter_row(it, i)); NULL entries
+ * for roots and for parents without the component (optional terms only).
+ * @param it    a system's iterator
+ * @param term  the term's index in its list
+ * @return it->count pointers, owned by the world, valid during the
+ *         callback (the values until the next structural change); NULL
+ *         for a term that is not ECS_UP, out of range, or a NULL it.
+ */
+ECS_API const void *const *ecs_field_up(const ecs_iter_t *it, int term);
+
+/**
  * ecs_field as a T *. Builds without NDEBUG check that sizeof(T) matches
  * the component's size (abort with a message when it does not).
  * @param it    the iterator
@@ -852,6 +873,10 @@ typedef struct {
      * none. */
     ecs_relation_t removed_pairs;
     ecs_pair_dispatch_t pairs;       /* pair dispatch; mode 0: none */
+    /* Parent-first order (see "Hierarchies"): a hierarchy relation (such
+     * as ecs_childof(world)); the system's rows are handed depth by depth
+     * along it, roots first. 0: none. */
+    ecs_relation_t cascade;
 } ecs_system_desc_t;
 
 /**
@@ -1005,6 +1030,11 @@ typedef struct {
     bool exclusive;                  /* at most one target per source: a new pair
                                         replaces the old one in one step */
     bool no_source_marker, no_target_marker;
+    /* A hierarchy (see "Hierarchies"): source = child, target = parent.
+     * Needs exclusive, on_target_despawn ECS_CASCADE_SOURCE and the
+     * source marker; no pair may close a cycle, and every entity's depth
+     * is kept, for cascade systems and ECS_UP terms. */
+    bool hierarchy;
 } ecs_relation_desc_t;
 
 /**
@@ -1242,6 +1272,125 @@ ECS_API int ecs_cmd_pair_set(ecs_commands_t *cmd, ecs_relation_t rel, ecs_entity
  * @return as ecs_cmd_pair_set.
  */
 ECS_API int ecs_cmd_pair_remove(ecs_commands_t *cmd, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt);
+
+/* ---------------------------------------------------------------------- */
+/* Hierarchies                                                             */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A hierarchy is an exclusive relation read as child -> parent: every
+ * entity has at most one parent, and despawning a parent despawns its
+ * subtree (ECS_CASCADE_SOURCE). Every world has one, ChildOf
+ * (ecs_childof); a relation registered with `hierarchy` is another. On
+ * top of the pair API (which works on them as on any relation), a
+ * hierarchy guarantees:
+ * - No cycles: a set that would make an entity its own ancestor fails
+ *   with ECS_EINVAL and changes nothing (as a command: skipped at
+ *   playback and counted in commands_skipped).
+ * - Depths: a root (no parent) has depth 0, a child its parent's depth
+ *   + 1. They are kept as pairs change: reparenting or detaching an
+ *   entity updates the depth of its whole subtree in the same call (or
+ *   flush), in O(subtree).
+ * - Parent-first systems: a system with `cascade` set to a hierarchy
+ *   relation is handed its rows depth by depth: every row of depth d
+ *   before any row of depth d + 1. Within one depth, rows are split into
+ *   jobs over the workers as any system's are (it->rows lists a chunk's
+ *   rows of that depth; a chunk may come once per depth), and the jobs
+ *   of depth d + 1 start when every job of depth d is done.
+ *   ecs_system_stats_t.jobs counts the jobs of all depths.
+ * - Terms read on the parent: an ECS_UP term (see ecs_term_t) hands,
+ *   per row, a pointer to the parent's value (ecs_field_up).
+ * Together they make transform propagation parallel: a cascade system
+ * may WRITE on its own rows the component it reads UP through the same
+ * relation (world = parent's world x local), and is still split into
+ * jobs: a row's parent is one depth up, finished before the row's depth
+ * starts, so the result is the same at any worker count.
+ * Limits: cascade and ECS_UP are for systems (ecs_query_create and
+ * ecs_query_each refuse ECS_UP terms), and not for EXCLUSIVE systems,
+ * change-filtered ones, pair dispatch or removal readers. The order of
+ * rows is worked out when the system starts and kept while neither the
+ * storage's structure nor the hierarchy's pairs change; a frame that
+ * changes either pays one pass over the system's rows.
+ */
+
+/**
+ * @param world  the world, or NULL
+ * @return the world's built-in hierarchy relation, "ChildOf" (exclusive,
+ *         ECS_CASCADE_SOURCE, no payload, both markers, registered with
+ *         the world); 0 for a NULL world.
+ */
+ECS_API ecs_relation_t ecs_childof(const ecs_world_t *world);
+
+/**
+ * Sets child's parent (ChildOf): ecs_pair_set(world, ecs_childof(world),
+ * child, parent, NULL), or, with parent ECS_NULL, removes child's parent
+ * (it becomes a root). Either way the depths of child's subtree follow.
+ * @param world   the world
+ * @param child   a live entity
+ * @param parent  a live entity, or ECS_NULL
+ * @return ECS_OK (also when nothing changes); ECS_EINVAL (NULL world,
+ *         parent == child, parent in child's subtree: a cycle); ECS_ESTALE
+ *         (child null or not alive, parent not alive); ECS_EBUSY (inside a
+ *         non-exclusive system or a type hook); ECS_ENOMEM. Nothing
+ *         changes on error.
+ */
+ECS_API int ecs_parent_set(ecs_world_t *world, ecs_entity_t child, ecs_entity_t parent);
+
+/**
+ * Records an ecs_parent_set, applied at the barrier like any command.
+ * A set that would close a cycle then (the hierarchy as it is at that
+ * point of the flush) is skipped and counted in commands_skipped, as is
+ * one whose child or parent died earlier in the flush.
+ * @param cmd     the job's buffer
+ * @param child   a live or provisional entity (this buffer's)
+ * @param parent  likewise, or ECS_NULL to detach
+ * @return ECS_OK; ECS_EINVAL (NULL cmd, parent == child); ECS_ESTALE
+ *         (child null, a handle not alive or another buffer's
+ *         provisional one); ECS_ENOMEM.
+ */
+ECS_API int ecs_cmd_parent_set(ecs_commands_t *cmd, ecs_entity_t child, ecs_entity_t parent);
+
+/**
+ * @param world  the world
+ * @param child  an entity
+ * @return child's parent (ChildOf); ECS_NULL for a root or for bad
+ *         arguments.
+ */
+ECS_API ecs_entity_t ecs_parent(const ecs_world_t *world, ecs_entity_t child);
+
+/**
+ * parent's children (ChildOf), in the order they were attached.
+ * @param world     the world
+ * @param parent    a live entity
+ * @param children  NULL, or set to the array (NULL when there are none or
+ *                  on error), owned by the world, valid until the next
+ *                  relation write or structural change
+ * @return the number of children; ECS_EINVAL (NULL world); ECS_ESTALE
+ *         (parent not alive).
+ */
+ECS_API int ecs_children(const ecs_world_t *world, ecs_entity_t parent, const ecs_entity_t **children);
+
+/**
+ * @param world  the world
+ * @param e      a live entity
+ * @return e's depth along ChildOf (0: a root); ECS_EINVAL (NULL world),
+ *         ECS_ESTALE (e not alive).
+ */
+ECS_API int ecs_depth(const ecs_world_t *world, ecs_entity_t e);
+
+/*
+ * The same five calls for any hierarchy relation `rel` (ChildOf
+ * included); they return ECS_EINVAL (ECS_NULL for
+ * ecs_hierarchy_parent) for a relation that is not a hierarchy.
+ */
+ECS_API int ecs_hierarchy_parent_set(ecs_world_t *world, ecs_relation_t rel, ecs_entity_t child,
+                                     ecs_entity_t parent);
+ECS_API int ecs_cmd_hierarchy_parent_set(ecs_commands_t *cmd, ecs_relation_t rel, ecs_entity_t child,
+                                         ecs_entity_t parent);
+ECS_API ecs_entity_t ecs_hierarchy_parent(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t child);
+ECS_API int ecs_hierarchy_children(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t parent,
+                                   const ecs_entity_t **children);
+ECS_API int ecs_hierarchy_depth(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t e);
 
 /*
  * The second part of <ecs/private.h>: the bodies of the per-pair accessors

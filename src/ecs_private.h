@@ -32,6 +32,10 @@ typedef struct {
     uint32_t count;
 } ecs__pair_keeps_t;
 
+/* A hierarchy system's walk (cascade, ECS_UP terms; frame_levels.c):
+ * its rows in walk order, kept across frames. Opaque outside it. */
+typedef struct ecs__levels ecs__levels_t;
+
 typedef struct {
     char *name;     /* owned; NULL for an anonymous system */
     uint32_t stage; /* the stage's id (stable when stages are inserted) */
@@ -60,6 +64,7 @@ typedef struct {
     uint32_t nfar_terms;
     ecs_change_t pair_filter; /* a change filter on the dispatch relation's pairs; 0: none */
     ecs__pair_keeps_t pair_keeps; /* ECS_PAIRS_EACH: its walks kept across frames */
+    ecs__levels_t *levels;        /* cascade or ECS_UP terms; NULL: neither */
     ecs__access_t access;
     ecs_system_t after[ECS_MAX_DEPS]; /* resolved explicit order */
     ecs_system_t before[ECS_MAX_DEPS];
@@ -119,6 +124,13 @@ struct ecs__plan_node {
     uint64_t rows;
     ecs__system_job_t *jobs;
     uint32_t job_count, job_cap;
+    /* A hierarchy system split into jobs: its jobs in waves, one per
+     * depth (wave_end[k]: one past wave k's last job), the next wave
+     * submitted by the job that finishes the current one. 0 waves: all
+     * jobs at once. Its chunks are the walk's runs (frame_levels.c). */
+    uint32_t *wave_end;
+    uint32_t wave_count, wave_cap;
+    uint32_t wave; /* the wave running */
     _Atomic int32_t preds_left;
     _Atomic int32_t jobs_left;
     _Atomic uint64_t busy_ticks; /* summed job durations, cycle counter */
@@ -332,6 +344,31 @@ void ecs__walk_dirty_pairs(ecs__walk_t *wk);
 /* Runs walk with a per-pair system's batch in wk->batch (NULL for a
  * system of another kind). */
 void ecs__with_pair_batch(ecs__walk_t *wk, void (*walk)(ecs__walk_t *));
+
+/*
+ * Hierarchy systems (frame_levels.c): a system with `cascade` or ECS_UP
+ * terms walks a list of runs (a chunk's rows of one depth, with the
+ * parents' values of its UP terms), worked out from the storage and the
+ * hierarchy when either changed, and kept while neither does.
+ */
+/* The walk state of a system with cascade relation `cascade` (0: none)
+ * and terms `terms` (n of them, its ECS_UP ones read). NULL on OOM. */
+ecs__levels_t *ecs__levels_create(ecs_world_t *w, ecs_relation_t cascade, const ecs_term_t *terms, uint32_t n);
+void ecs__levels_destroy(ecs_world_t *w, ecs__levels_t *lv);
+/* Before the node's segment runs: brings its runs up to date and copies
+ * them into node->chunks (order: the run's position, the commands' key;
+ * weight: its rows), node->rows. false on OOM (the node cannot run). */
+bool ecs__levels_prepare(ecs_world_t *w, ecs__plan_node_t *node);
+/* Splits the node's runs into jobs, depth by depth (node->wave_end),
+ * or all into one job when the system may not be split. false on OOM. */
+bool ecs__levels_split(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers);
+/* Where run k's rows (and UP values) start in the walk's arrays; the
+ * arrays the iterator hands (it->rows, it->priv_.up). */
+uint32_t ecs__levels_run_at(const ecs__levels_t *lv, uint32_t k);
+const uint16_t *ecs__levels_rows(const ecs__levels_t *lv);
+const void *const *const *ecs__levels_up(const ecs__levels_t *lv);
+/* The depths present: *ends gets, per depth, one past its last run. */
+uint32_t ecs__levels_depths(const ecs__levels_t *lv, const uint32_t **ends);
 
 /*
  * Kept per-pair walks (frame_keep.c): a plain walk of a chunk whose pairs,

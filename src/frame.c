@@ -133,6 +133,8 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *no
     it->priv_.tick = node->this_run;
     it->priv_.marks = ECS__ITER_MARKS_DEFERRED;
     it->priv_.pairs = NULL;
+    it->priv_.up = NULL;
+    it->priv_.up_at = 0;
 }
 
 /* The removal log a reader reads: its relation's or its component's. */
@@ -166,6 +168,12 @@ static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ec
  * EXCLUSIVE reader's own removals append to the log, which may move it
  * (pointers taken before them would dangle; the log is pruned only at the
  * frame's end, so the run's entries stay where the cursor says). */
+const void *const *ecs_field_up(const ecs_iter_t *it, int term)
+{
+    if (!it || term < 0 || term >= ECS_MAX_TERMS || !it->priv_.up || !it->priv_.up[term]) return NULL;
+    return it->priv_.up[term] + it->priv_.up_at;
+}
+
 int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities)
 {
     if (!it || !entities) return ECS_EINVAL;
@@ -285,9 +293,45 @@ static inline void walk_chunk(ecs__walk_t *wk, uint32_t m, ecs__chunk_t *ch)
         ecs__list_written(wk->sys, &wk->q->matches[m], ch);
 }
 
+/* A hierarchy system's walk: runs [first, last) of its node's list
+ * (frame_levels.c), each a chunk's rows of one depth with its UP terms'
+ * values, keyed for commands by the run's position. */
+static void walk_levels(ecs__walk_t *wk)
+{
+    const ecs__levels_t *lv = wk->sys->levels;
+    ecs_iter_t *it = wk->it;
+    const uint16_t *rows = ecs__levels_rows(lv);
+    it->priv_.up = ecs__levels_up(lv);
+    for (uint32_t k = wk->first; k < wk->last; k++) {
+        const ecs__chunk_ref_t *ref = &wk->node->chunks[k];
+        ecs__chunk_t *ch = ref->chunk;
+        uint32_t at = ecs__levels_run_at(lv, k);
+#ifndef NDEBUG
+        wk->reads->chunk = ch;
+#endif
+        ecs__commands_set_chunk(wk->cmd, ref->order);
+        ecs__iter_set_chunk(it, wk->q, ref->match, ch);
+        it->priv_.match = (int32_t)(ref->match - wk->q->matches);
+        it->priv_.version = it->world->storage.structure_version;
+        it->rows = rows + at;
+        it->count = (int)ref->weight;
+        it->priv_.up_at = at;
+        wk->handed += ref->weight;
+        if (ECS__UNLIKELY(ch->trackers != NULL) && wk->sys->nwrite_terms && wk->writes.mark)
+            ecs__mark_written(wk, ref->match, ch);
+        wk->sys->run(it);
+        if (ECS__UNLIKELY(ch->trackers != NULL) && wk->sys->nwrite_terms && wk->writes.list_now)
+            ecs__list_written(wk->sys, ref->match, ch);
+    }
+}
+
 /* A job's walk: chunks [first, last) of its node's frame list. */
 static void walk_range(ecs__walk_t *wk)
 {
+    if (wk->sys->levels) {
+        walk_levels(wk);
+        return;
+    }
     if (wk->node->pair_filtered) {
         ecs__walk_dirty_pairs(wk);
         return;
@@ -340,6 +384,7 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
  * when the list cannot grow. */
 static bool collect_chunks(ecs_world_t *w, ecs__plan_node_t *node)
 {
+    if (node->sys->levels) return true; /* its runs: ecs__levels_prepare */
     node->chunk_count = 0;
     node->rows = 0;
     const ecs_query_t *q = node->sys->query;
@@ -431,11 +476,67 @@ static void collect_filtered(ecs__plan_node_t *node)
 
 static void system_job_run(ecs__job_t *job, uint32_t worker);
 
+/* Appends jobs over runs [first, last) of a hierarchy node, `want` of
+ * them at most, of about equal rows (rows: theirs in all). */
+static void split_range(ecs__plan_node_t *node, uint32_t first, uint32_t last, uint64_t rows, uint32_t want)
+{
+    uint64_t per = (rows + want - 1) / want, acc = 0;
+    uint32_t start = first, made = 0;
+    for (uint32_t k = first; k < last; k++) {
+        acc += node->chunks[k].weight;
+        if ((acc >= per && made + 1 < want) || k + 1 == last) {
+            node->jobs[node->job_count++] = (ecs__system_job_t){
+                .job = {system_job_run, NULL, NULL}, .node = node, .first = start, .last = k + 1};
+            made++;
+            start = k + 1;
+            acc = 0;
+        }
+    }
+}
+
+/* A hierarchy node's jobs: one wave per depth, each split like any
+ * system's chunks, its share of the system's job target going with its
+ * share of rows; one job for all when the system may not be split. */
+static bool split_levels(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers)
+{
+    const ecs__system_t *sys = node->sys;
+    const uint32_t *ends;
+    uint32_t depths = ecs__levels_depths(sys->levels, &ends), max = workers * JOBS_PER_WORKER;
+    bool whole = (sys->flags & (ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD)) != 0;
+    uint32_t bound = 0;
+    for (uint32_t d = 0, from = 0; d < depths; from = ends[d++]) bound += ends[d] - from < max ? ends[d] - from : max;
+    if (!ecs__array_reserve(&w->allocator, (void **)&node->jobs, &node->job_cap, bound ? bound : 1,
+                            sizeof(ecs__system_job_t), _Alignof(ecs__system_job_t)) ||
+        !ecs__array_reserve(&w->allocator, (void **)&node->wave_end, &node->wave_cap, depths ? depths : 1,
+                            sizeof(uint32_t), _Alignof(uint32_t)))
+        return false;
+    node->job_count = node->wave_count = node->wave = 0;
+    if (whole) {
+        /* One job walks every depth in order. */
+        if (node->chunk_count) split_range(node, 0, node->chunk_count, node->rows, 1);
+        return true;
+    }
+    uint64_t target = node->last_ns ? (node->last_ns + TARGET_JOB_NS - 1) / TARGET_JOB_NS
+                                    : (node->rows + MIN_JOB_ROWS - 1) / MIN_JOB_ROWS;
+    for (uint32_t d = 0, from = 0; d < depths; from = ends[d++]) {
+        uint64_t rows = 0;
+        for (uint32_t k = from; k < ends[d]; k++) rows += node->chunks[k].weight;
+        uint64_t want = node->rows ? (target * rows + node->rows - 1) / node->rows : 1;
+        if (want > max) want = max;
+        if (want > ends[d] - from) want = ends[d] - from;
+        split_range(node, from, ends[d], rows, want ? (uint32_t)want : 1);
+        node->wave_end[node->wave_count++] = node->job_count;
+    }
+    return true;
+}
+
 /* Splits the node's chunks into contiguous jobs of about equal rows. */
 static bool split_jobs(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers)
 {
     uint32_t want = 1;
     const ecs__system_t *sys = node->sys;
+    if (sys->levels && !node->skip) return split_levels(w, node, workers);
+    node->wave_count = 0;
     if (node->skip || (sys->query && !node->chunk_count && !node->pair_filtered)) {
         node->job_count = 0; /* nothing to run */
         return true;
@@ -544,8 +645,9 @@ static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_
         return NULL;
     }
     /* Read once: after the last submit the jobs may all be done, and
-     * node_done (on the thread that ran the last one) rewrite it. */
-    const uint32_t count = node->job_count;
+     * node_done (on the thread that ran the last one) rewrite it. A
+     * hierarchy node in waves starts with its first wave. */
+    const uint32_t count = node->wave_count ? node->wave_end[0] : node->job_count;
     uint32_t from = keep ? 1 : 0;
     ecs__job_t *batch[64];
     for (uint32_t k = from; k < count;) {
@@ -556,6 +658,24 @@ static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_
     return keep ? &node->jobs[0] : NULL;
 }
 
+/* The last job of a wave finished: submits the next wave's jobs, but
+ * the first, which it returns for the caller to run. Nothing else
+ * touches jobs_left now (every job of the wave is done), and the submit
+ * publishes it with the wave's results: a job of depth d + 1 sees every
+ * row of depth d written (the fetch_sub below acquired them). */
+static ecs__system_job_t *next_wave(frame_t *f, ecs__plan_node_t *node, uint32_t worker)
+{
+    uint32_t from = node->wave_end[node->wave], to = node->wave_end[++node->wave];
+    atomic_store_explicit(&node->jobs_left, (int32_t)(to - from), memory_order_relaxed);
+    ecs__job_t *batch[64];
+    for (uint32_t k = from + 1; k < to;) {
+        uint32_t n = 0;
+        while (k < to && n < 64) batch[n++] = &node->jobs[k++].job;
+        ecs__job_pool_submit(f->world->run.pool, worker, batch, n, &f->counter);
+    }
+    return &node->jobs[from];
+}
+
 static void system_job_run(ecs__job_t *job, uint32_t worker)
 {
     ecs__system_job_t *j = (ecs__system_job_t *)job;
@@ -564,6 +684,11 @@ static void system_job_run(ecs__job_t *job, uint32_t worker)
         frame_t *fr = node->frame;
         run_range(fr->world, j, worker, fr->dt);
         if (atomic_fetch_sub_explicit(&node->jobs_left, 1, memory_order_acq_rel) != 1) return;
+        if (node->wave + 1 < node->wave_count) {
+            j = next_wave(fr, node, worker);
+            ecs__job_pool_count_run(fr->world->run.pool, worker);
+            continue;
+        }
         /* Last job of the system: release its successors and go on with
          * one of them here (no deque round trip; counted as a job run). */
         j = finish_node(fr, node, worker, true);
@@ -619,6 +744,10 @@ static void walk_node(ecs__walk_t *wk)
         }
     } else if (wk->node->pair_filtered) {
         ecs__walk_dirty_pairs(wk);
+    } else if (wk->sys->levels) {
+        wk->first = 0;
+        wk->last = wk->node->chunk_count;
+        walk_levels(wk);
     } else {
         walk_all(wk);
     }
@@ -725,6 +854,13 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
         atomic_store_explicit(&nodes[i].busy_ticks, 0, memory_order_relaxed);
         window_begin(f, &nodes[i]);
         if (nodes[i].sys->pair_mode == ECS_PAIRS_EACH && !nodes[i].skip) ecs__pair_keep_prepare(w, nodes[i].sys);
+        /* A hierarchy system's runs, on the inline path too; one that
+         * cannot get memory for them does not run (the frame reports
+         * ECS_ENOMEM). */
+        if (nodes[i].sys->levels && !nodes[i].skip && !ecs__levels_prepare(w, &nodes[i])) {
+            nodes[i].skip = true;
+            if (!w->run.error) w->run.error = ECS_ENOMEM;
+        }
     }
     /* Chunk lists only when the estimate may call for the pool: measured
      * times need none, first frames estimate from rows. A filtered
@@ -749,7 +885,8 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
     for (uint32_t i = 0; i < seg->count; i++) {
         nodes[i].frame = f;
         atomic_store_explicit(&nodes[i].preds_left, (int32_t)nodes[i].npred, memory_order_relaxed);
-        atomic_store_explicit(&nodes[i].jobs_left, (int32_t)nodes[i].job_count, memory_order_relaxed);
+        uint32_t first_wave = nodes[i].wave_count ? nodes[i].wave_end[0] : nodes[i].job_count;
+        atomic_store_explicit(&nodes[i].jobs_left, (int32_t)first_wave, memory_order_relaxed);
     }
     atomic_store_explicit(&f->counter.pending, 0, memory_order_relaxed);
     /* The roots; a root with nothing to run releases its successors at

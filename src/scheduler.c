@@ -76,6 +76,7 @@ void ecs__scheduler_destroy(ecs_world_t *w, ecs__scheduler_t *s)
     for (uint32_t i = 0; i < s->system_count; i++) {
         ecs__system_t *sys = &s->systems[i];
         if (sys->query) ecs__query_free(sys->query);
+        ecs__levels_destroy(w, sys->levels);
         ecs__pair_keep_fini(w, sys);
         ecs__free(&w->allocator, sys->name);
     }
@@ -138,7 +139,7 @@ static void access_from_terms(ecs__access_t *acc, const ecs_term_t *terms, uint3
     }
     for (uint32_t i = 0; i < n; i++) {
         const ecs_term_t *t = &terms[i];
-        if (t->src == ECS_OTHER) {
+        if (t->src != ECS_SELF) { /* ECS_OTHER, ECS_UP: reads of other entities */
             access_add(acc->others, &acc->nothers, t->component);
             access_add(acc->reads, &acc->nreads, t->component);
             continue;
@@ -225,6 +226,8 @@ typedef struct {
     char *name;
     ecs_query_t *query;
     uint32_t tracked;
+    bool levels; /* cascade or ECS_UP terms: a hierarchy walk */
+    ecs__levels_t *walk;
     ecs__refusal_t why;
 } registration_t;
 
@@ -315,6 +318,40 @@ static bool check_pairs(registration_t *r)
     return true;
 }
 
+/* A hierarchy system (cascade, ECS_UP terms): READ terms of data
+ * components through hierarchy relations, a hierarchy to cascade along,
+ * and none of the modes whose walks are their own. */
+static bool check_hierarchy(registration_t *r)
+{
+    const ecs_system_desc_t *d = r->desc;
+    bool up = false;
+    for (uint32_t i = 0; i < r->term_count; i++) {
+        const ecs_term_t *t = &d->terms[i];
+        if (t->src != ECS_UP) continue;
+        up = true;
+        const ecs__relation_t *rel = ecs__relation_get(r->w, t->relation ? t->relation : r->w->rel.childof);
+        if (t->access != ECS_READ) return ecs__refusal_set(&r->why, "term %u: ECS_UP terms are READ terms", i);
+        if (!ecs__component_get(r->w, t->component)->info.size)
+            return ecs__refusal_set(&r->why, "term %u: ECS_UP reads a value, and a tag has none", i);
+        if (!rel || !rel->hierarchy)
+            return ecs__refusal_set(&r->why, "term %u: ECS_UP through relation %u, which is not a hierarchy", i,
+                                    (unsigned)t->relation);
+    }
+    if (d->cascade) {
+        const ecs__relation_t *rel = ecs__relation_get(r->w, d->cascade);
+        if (!rel || !rel->hierarchy)
+            return ecs__refusal_set(&r->why, "cascade: relation %u is not a hierarchy", (unsigned)d->cascade);
+    }
+    if (!up && !d->cascade) return true;
+    if (d->flags & ECS_SYSTEM_EXCLUSIVE)
+        return ecs__refusal_set(&r->why, "cascade and ECS_UP terms are not for EXCLUSIVE systems");
+    if (r->change_count || r->pair_filter || d->pairs.mode || d->removed || d->removed_pairs)
+        return ecs__refusal_set(&r->why, "cascade and ECS_UP terms take no change filters, pair dispatch or "
+                                         "removal readers");
+    r->levels = true;
+    return true;
+}
+
 static bool only_other_terms(const registration_t *r)
 {
     for (uint32_t i = 0; i < r->term_count; i++) {
@@ -353,7 +390,7 @@ static bool check_removals(registration_t *r)
  * rely on what an earlier one resolved: the scheduler, the term count,
  * the filters). */
 static bool (*const checks[])(registration_t *) = {
-    check_call, check_identity, check_terms, check_changes, check_pairs, check_removals,
+    check_call, check_identity, check_terms, check_changes, check_pairs, check_removals, check_hierarchy,
 };
 
 /* Whether the system writes a component on its own rows that it also
@@ -367,7 +404,13 @@ static bool reads_own_writes_elsewhere(const registration_t *r)
     for (uint32_t i = 0; i < r->term_count; i++) {
         if (terms[i].access != ECS_WRITE || terms[i].src != ECS_SELF) continue;
         for (uint32_t k = 0; k < r->term_count; k++) {
-            if (terms[k].src == ECS_OTHER && terms[k].component == terms[i].component) return true;
+            if (terms[k].src == ECS_SELF || terms[k].component != terms[i].component) continue;
+            /* Except an UP read along the system's cascade: a row's parent
+             * is one depth up, written by a wave that finished before the
+             * row's began (frame.c, next_wave). */
+            ecs_relation_t up = terms[k].relation ? terms[k].relation : r->w->rel.childof;
+            if (terms[k].src == ECS_UP && r->desc->cascade == up) continue;
+            return true;
         }
         for (uint32_t k = 0; k < r->nfar; k++) {
             if (far[k].component == terms[i].component) return true;
@@ -509,6 +552,7 @@ static void commit_rollback(registration_t *r)
         ecs__tracking_lower(r->w, r->changes[i].component, ecs__tracking_wanted(c));
     }
     if (r->query) ecs__query_free(r->query);
+    ecs__levels_destroy(r->w, r->walk);
     ecs__free(&r->w->allocator, r->name);
     ecs__free(&r->w->allocator, r->stats);
 }
@@ -536,10 +580,15 @@ static bool commit_reserve(registration_t *r)
     uint32_t self_terms = 0;
     for (uint32_t i = 0; i < r->query_terms; i++) self_terms += r->terms[i].src == ECS_SELF;
     /* With filters it iterates the rows that pass them, even with no
-     * terms of its own (it then reads values through ecs_get). */
-    if (ok && (self_terms || r->change_count)) {
+     * terms of its own (it then reads values through ecs_get); so does a
+     * hierarchy system (its rows: those with a parent to read, or all). */
+    if (ok && (self_terms || r->change_count || r->levels)) {
         r->query = ecs__query_create(w, r->terms, r->query_terms, r->changes, r->change_count);
         ok = r->query != NULL;
+    }
+    if (ok && r->levels) {
+        r->walk = ecs__levels_create(w, r->desc->cascade, r->desc->terms, r->term_count);
+        ok = r->walk != NULL;
     }
     while (ok && r->tracked < r->change_count) {
         ecs_component_t c = r->changes[r->tracked++].component;
@@ -565,6 +614,7 @@ static ecs_system_t commit_publish(registration_t *r)
     ecs_system_t id = s->system_count + 1;
     sys->name = r->name;
     sys->query = r->query;
+    sys->levels = r->walk;
     if (sys->removed) {
         sys->removed_cursor = ecs__removals_watch(w, sys->removed);
         s->removal_readers++;
@@ -611,6 +661,7 @@ void ecs__plan_fini(ecs_world_t *w, ecs__plan_t *plan)
     for (uint32_t i = 0; i < plan->node_count; i++) {
         ecs__free(&w->allocator, plan->nodes[i].chunks);
         ecs__free(&w->allocator, plan->nodes[i].jobs);
+        ecs__free(&w->allocator, plan->nodes[i].wave_end);
     }
     ecs__free(&w->allocator, plan->nodes);
     ecs__free(&w->allocator, plan->segments);

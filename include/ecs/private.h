@@ -48,6 +48,11 @@ typedef struct ecs__iter_priv {
     uint32_t marks;       /* nonzero: ecs_iter_changed may mark rows */
     const void *pairs;    /* the pair batch (ECS_PAIRS_EACH) */
     uint64_t serial;      /* a filtered query's iteration number */
+    /* ECS_UP terms: per term, the parents' values of the system's rows
+     * in its walk order (NULL: not an UP term), and where this batch's
+     * rows start in them. */
+    const void *const *const *up;
+    uint32_t up_at;
 } ecs__iter_priv_t;
 
 /*

@@ -37,6 +37,10 @@ typedef struct {
     ecs_entity_t owner;      /* the source (0: a free slot) */
     uint32_t count, cap;     /* a free slot: targets NULL, count = next free + 1 */
     bool listed;             /* in the store's dirty-source list */
+    /* A hierarchy relation's: the source's depth (its target's + 1) while
+     * it has a pair; kept by the world (src/world/hierarchy.c), 0 in a
+     * new slice. */
+    uint32_t depth;
     uint64_t max_tick;       /* at least the largest tick of its pairs since listed */
 } ecs__target_slice_t;
 

@@ -20,7 +20,7 @@
 /* First capacity of a buffer's spawned-id array (doubled when full). */
 #define SPAWNED_MIN 16
 
-enum { CMD_SPAWN, CMD_DESPAWN, CMD_ADD, CMD_REMOVE, CMD_SET, CMD_PAIR_SET, CMD_PAIR_REMOVE };
+enum { CMD_SPAWN, CMD_DESPAWN, CMD_ADD, CMD_REMOVE, CMD_SET, CMD_PAIR_SET, CMD_PAIR_REMOVE, CMD_PARENT_SET };
 
 struct ecs__cmd {
     ecs__cmd_t *next;
@@ -281,6 +281,26 @@ int ecs_cmd_pair_remove(ecs_commands_t *cmd, ecs_relation_t rel, ecs_entity_t sr
     return cmd_pair(cmd, CMD_PAIR_REMOVE, rel, src, tgt, NULL);
 }
 
+int ecs_cmd_hierarchy_parent_set(ecs_commands_t *cmd, ecs_relation_t rel, ecs_entity_t child, ecs_entity_t parent)
+{
+    int err = check_buffer(cmd, child);
+    if (err) return err;
+    /* ECS_NULL detaches; the parent the child has then is found at
+     * playback, so the command needs no target. */
+    if (parent && check_entity(cmd, parent) != ECS_OK) return ECS_ESTALE;
+    const ecs__relation_t *r = ecs__relation_get(cmd->world, rel);
+    if (!r || !r->hierarchy || child == parent) return ECS_EINVAL;
+    ecs__cmd_t *c_ = cmd_append(cmd, CMD_PARENT_SET, child, rel, 0, 0);
+    if (!c_) return ECS_ENOMEM;
+    c_->target = parent;
+    return ECS_OK;
+}
+
+int ecs_cmd_parent_set(ecs_commands_t *cmd, ecs_entity_t child, ecs_entity_t parent)
+{
+    return ecs_cmd_hierarchy_parent_set(cmd, cmd ? ecs_childof(cmd->world) : 0, child, parent);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Ordering                                                                */
 /* ---------------------------------------------------------------------- */
@@ -405,6 +425,15 @@ static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, pl
                 err = ecs_is_alive(w, t) ? ecs__pairs_set(w, r, e, t, c->value, NULL, NULL) : ECS_ESTALE;
             else err = t ? ecs__pairs_remove(w, r, e, t, NULL, NULL) : ECS_ESTALE;
             c->value = NULL; /* plain data: nothing to destroy */
+            break;
+        }
+        case CMD_PARENT_SET: {
+            /* A parent that died earlier in the flush (or whose spawn
+             * failed): skipped; a cycle: skipped (ECS_EINVAL). */
+            ecs_entity_t t = c->target ? resolve(owner, c->target) : ECS_NULL;
+            ecs__record_t *trec = t ? ecs__record_from_entity(&w->entity_index, t) : NULL;
+            if (!c->target || trec)
+                err = ecs__hierarchy_parent_apply(w, ecs__relation_get(w, c->component), e, rec, t, trec);
             break;
         }
         case CMD_ADD: err = ecs__entity_add(w, e, rec, c->component); break;

@@ -56,6 +56,13 @@ static bool relation_check(const ecs_world_t *w, const ecs_relation_desc_t *desc
     if (!desc->name[0]) return ecs__refusal_set(why, "empty name");
     if ((unsigned)desc->on_target_despawn > ECS_IGNORE)
         return ecs__refusal_set(why, "unknown on_target_despawn policy %u", (unsigned)desc->on_target_despawn);
+    /* A hierarchy: one parent, a subtree that goes with it (no child is
+     * left with a dead parent, whose depth would mean nothing), and the
+     * source marker that cascade walks read depths through. */
+    if (desc->hierarchy && (!desc->exclusive || desc->on_target_despawn != ECS_CASCADE_SOURCE))
+        return ecs__refusal_set(why, "a hierarchy must be exclusive, with on_target_despawn ECS_CASCADE_SOURCE");
+    if (desc->hierarchy && desc->no_source_marker)
+        return ecs__refusal_set(why, "a hierarchy needs its source marker");
     *align = desc->align;
     if (!ecs__layout_resolve(desc->size, align, why)) return false;
     for (uint32_t i = 0; i < w->rel.count; i++) {
@@ -87,6 +94,7 @@ static ecs_relation_t relation_commit(ecs_world_t *w, const ecs_relation_desc_t 
     r->source_marker = sm;
     r->target_marker = tm;
     r->removed = ecs__log_make(2);
+    r->hierarchy = desc->hierarchy;
     ecs__store_init(&r->store, (uint32_t)desc->size, (uint32_t)align, desc->exclusive);
     return w->rel.count;
 
@@ -105,6 +113,18 @@ ecs_relation_t ecs_relation_register(ecs_world_t *w, const ecs_relation_desc_t *
     return id;
 }
 
+bool ecs__relations_init(ecs_world_t *w)
+{
+    /* Every world has ChildOf; the first relation, so its id is 1. */
+    static const ecs_relation_desc_t childof = {
+        .name = "ChildOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE, .hierarchy = true};
+    ecs__refusal_t why;
+    size_t align = 0;
+    if (!relation_check(w, &childof, &align, &why)) return false;
+    w->rel.childof = relation_commit(w, &childof, align, &why);
+    return w->rel.childof != 0;
+}
+
 void ecs__relations_fini(ecs_world_t *w)
 {
     for (uint32_t i = 0; i < w->rel.count; i++) {
@@ -115,6 +135,7 @@ void ecs__relations_fini(ecs_world_t *w)
     ecs__free(&w->allocator, w->rel.types);
     ecs__free(&w->allocator, w->rel.pending);
     ecs__free(&w->allocator, w->rel.doomed);
+    ecs__free(&w->allocator, w->rel.subtree);
     ecs__map_fini(&w->rel.doomed_set, &w->allocator);
     w->rel.types = NULL;
     w->rel.count = w->rel.cap = 0;
@@ -615,6 +636,12 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
                    ecs__record_t *src_rec, ecs__record_t *tgt_rec)
 {
     ecs__store_t *st = &r->store;
+    /* A hierarchy refuses a cycle before anything is reserved. */
+    uint32_t depth = 0;
+    if (ECS__UNLIKELY(r->hierarchy)) {
+        if (ecs__hierarchy_check(r, src, tgt) != ECS_OK) return ECS_EINVAL;
+        depth = ecs__hierarchy_depth_of(st, tgt) + 1;
+    }
     ecs__pair_slots_t slots;
     if (!ecs__store_reserve(st, &w->allocator, src, tgt, &slots)) return ECS_ENOMEM;
     const ecs__target_slice_t *ts = &st->fwd[slots.fwd - 1];
@@ -626,6 +653,7 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
     }
     ecs_entity_t old = st->exclusive && ts->count ? ts->targets[0] : ECS_NULL;
     if (old && !log_reserve(w, r, 1)) return ECS_ENOMEM; /* the replaced pair is a removal */
+    if (ECS__UNLIKELY(r->hierarchy) && !ecs__hierarchy_reserve(w, r, src, depth)) return ECS_ENOMEM;
     /* The markers that change: planned and secured (immediate), or room
      * to sync them at the flush's end. Each entity changes at most one
      * marker (no pair to self, and the replaced target is neither src nor
@@ -650,6 +678,7 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
         }
     }
     ecs__store_set_at(st, slots, src, tgt, payload, w->run.tick_now, &res);
+    if (ECS__UNLIKELY(r->hierarchy)) ecs__hierarchy_apply(w, r, src, depth);
     if (old) log_pair(r, src, old);
     /* The replaced pair was the last one aimed at a target that died
      * before (kept under IGNORE): its empty slice goes, as after a
@@ -680,6 +709,8 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
     ecs__assert(slots.rev, "the indices agree");
     const ecs__source_slice_t *ss = &st->rev[slots.rev - 1];
     if (!log_reserve(w, r, 1)) return ECS_ENOMEM;
+    /* A hierarchy's src becomes a root: its subtree moves up. */
+    if (ECS__UNLIKELY(r->hierarchy) && !ecs__hierarchy_reserve(w, r, src, 0)) return ECS_ENOMEM;
     /* src and tgt lose a marker when this is their last pair: planned and
      * secured (immediate), or room to sync them at the flush's end. */
     bool flush = flushing(w);
@@ -699,6 +730,7 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
         }
     }
     ecs__store_remove_at(st, slots, (uint32_t)at);
+    if (ECS__UNLIKELY(r->hierarchy)) ecs__hierarchy_apply(w, r, src, 0);
     bool source_last = ts->count == 0, target_last = ss->count == 0;
     log_pair(r, src, tgt);
     if (flush && source_last && r->source_marker) mark_pending(w, src, r, 0, slots.fwd);

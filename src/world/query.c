@@ -25,13 +25,26 @@ int ecs__terms_validate(const ecs_world_t *w, const ecs_term_t *terms, uint32_t 
         if ((unsigned)t->access > ECS_WITHOUT) return ECS_EINVAL;
         /* A marker is read, matched or excluded, never written. */
         if (t->access == ECS_WRITE && !ecs__component_writable(w, t->component)) return ECS_EINVAL;
-        if (t->src != ECS_SELF && t->src != ECS_OTHER) return ECS_EINVAL; /* an unknown source */
+        if (t->src != ECS_SELF && t->src != ECS_OTHER && t->src != ECS_UP) return ECS_EINVAL; /* an unknown source */
+        /* A relation names what an UP term reads through (the scheduler
+         * checks the rest of an UP term, with reasons). */
+        if (t->relation && t->src != ECS_UP) return ECS_EINVAL;
         if (t->optional && t->access != ECS_READ && t->access != ECS_WRITE) return ECS_EINVAL;
         /* ECS_OTHER declares reads of other entities: read-only, never optional. */
         if (t->src == ECS_OTHER && (t->access != ECS_READ || t->optional)) return ECS_EINVAL;
     }
     *count = n;
     return ECS_OK;
+}
+
+/* Whether a term list reads on parents: systems only (their walk keeps
+ * the parents' values; a query's iterator has nowhere to). */
+static bool terms_have_up(const ecs_term_t *terms, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (terms[i].src == ECS_UP) return true;
+    }
+    return false;
 }
 
 int ecs__changes_validate(const ecs_world_t *w, const ecs_change_filter_t *changes, uint32_t *count)
@@ -217,6 +230,7 @@ ecs_query_t *ecs_query_create(ecs_world_t *w, const ecs_query_desc_t *desc)
     if (!w || !desc) ecs__refusal_set(&why, "NULL world or descriptor");
     else if (!ecs__world_immediate_ok(w)) ecs__refusal_set(&why, ECS__REFUSAL_NOT_IMMEDIATE);
     else if (ecs__terms_validate(w, desc->terms, &n) != ECS_OK) ecs__refusal_set(&why, "invalid term");
+    else if (terms_have_up(desc->terms, n)) ecs__refusal_set(&why, "ECS_UP terms are for systems");
     else if (ecs__changes_validate(w, desc->changes, &nc) != ECS_OK)
         ecs__refusal_set(&why, "invalid change filter (a registered data component, no relation)");
     else if (!(q = query_commit(w, desc, n, nc))) ecs__refusal_set(&why, "out of memory");
@@ -371,6 +385,7 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
     memset(&q, 0, sizeof(q));
     q.world = w;
     if (ecs__terms_validate(w, desc->terms, &q.term_count) != ECS_OK) return ECS_EINVAL;
+    if (terms_have_up(desc->terms, q.term_count)) return ECS_EINVAL;
     memcpy(q.terms, desc->terms, q.term_count * sizeof(ecs_term_t));
     ecs_iter_t it;
     memset(&it, 0, sizeof(it));

@@ -1,7 +1,7 @@
 /*
  * storage.c: brings the world's storage up and down as one unit: entity
- * index, component registry, archetypes (the empty one first), cached
- * queries and command memory. Teardown runs every live value's dtor
+ * index, component registry, archetypes (the empty one first), the
+ * built-in relations, cached queries and command memory. Teardown runs every live value's dtor
  * before it frees anything.
  */
 #include "world/world.h"
@@ -12,7 +12,7 @@ int ecs__world_storage_init(ecs_world_t *w, uint32_t workers)
     w->run.tick_now = 1; /* 0 means "never marked" */
     if (!ecs__commands_init(w, workers)) return ECS_ENOMEM;
     w->storage.root = ecs__archetype_ensure(w, NULL, 0);
-    if (!w->storage.root) {
+    if (!w->storage.root || !ecs__relations_init(w)) {
         ecs__world_storage_fini(w);
         return ECS_ENOMEM;
     }

@@ -656,6 +656,7 @@ typedef struct {
     ecs__log_t removed;
     uint32_t filter_systems; /* systems with a change filter on its pairs: store.tracked */
     uint64_t prune_min;      /* scratch of the frame's pruning */
+    bool hierarchy;          /* no cycles, depths kept (hierarchy.c) */
 } ecs__relation_t;
 
 static inline ecs__relation_t *ecs__relation_get(const ecs_world_t *w, ecs_relation_t r);
@@ -679,7 +680,30 @@ uint64_t ecs__pairs_removals_watch(ecs__relation_t *r);
 /* End of a flush: one archetype move per entity whose markers changed
  * during it. ECS_OK or ECS_ENOMEM (those entities stay pending). */
 int ecs__pairs_flush_markers(ecs_world_t *w);
+/* Registers the built-in relations (ChildOf). false on OOM. */
+bool ecs__relations_init(ecs_world_t *w);
 void ecs__relations_fini(ecs_world_t *w);
+
+/* Hierarchy relations (hierarchy.c): a pair write on one keeps it free
+ * of cycles and its depths right. Around the store's commit:
+ * ecs__hierarchy_check refuses a cycle (ECS_EINVAL), _reserve collects
+ * the subtree whose depths the write changes (false on OOM, nothing
+ * changed), _apply writes the new depths (cannot fail). */
+int ecs__hierarchy_check(const ecs__relation_t *r, ecs_entity_t child, ecs_entity_t parent);
+bool ecs__hierarchy_reserve(ecs_world_t *w, const ecs__relation_t *r, ecs_entity_t child, uint32_t depth);
+void ecs__hierarchy_apply(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t child, uint32_t depth);
+/* Sets child's parent in hierarchy r (ECS_NULL: detaches it); both ends
+ * live, with their records. What ecs_hierarchy_parent_set and its
+ * command do once their handles are checked. */
+int ecs__hierarchy_parent_apply(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t child, ecs__record_t *crec,
+                                ecs_entity_t parent, ecs__record_t *prec);
+
+/* e's depth along hierarchy store st (0: no parent). */
+static inline uint32_t ecs__hierarchy_depth_of(const ecs__store_t *st, ecs_entity_t e)
+{
+    const ecs__target_slice_t *ts = ecs__store_targets(st, e);
+    return ts && ts->count ? ts->depth : 0;
+}
 
 /* ---------------------------------------------------------------------- */
 /* Commands                                                                */
@@ -821,6 +845,12 @@ typedef struct {
     ecs_entity_t *doomed;
     uint32_t doomed_count, doomed_cap;
     ecs__map_t doomed_set;
+    ecs_relation_t childof; /* the built-in hierarchy */
+    /* A hierarchy write's subtree (hierarchy.c): its entities' forward
+     * slots (+ 1), and how much their depths change. */
+    uint32_t *subtree;
+    uint32_t subtree_count, subtree_cap;
+    int64_t subtree_delta;
 } ecs__relations_t;
 
 /* How many ids ecs_spawn_with's one-entry type cache remembers. */
@@ -889,7 +919,10 @@ static inline bool ecs__pairs_involved(const ecs_world_t *w, ecs_entity_t e)
 {
     for (uint32_t i = 0; i < w->rel.count; i++) {
         const ecs__store_t *st = &w->rel.types[i].store;
-        if (ecs__map_get(&st->forward, e) || ecs__map_get(&st->reverse, e)) return true;
+        /* A relation nobody uses (ChildOf in a world without hierarchy)
+         * costs two loads, not two probes. */
+        if (st->forward.count && ecs__map_get(&st->forward, e)) return true;
+        if (st->reverse.count && ecs__map_get(&st->reverse, e)) return true;
     }
     return false;
 }

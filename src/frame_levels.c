@@ -1,0 +1,388 @@
+/*
+ * frame_levels.c: the walk of hierarchy systems: those with `cascade`
+ * (rows handed depth by depth along a hierarchy relation) or ECS_UP
+ * terms (per row, a pointer to the parent's value).
+ *
+ * The one idea: such a walk is a list of runs, each a chunk's rows of
+ * one depth (ascending), with beside every row the parents' values of
+ * the UP terms; runs are sorted by depth, then in query order. Working
+ * it out costs a pass over the system's rows (a depth and a parent per
+ * row, read through the relation's source marker, whose value names the
+ * row's slice in the store), so it is kept across frames and done again
+ * only when the storage's structure (any row added, removed or moved:
+ * a parent's value may have moved, or a row appeared) or a relation it
+ * reads (a parent or a depth may have changed) has changed since. The
+ * jobs then read it without writing anything: splitting runs into jobs,
+ * depth by depth, is frame.c's.
+ */
+#include "ecs_private.h"
+
+/* The relations a walk reads: the cascade one first, then each UP
+ * term's (a relation once). */
+#define LEVELS_RELS (ECS_MAX_TERMS + 1)
+
+typedef struct {
+    uint32_t term;      /* its index in the system's terms */
+    uint32_t rel;       /* index into the walk's relations */
+    bool optional;
+    ecs_component_t component;
+    uint32_t size;
+    /* Building: the parent archetype met last, and the component's
+     * column there (parents of one chunk's rows mostly share one). */
+    const ecs__archetype_t *last;
+    int32_t last_col;
+} up_term_t;
+
+struct ecs__levels {
+    bool cascade;
+    uint32_t nrels;
+    ecs_relation_t rels[LEVELS_RELS];
+    uint32_t nup;
+    up_term_t up[ECS_MAX_TERMS];
+    /* What the runs were worked out from: they hold while these stand. */
+    bool valid;
+    uint64_t structure_version;
+    uint64_t versions[LEVELS_RELS];
+    /* The runs, in walk order: chunk (with its match index and chunk
+     * index), first row in the row arrays, row count; and per depth
+     * present, one past its last run. */
+    ecs__chunk_t **run_chunk;
+    uint32_t *run_match, *run_at, *run_count;
+    uint32_t runs, runs_cap;
+    uint32_t *depth_end;
+    uint32_t depths, depths_cap;
+    /* Per row, in one block: rows in walk order, the UP values beside
+     * them (vals[k] for up[k]), and the build's scratch (rows in query
+     * order with their depth, run-to-be and values; the sorted rows'
+     * chunk in the chunk list). */
+    void *block;
+    uint32_t rows_cap, nrows;
+    uint16_t *rows, *q_rows;
+    uint32_t *q_depth, *q_chunk, *s_chunk;
+    const void **vals[ECS_MAX_TERMS], **q_vals[ECS_MAX_TERMS];
+    /* The build's chunks in query order, and its depth counts. */
+    ecs__chunk_t **chunks;
+    uint32_t *chunk_match;
+    uint32_t chunk_count, chunk_cap, chunk_match_cap;
+    uint32_t *counts;
+    uint32_t counts_cap;
+    /* What iterators read (it->priv_.up): per term, its values, NULL for
+     * a term that is not UP. */
+    const void *const *view[ECS_MAX_TERMS];
+};
+
+/* ---------------------------------------------------------------------- */
+/* Lifetime                                                                */
+/* ---------------------------------------------------------------------- */
+
+static uint32_t rel_index(ecs__levels_t *lv, ecs_relation_t rel)
+{
+    for (uint32_t j = 0; j < lv->nrels; j++) {
+        if (lv->rels[j] == rel) return j;
+    }
+    lv->rels[lv->nrels] = rel;
+    return lv->nrels++;
+}
+
+ecs__levels_t *ecs__levels_create(ecs_world_t *w, ecs_relation_t cascade, const ecs_term_t *terms, uint32_t n)
+{
+    ecs__levels_t *lv = ecs__calloc(&w->allocator, sizeof(*lv), _Alignof(ecs__levels_t));
+    if (!lv) return NULL;
+    if (cascade) {
+        lv->cascade = true;
+        rel_index(lv, cascade);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (terms[i].src != ECS_UP) continue;
+        up_term_t *u = &lv->up[lv->nup++];
+        u->term = i;
+        u->rel = rel_index(lv, terms[i].relation ? terms[i].relation : ecs_childof(w));
+        u->optional = terms[i].optional;
+        u->component = terms[i].component;
+        u->size = (uint32_t)ecs__component_get(w, u->component)->info.size;
+    }
+    return lv;
+}
+
+void ecs__levels_destroy(ecs_world_t *w, ecs__levels_t *lv)
+{
+    if (!lv) return;
+    const ecs_allocator_t *a = &w->allocator;
+    ecs__free(a, lv->run_chunk);
+    ecs__free(a, lv->run_match);
+    ecs__free(a, lv->run_at);
+    ecs__free(a, lv->run_count);
+    ecs__free(a, lv->depth_end);
+    ecs__free(a, lv->block);
+    ecs__free(a, lv->chunks);
+    ecs__free(a, lv->chunk_match);
+    ecs__free(a, lv->counts);
+    ecs__free(a, lv);
+}
+
+uint32_t ecs__levels_run_at(const ecs__levels_t *lv, uint32_t k) { return lv->run_at[k]; }
+const uint16_t *ecs__levels_rows(const ecs__levels_t *lv) { return lv->rows; }
+const void *const *const *ecs__levels_up(const ecs__levels_t *lv) { return lv->nup ? lv->view : NULL; }
+uint32_t ecs__levels_depths(const ecs__levels_t *lv, const uint32_t **ends)
+{
+    *ends = lv->depth_end;
+    return lv->depths;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Room                                                                    */
+/* ---------------------------------------------------------------------- */
+
+/* The per-row block for n rows: the arrays are carved from one
+ * allocation (pointers first, for their alignment). Its content is
+ * scratch: a rebuild writes it all. */
+static bool block_reserve(ecs_world_t *w, ecs__levels_t *lv, uint32_t n)
+{
+    if (n <= lv->rows_cap && lv->block) return true;
+    uint32_t cap = lv->rows_cap ? lv->rows_cap : 64;
+    while (cap < n) cap *= 2;
+    size_t per = 2 * lv->nup * sizeof(void *) + 3 * sizeof(uint32_t) + 2 * sizeof(uint16_t);
+    unsigned char *b = ecs__alloc(&w->allocator, per * cap, _Alignof(void *));
+    if (!b) return false;
+    ecs__free(&w->allocator, lv->block);
+    lv->block = b;
+    lv->rows_cap = cap;
+    for (uint32_t k = 0; k < lv->nup; k++) {
+        lv->vals[k] = (const void **)b;
+        b += cap * sizeof(void *);
+        lv->q_vals[k] = (const void **)b;
+        b += cap * sizeof(void *);
+        lv->view[lv->up[k].term] = lv->vals[k];
+    }
+    lv->q_depth = (uint32_t *)b;
+    lv->q_chunk = lv->q_depth + cap;
+    lv->s_chunk = lv->q_chunk + cap;
+    lv->rows = (uint16_t *)(lv->s_chunk + cap);
+    lv->q_rows = lv->rows + cap;
+    return true;
+}
+
+static bool runs_reserve(ecs_world_t *w, ecs__levels_t *lv, uint32_t n)
+{
+    if (n <= lv->runs_cap) return true;
+    const ecs_allocator_t *a = &w->allocator;
+    uint32_t cap = lv->runs_cap, c2 = cap, c3 = cap, c4 = cap;
+    bool ok = ecs__array_reserve(a, (void **)&lv->run_chunk, &cap, n, sizeof(void *), _Alignof(void *)) &&
+              ecs__array_reserve(a, (void **)&lv->run_match, &c2, n, sizeof(uint32_t), _Alignof(uint32_t)) &&
+              ecs__array_reserve(a, (void **)&lv->run_at, &c3, n, sizeof(uint32_t), _Alignof(uint32_t)) &&
+              ecs__array_reserve(a, (void **)&lv->run_count, &c4, n, sizeof(uint32_t), _Alignof(uint32_t));
+    if (!ok) return false;
+    /* Each array grew to at least n: the smallest capacity is the one
+     * all of them have. */
+    uint32_t m = cap < c2 ? cap : c2;
+    m = m < c3 ? m : c3;
+    lv->runs_cap = m < c4 ? m : c4;
+    return true;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Working the runs out                                                    */
+/* ---------------------------------------------------------------------- */
+
+/* Per archetype: the source marker column of each relation (-1: its
+ * rows have no parent there). */
+typedef struct {
+    const ecs__store_t *st[LEVELS_RELS];
+    int32_t col[LEVELS_RELS];
+} rel_cols_t;
+
+/* Whether the archetype can hold rows to hand: a non-optional UP term
+ * needs a parent, which needs the relation's source marker. */
+static bool archetype_cols(const ecs_world_t *w, const ecs__levels_t *lv, const ecs__archetype_t *a, rel_cols_t *rc)
+{
+    for (uint32_t j = 0; j < lv->nrels; j++) {
+        const ecs__relation_t *r = ecs__relation_get(w, lv->rels[j]);
+        rc->st[j] = &r->store;
+        rc->col[j] = ecs__archetype_column(a, r->source_marker);
+    }
+    for (uint32_t k = 0; k < lv->nup; k++) {
+        if (!lv->up[k].optional && rc->col[lv->up[k].rel] < 0) return false;
+    }
+    return true;
+}
+
+/* The parent's value of UP term u, or NULL. */
+static const void *parent_value(const ecs_world_t *w, up_term_t *u, ecs_entity_t parent)
+{
+    const ecs__record_t *rec = parent ? ecs__record_from_entity(&w->entity_index, parent) : NULL;
+    if (!rec) return NULL;
+    const ecs__archetype_t *a = rec->chunk->archetype;
+    if (a != u->last) {
+        u->last = a;
+        u->last_col = ecs__archetype_column(a, u->component);
+    }
+    if (u->last_col < 0) return NULL;
+    return (const unsigned char *)rec->chunk->cols[u->last_col] + (size_t)rec->row * u->size;
+}
+
+/* Scans chunk ch (chunk number c of the build), appending its rows to
+ * hand to the query-order arrays. Returns the largest depth met. */
+static uint32_t scan_chunk(const ecs_world_t *w, ecs__levels_t *lv, const rel_cols_t *rc, const ecs__chunk_t *ch,
+                           uint32_t c)
+{
+    uint32_t max_depth = 0, n = lv->nrows;
+    for (uint32_t row = 0; row < ch->count; row++) {
+        ecs_entity_t e = ch->entities[row];
+        ecs_entity_t parent[LEVELS_RELS];
+        uint32_t depth = 0;
+        for (uint32_t j = 0; j < lv->nrels; j++) {
+            parent[j] = ECS_NULL;
+            if (rc->col[j] < 0) continue;
+            uint32_t hint = ((const uint32_t *)ch->cols[rc->col[j]])[row];
+            const ecs__target_slice_t *ts = ecs__store_targets_hinted(rc->st[j], e, hint);
+            if (!ts || !ts->count) continue;
+            parent[j] = ts->targets[0];
+            if (j == 0 && lv->cascade) depth = ts->depth;
+        }
+        bool keep = true;
+        for (uint32_t k = 0; k < lv->nup; k++) {
+            const void *v = parent_value(w, &lv->up[k], parent[lv->up[k].rel]);
+            lv->q_vals[k][n] = v;
+            keep = keep && (v || lv->up[k].optional);
+        }
+        if (!keep) continue;
+        lv->q_rows[n] = (uint16_t)row;
+        lv->q_depth[n] = depth;
+        lv->q_chunk[n] = c;
+        n++;
+        if (depth > max_depth) max_depth = depth;
+    }
+    lv->nrows = n;
+    return max_depth;
+}
+
+/* Pass one: every row to hand, in query order. false on OOM. */
+static bool scan(ecs_world_t *w, ecs__levels_t *lv, const ecs_query_t *q, uint32_t *max_depth)
+{
+    uint32_t bound = 0, chunks = 0;
+    for (uint32_t m = 0; m < q->match_count; m++) {
+        bound += q->matches[m].archetype->entity_count;
+        chunks += q->matches[m].archetype->chunk_count;
+    }
+    const ecs_allocator_t *a = &w->allocator;
+    uint32_t cap2 = lv->chunk_match_cap;
+    if (!block_reserve(w, lv, bound ? bound : 1) ||
+        !ecs__array_reserve(a, (void **)&lv->chunks, &lv->chunk_cap, chunks + 1, sizeof(void *), _Alignof(void *)) ||
+        !ecs__array_reserve(a, (void **)&lv->chunk_match, &cap2, chunks + 1, sizeof(uint32_t), _Alignof(uint32_t)))
+        return false;
+    lv->chunk_match_cap = cap2;
+    lv->nrows = 0;
+    lv->chunk_count = 0;
+    *max_depth = 0;
+    for (uint32_t k = 0; k < lv->nup; k++) lv->up[k].last = NULL;
+    for (uint32_t m = 0; m < q->match_count; m++) {
+        const ecs__archetype_t *at = q->matches[m].archetype;
+        rel_cols_t rc;
+        if (!at->entity_count || !archetype_cols(w, lv, at, &rc)) continue;
+        for (uint32_t ci = 0; ci < at->chunk_count; ci++) {
+            ecs__chunk_t *ch = at->chunks[ci];
+            if (!ch->count) continue;
+            uint32_t c = lv->chunk_count++;
+            lv->chunks[c] = ch;
+            lv->chunk_match[c] = m;
+            uint32_t d = scan_chunk(w, lv, &rc, ch, c);
+            if (d > *max_depth) *max_depth = d;
+        }
+    }
+    return true;
+}
+
+/* Pass two: the rows sorted by depth, stably (a counting sort), with
+ * their values and chunks. false on OOM. */
+static bool sort_by_depth(ecs_world_t *w, ecs__levels_t *lv, uint32_t max_depth)
+{
+    if (!ecs__array_reserve(&w->allocator, (void **)&lv->counts, &lv->counts_cap, max_depth + 2, sizeof(uint32_t),
+                            _Alignof(uint32_t)))
+        return false;
+    uint32_t *at = lv->counts;
+    memset(at, 0, (max_depth + 2) * sizeof(uint32_t));
+    for (uint32_t i = 0; i < lv->nrows; i++) at[lv->q_depth[i] + 1]++;
+    for (uint32_t d = 1; d <= max_depth + 1; d++) at[d] += at[d - 1];
+    /* at[d]: where depth d's rows go next. */
+    for (uint32_t i = 0; i < lv->nrows; i++) {
+        uint32_t to = at[lv->q_depth[i]]++;
+        lv->rows[to] = lv->q_rows[i];
+        lv->s_chunk[to] = lv->q_chunk[i];
+        for (uint32_t k = 0; k < lv->nup; k++) lv->vals[k][to] = lv->q_vals[k][i];
+    }
+    return true;
+}
+
+/* Pass three: runs and depth ends from the sorted rows (at[d] is now
+ * one past depth d's last row). false on OOM. */
+static bool cut_runs(ecs_world_t *w, ecs__levels_t *lv, uint32_t max_depth)
+{
+    const uint32_t *end = lv->counts;
+    uint32_t runs = 0, depths = 0, row = 0;
+    for (uint32_t d = 0; d <= max_depth; d++) {
+        if (end[d] == row) continue;
+        depths++;
+        for (uint32_t i = row; i < end[d]; i++) runs += i == row || lv->s_chunk[i] != lv->s_chunk[i - 1];
+        row = end[d];
+    }
+    if (!runs_reserve(w, lv, runs ? runs : 1) ||
+        !ecs__array_reserve(&w->allocator, (void **)&lv->depth_end, &lv->depths_cap, depths ? depths : 1,
+                            sizeof(uint32_t), _Alignof(uint32_t)))
+        return false;
+    lv->runs = lv->depths = 0;
+    row = 0;
+    for (uint32_t d = 0; d <= max_depth; d++) {
+        if (end[d] == row) continue;
+        for (uint32_t i = row; i < end[d]; i++) {
+            if (i == row || lv->s_chunk[i] != lv->s_chunk[i - 1]) {
+                uint32_t c = lv->s_chunk[i], k = lv->runs++;
+                lv->run_chunk[k] = lv->chunks[c];
+                lv->run_match[k] = lv->chunk_match[c];
+                lv->run_at[k] = i;
+                lv->run_count[k] = 0;
+            }
+            lv->run_count[lv->runs - 1]++;
+        }
+        lv->depth_end[lv->depths++] = lv->runs;
+        row = end[d];
+    }
+    return true;
+}
+
+/* Whether the runs still hold: nothing they were worked out from moved. */
+static bool levels_current(const ecs_world_t *w, const ecs__levels_t *lv)
+{
+    if (!lv->valid || lv->structure_version != w->storage.structure_version) return false;
+    for (uint32_t j = 0; j < lv->nrels; j++) {
+        if (lv->versions[j] != ecs__relation_get(w, lv->rels[j])->store.version) return false;
+    }
+    return true;
+}
+
+static bool levels_build(ecs_world_t *w, ecs__levels_t *lv, const ecs_query_t *q)
+{
+    lv->valid = false;
+    uint32_t max_depth;
+    if (!scan(w, lv, q, &max_depth) || !sort_by_depth(w, lv, max_depth) || !cut_runs(w, lv, max_depth)) return false;
+    lv->structure_version = w->storage.structure_version;
+    for (uint32_t j = 0; j < lv->nrels; j++) lv->versions[j] = ecs__relation_get(w, lv->rels[j])->store.version;
+    lv->valid = true;
+    return true;
+}
+
+bool ecs__levels_prepare(ecs_world_t *w, ecs__plan_node_t *node)
+{
+    ecs__levels_t *lv = node->sys->levels;
+    const ecs_query_t *q = node->sys->query;
+    if (!levels_current(w, lv) && !levels_build(w, lv, q)) return false;
+    if (!ecs__array_reserve(&w->allocator, (void **)&node->chunks, &node->chunk_cap, lv->runs ? lv->runs : 1,
+                            sizeof(ecs__chunk_ref_t), _Alignof(ecs__chunk_ref_t)))
+        return false;
+    /* Match pointers are taken now: the query's match array may have
+     * moved since the build (an archetype with no rows yet). */
+    for (uint32_t k = 0; k < lv->runs; k++)
+        node->chunks[k] = (ecs__chunk_ref_t){lv->run_chunk[k], &q->matches[lv->run_match[k]], k, lv->run_count[k]};
+    node->chunk_count = lv->runs;
+    node->rows = lv->nrows;
+    return true;
+}
