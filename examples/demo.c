@@ -19,10 +19,11 @@
  *                         BURST_EVERY: pending commands are applied, then it
  *                         runs alone with immediate mode: it spawns an
  *                         emitter, ecs_spawn_batch-es a burst of sparks and
- *                         makes each spark ChildOf the emitter
- *                         (ecs_pair_set). ChildOf is exclusive with
- *                         ECS_CASCADE_SOURCE: when the emitter dies of age,
- *                         the sparks still alive die with it
+ *                         makes the emitter each spark's parent
+ *                         (ecs_parent_set on the world's built-in ChildOf
+ *                         hierarchy, exclusive with ECS_CASCADE_SOURCE):
+ *                         when the emitter dies of age, the sparks still
+ *                         alive die with it
  *               orphans   a removed-pair reader on ChildOf: each spark's
  *                         pair, removed when the spark or its emitter dies,
  *                         exactly once
@@ -97,7 +98,6 @@ static float rng_float(uint64_t *state, float lo, float hi) /* uniform in [lo, h
  * plain field is written during a frame by one single-job system only. */
 typedef struct {
     ecs_component_t position, velocity, lifetime, color, bouncy;
-    ecs_relation_t child_of; /* spark -> its burst's emitter */
     int target;              /* desired population */
     uint64_t frame;          /* the frame being run */
     uint32_t population;     /* last frame's census (from the stats systems) */
@@ -274,7 +274,7 @@ static void burst(ecs_iter_t *it)
     CHECK_OK(ecs_spawn_batch(it->world, 1, 3, ids, one, &emitter)); /* immediate */
     const void *const values[] = {p, v, l};
     CHECK_OK(ecs_spawn_batch(it->world, BURST_SIZE, 3, ids, values, sparks));
-    for (int i = 0; i < BURST_SIZE; i++) CHECK_OK(ecs_pair_set(it->world, s->child_of, sparks[i], emitter, NULL));
+    for (int i = 0; i < BURST_SIZE; i++) CHECK_OK(ecs_parent_set(it->world, sparks[i], emitter));
     s->spawned += BURST_SIZE + 1;
     s->pairs_made += BURST_SIZE;
 }
@@ -408,10 +408,9 @@ int main(int argc, char **argv)
     const ecs_component_t C = sim.color = ECS_COMPONENT(world, Color);
     const ecs_component_t B = sim.bouncy = ecs_component_register(world, &(ecs_component_desc_t){.name = "Bouncy"});
     CHECK(P && V && L && C && B);
-    /* Exclusive (one emitter per spark); the emitter's death takes its
-     * sparks along. No payload. */
-    const ecs_relation_t CHILD_OF = sim.child_of = ecs_relation_register(
-        world, &(ecs_relation_desc_t){.name = "ChildOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
+    /* Every world has ChildOf: exclusive (one emitter per spark), and the
+     * emitter's death takes its sparks along. No payload. */
+    const ecs_relation_t CHILD_OF = ecs_childof(world);
     CHECK(CHILD_OF);
 
     static Mood mood_on = {&sim, true}, mood_off = {&sim, false};

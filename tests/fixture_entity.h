@@ -27,12 +27,15 @@ typedef struct {
 typedef struct {
     ecs_world_t *w;
     ecs_component_t pos, vel, hp, big, tag;
+    uint32_t builtin; /* the components the world registered itself (its
+                         built-in relations' markers) */
 } fixture_t;
 
 static inline void fx_init(fixture_t *f)
 {
     f->w = ecs_world_create(NULL);
     assert_non_null(f->w);
+    f->builtin = stats_of(f->w).components;
     f->pos = ECS_COMPONENT(f->w, Position);
     f->vel = ECS_COMPONENT(f->w, Velocity);
     f->hp = ECS_COMPONENT(f->w, Health);

@@ -29,11 +29,16 @@ static void component_register_ids_are_one_based_and_consecutive(void **state)
     (void)state;
     ecs_world_t *w = ecs_world_create(NULL);
     assert_non_null(w);
+    /* The world registers its built-in relations' markers at creation:
+     * they hold ids 1 .. base, and the caller's components follow. */
+    const uint32_t base = stats_of(w).components;
+    for (uint32_t k = 1; k <= base; k++) assert_int_equal(ecs_component_info(w, k)->id, k);
+    assert_null(ecs_component_info(w, base + 1));
     char name[32];
     for (uint32_t i = 1; i <= 50; i++) {
         snprintf(name, sizeof(name), "C%u", i);
         ecs_component_t c = ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = 4 * i});
-        assert_int_equal(c, i);
+        assert_int_equal(c, base + i);
         const ecs_type_info_t *info = ecs_component_info(w, c);
         assert_non_null(info);
         assert_int_equal(info->id, c);
@@ -41,7 +46,7 @@ static void component_register_ids_are_one_based_and_consecutive(void **state)
         assert_int_equal(info->size, 4 * i);
         assert_int_equal(ecs_component_lookup(w, name), c);
     }
-    assert_int_equal(stats_of(w).components, 50);
+    assert_int_equal(stats_of(w).components, base + 50);
     ecs_world_destroy(w);
 }
 
@@ -50,13 +55,14 @@ static void component_register_rejects_null_and_empty(void **state)
     (void)state;
     ecs_world_t *w = ecs_world_create(NULL);
     assert_non_null(w);
+    const uint32_t base = stats_of(w).components; /* the built-in markers */
     assert_int_equal(ecs_component_register(NULL, &(ecs_component_desc_t){.name = "A", .size = 4}), 0);
     assert_int_equal(ecs_component_register(w, NULL), 0);
     assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = NULL, .size = 4}), 0);
     assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = "", .size = 4}), 0);
-    assert_int_equal(stats_of(w).components, 0);
-    /* The first good registration still gets id 1. */
-    assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = "A", .size = 4}), 1);
+    assert_int_equal(stats_of(w).components, base);
+    /* The first good registration still gets the first free id. */
+    assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = "A", .size = 4}), base + 1);
     ecs_world_destroy(w);
 }
 
@@ -65,20 +71,21 @@ static void component_register_rejects_duplicate_name(void **state)
     (void)state;
     ecs_world_t *w = ecs_world_create(NULL);
     assert_non_null(w);
+    const uint32_t base = stats_of(w).components; /* the built-in markers */
     ecs_component_t a = ecs_component_register(w, &(ecs_component_desc_t){.name = "Dup", .size = 8});
-    assert_int_equal(a, 1);
+    assert_int_equal(a, base + 1);
     assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = "Dup", .size = 8}), 0);
     assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = "Dup", .size = 16}), 0);
     assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = "Dup"}), 0);
     char copy[] = "Dup";
     assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = copy, .size = 4}), 0);
-    assert_int_equal(stats_of(w).components, 1);
+    assert_int_equal(stats_of(w).components, base + 1);
     const ecs_type_info_t *info = ecs_component_info(w, a);
     assert_int_equal(info->size, 8);
     assert_int_equal(ecs_component_lookup(w, "Dup"), a);
     /* Names are case sensitive and exact. */
-    assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = "dup", .size = 8}), 2);
-    assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = "Dup2", .size = 8}), 3);
+    assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = "dup", .size = 8}), base + 2);
+    assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = "Dup2", .size = 8}), base + 3);
     ecs_world_destroy(w);
 }
 
@@ -87,6 +94,7 @@ static void component_register_rejects_bad_alignment(void **state)
     (void)state;
     ecs_world_t *w = ecs_world_create(NULL);
     assert_non_null(w);
+    const uint32_t base = stats_of(w).components; /* the built-in markers */
     static const struct {
         size_t size, align;
     } bad[] = {
@@ -103,7 +111,7 @@ static void component_register_rejects_bad_alignment(void **state)
         if (c != 0) fail_msg("size %zu align %zu accepted", bad[i].size, bad[i].align);
         assert_int_equal(ecs_component_lookup(w, name), 0);
     }
-    assert_int_equal(stats_of(w).components, 0);
+    assert_int_equal(stats_of(w).components, base);
     /* The limits themselves are fine. */
     ecs_component_t c64 = ecs_component_register(w, &(ecs_component_desc_t){.name = "A64", .size = 128, .align = 64});
     assert_int_not_equal(c64, 0);
@@ -171,6 +179,7 @@ static void component_register_tags(void **state)
     (void)state;
     ecs_world_t *w = ecs_world_create(NULL);
     assert_non_null(w);
+    const uint32_t base = stats_of(w).components; /* the built-in markers */
     ecs_component_t t = ecs_component_register(w, &(ecs_component_desc_t){.name = "Tag"});
     assert_int_not_equal(t, 0);
     const ecs_type_info_t *info = ecs_component_info(w, t);
@@ -188,7 +197,7 @@ static void component_register_tags(void **state)
     assert_int_equal(ecs_component_lookup(w, "HookedTag"), 0);
     assert_int_equal(ecs_component_lookup(w, "AlignedTag"), 0);
     assert_int_equal(ecs_component_lookup(w, "FieldTag"), 0);
-    assert_int_equal(stats_of(w).components, 1);
+    assert_int_equal(stats_of(w).components, base + 1);
 
     /* A tag with explicit align 1 is fine. */
     assert_int_not_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = "Tag1", .align = 1}), 0);
@@ -200,6 +209,7 @@ static void component_register_entity_fields(void **state)
     (void)state;
     ecs_world_t *w = ecs_world_create(NULL);
     assert_non_null(w);
+    const uint32_t base = stats_of(w).components; /* the built-in markers */
     /* Outside (or straddling the end of) the value. */
     assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = "F", .size = 8, .entity_fields = {2}}), 0);
     assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = "F", .size = 8, .entity_fields = {9}}), 0);
@@ -207,7 +217,7 @@ static void component_register_entity_fields(void **state)
     assert_int_equal(
         ecs_component_register(w, &(ecs_component_desc_t){.name = "F", .size = 16, .entity_fields = {1, 17}}), 0);
     assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = "F", .size = 4, .entity_fields = {1}}), 0);
-    assert_int_equal(stats_of(w).components, 0);
+    assert_int_equal(stats_of(w).components, base);
 
     /* Inside. */
     assert_int_not_equal(
@@ -232,13 +242,14 @@ static void component_register_entity_field_offset_overflow(void **state)
      * are still outside the value. */
     ecs_world_t *w = ecs_world_create(NULL);
     assert_non_null(w);
+    const uint32_t base = stats_of(w).components; /* the built-in markers */
     static const size_t huge[] = {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 6, (size_t)1 << 40};
     for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++) {
         ecs_component_t c =
             ecs_component_register(w, &(ecs_component_desc_t){.name = "F", .size = 16, .entity_fields = {huge[i]}});
         if (c != 0) fail_msg("entity_fields = {%zu} accepted for a 16-byte value (id %u)", huge[i], c);
     }
-    assert_int_equal(stats_of(w).components, 0);
+    assert_int_equal(stats_of(w).components, base);
     ecs_world_destroy(w);
 }
 
@@ -252,28 +263,29 @@ static void component_register_out_of_memory(void **state)
         ecs_world_desc_t desc = {.allocator = alloc_hook_init(&ft)};
         ecs_world_t *w = ecs_world_create(&desc);
         assert_non_null(w);
+        const uint32_t base = stats_of(w).components; /* the built-in markers */
         /* Several registrations first, so the registry has grown once. */
         char name[16];
-        for (int i = 0; i < 5; i++) {
-            snprintf(name, sizeof(name), "Pre%d", i);
-            assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = 4}), i + 1);
+        for (uint32_t i = 0; i < 5; i++) {
+            snprintf(name, sizeof(name), "Pre%u", i);
+            assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = 4}), base + i + 1);
         }
         alloc_hook_fail_in(&ft, k + 1, true);
         ecs_component_t c = ecs_component_register(w, &(ecs_component_desc_t){.name = "Late", .size = 8});
         alloc_hook_disarm(&ft);
         if (c == 0) {
             assert_true(ft.injected > 0);
-            assert_int_equal(stats_of(w).components, 5);
+            assert_int_equal(stats_of(w).components, base + 5);
             assert_int_equal(ecs_component_lookup(w, "Late"), 0);
-            assert_null(ecs_component_info(w, 6));
+            assert_null(ecs_component_info(w, base + 6));
             /* Memory is back: the same registration works, with the next id. */
             c = ecs_component_register(w, &(ecs_component_desc_t){.name = "Late", .size = 8});
         } else {
             registered = true;
             assert_int_equal(ft.injected, 0);
         }
-        assert_int_equal(c, 6);
-        assert_int_equal(ecs_component_lookup(w, "Late"), 6);
+        assert_int_equal(c, base + 6);
+        assert_int_equal(ecs_component_lookup(w, "Late"), base + 6);
         ecs_entity_t e = ecs_spawn_with(w, 1, &c, NULL);
         assert_true(ecs_has(w, e, c));
         ecs_world_destroy(w);
@@ -287,10 +299,11 @@ static void component_macro_registers_type(void **state)
     (void)state;
     ecs_world_t *w = ecs_world_create(NULL);
     assert_non_null(w);
+    const uint32_t base = stats_of(w).components; /* the built-in markers */
     ecs_component_t p = ECS_COMPONENT(w, Position);
     ecs_component_t v = ECS_COMPONENT(w, Vec3d);
-    assert_int_equal(p, 1);
-    assert_int_equal(v, 2);
+    assert_int_equal(p, base + 1);
+    assert_int_equal(v, base + 2);
     assert_int_equal(ecs_component_lookup(w, "Position"), p);
     assert_int_equal(ecs_component_lookup(w, "Vec3d"), v);
     const ecs_type_info_t *pi = ecs_component_info(w, p);
@@ -310,8 +323,9 @@ static void component_lookup_and_info_misses(void **state)
     (void)state;
     ecs_world_t *w = ecs_world_create(NULL);
     assert_non_null(w);
+    const uint32_t base = stats_of(w).components; /* the built-in markers */
     assert_int_equal(ecs_component_lookup(w, "Nope"), 0);
-    assert_null(ecs_component_info(w, 1));
+    assert_null(ecs_component_info(w, base + 1));
     ecs_component_t p = ECS_COMPONENT(w, Position);
     assert_int_equal(ecs_component_lookup(w, NULL), 0);
     assert_int_equal(ecs_component_lookup(w, ""), 0);
@@ -372,15 +386,17 @@ static void component_thousand_components_build_archetypes(void **state)
     (void)state;
     ecs_world_t *w = ecs_world_create(NULL);
     assert_non_null(w);
+    /* Comp<k> gets id base + 1 + k, after the built-in markers. */
+    const uint32_t base = stats_of(w).components;
     char name[32];
     for (uint32_t k = 0; k < MANY; k++) {
         snprintf(name, sizeof(name), "Comp%u", k);
         ecs_component_t c = ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = many_size(k)});
-        assert_int_equal(c, k + 1);
+        assert_int_equal(c, base + k + 1);
     }
-    assert_int_equal(stats_of(w).components, MANY);
-    assert_int_equal(ecs_component_lookup(w, "Comp0"), 1);
-    assert_int_equal(ecs_component_lookup(w, "Comp999"), MANY);
+    assert_int_equal(stats_of(w).components, base + MANY);
+    assert_int_equal(ecs_component_lookup(w, "Comp0"), base + 1);
+    assert_int_equal(ecs_component_lookup(w, "Comp999"), base + MANY);
     assert_int_equal(ecs_component_lookup(w, "Comp1000"), 0);
 
     enum { E = 3000, MAXC = 8 };
@@ -402,7 +418,7 @@ static void component_thousand_components_build_archetypes(void **state)
             ecs_component_t c;
             bool dup;
             do {
-                c = 1 + rng_below(&rng, pool);
+                c = base + 1 + rng_below(&rng, pool);
                 dup = false;
                 for (int q = 0; q < j; q++) dup |= t->c[q] == c;
             } while (dup);
@@ -414,7 +430,7 @@ static void component_thousand_components_build_archetypes(void **state)
             assert_int_not_equal(t->e, ECS_NULL);
             for (int j = 0; j < t->n; j++) assert_int_equal(ecs_add(w, t->e, t->c[j]), ECS_OK);
             for (int j = 0; j < t->n; j++) {
-                size_t size = many_size(t->c[j] - 1);
+                size_t size = many_size(t->c[j] - base - 1);
                 if (!size) continue;
                 uint32_t buf[8];
                 many_value(buf, size, t->e, t->c[j]);
@@ -426,7 +442,7 @@ static void component_thousand_components_build_archetypes(void **state)
             t->e = ecs_spawn_with(w, t->n, t->c, NULL);
             assert_int_not_equal(t->e, ECS_NULL);
             for (int j = 0; j < t->n; j++) {
-                size_t size = many_size(t->c[j] - 1);
+                size_t size = many_size(t->c[j] - base - 1);
                 if (!size) continue;
                 assert_true(ecs_has(w, t->e, t->c[j]));
                 const uint32_t *z = ecs_get(w, t->e, t->c[j]);
@@ -440,18 +456,19 @@ static void component_thousand_components_build_archetypes(void **state)
     }
     /* Also one spawn_with whose values are given directly. */
     {
-        ecs_component_t ids[8] = {900, 3, 501, 77, 64, 999, 12, 250};
+        ecs_component_t ids[8] = {base + 900, base + 3,  base + 501, base + 77,
+                                  base + 64,  base + 999, base + 12, base + 250};
         uint32_t bufs[8][8];
         const void *vals[8];
         for (int j = 0; j < 8; j++) {
             /* The value pattern depends on the entity; use index 0 here. */
-            many_value(bufs[j], many_size(ids[j] - 1), 0, ids[j]);
+            many_value(bufs[j], many_size(ids[j] - base - 1), 0, ids[j]);
             vals[j] = bufs[j];
         }
         ecs_entity_t e = ecs_spawn_with(w, 8, ids, vals);
         assert_int_not_equal(e, ECS_NULL);
         for (int j = 0; j < 8; j++) {
-            size_t size = many_size(ids[j] - 1);
+            size_t size = many_size(ids[j] - base - 1);
             assert_true(ecs_has(w, e, ids[j]));
             if (size) assert_memory_equal(ecs_get(w, e, ids[j]), bufs[j], size);
             else assert_null(ecs_get(w, e, ids[j]));
@@ -463,7 +480,7 @@ static void component_thousand_components_build_archetypes(void **state)
         assert_true(ecs_is_alive(w, t->e));
         for (int j = 0; j < t->n; j++) {
             ecs_component_t c = t->c[j];
-            size_t size = many_size(c - 1);
+            size_t size = many_size(c - base - 1);
             assert_true(ecs_has(w, t->e, c));
             const void *got = ecs_get(w, t->e, c);
             if (!size) {
@@ -476,7 +493,7 @@ static void component_thousand_components_build_archetypes(void **state)
             assert_memory_equal(got, buf, size);
         }
         for (int q = 0; q < 8; q++) {
-            ecs_component_t c = 1 + rng_below(&rng, MANY);
+            ecs_component_t c = base + 1 + rng_below(&rng, MANY);
             bool mine = false;
             for (int j = 0; j < t->n; j++) mine |= t->c[j] == c;
             if (!mine) {
@@ -499,16 +516,18 @@ static void component_spawn_with_many_ids_at_once(void **state)
      * spawn_with, and an add that builds a 70-component archetype. */
     ecs_world_t *w = ecs_world_create(NULL);
     assert_non_null(w);
+    /* K<k> gets id base + 1 + k, after the built-in markers. */
+    const uint32_t base = stats_of(w).components;
     char name[32];
     for (uint32_t k = 0; k < 200; k++) {
         snprintf(name, sizeof(name), "K%u", k);
-        assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = 4}), k + 1);
+        assert_int_equal(ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = 4}), base + k + 1);
     }
     ecs_component_t ids[100];
     uint32_t vals_buf[100];
     const void *vals[100];
     for (int j = 0; j < 100; j++) {
-        ids[j] = (ecs_component_t)(200 - 2 * j); /* descending, even ids */
+        ids[j] = (ecs_component_t)(base + 200 - 2 * (uint32_t)j); /* descending, K199, K197, ... */
         vals_buf[j] = 5000u + (uint32_t)j;
         vals[j] = &vals_buf[j];
     }
@@ -535,13 +554,14 @@ static void component_spawn_with_many_ids_at_once(void **state)
     assert_int_equal(stats_of(w).entities, 2);
     /* Grow one entity to 70 components through adds. */
     ecs_entity_t c = ecs_spawn(w);
-    for (ecs_component_t k = 1; k <= 70; k++) {
+    for (ecs_component_t k = base + 1; k <= base + 70; k++) {
         assert_int_equal(ecs_set(w, c, k, &(uint32_t){k * 3u}), ECS_OK);
     }
-    for (ecs_component_t k = 1; k <= 70; k++) assert_int_equal(*(const uint32_t *)ecs_get(w, c, k), k * 3u);
-    for (ecs_component_t k = 70; k >= 1; k -= 2) assert_int_equal(ecs_remove(w, c, k), ECS_OK);
-    for (ecs_component_t k = 1; k <= 70; k++) {
-        if (k % 2 == 0) {
+    for (ecs_component_t k = base + 1; k <= base + 70; k++)
+        assert_int_equal(*(const uint32_t *)ecs_get(w, c, k), k * 3u);
+    for (ecs_component_t k = base + 70; k >= base + 1; k -= 2) assert_int_equal(ecs_remove(w, c, k), ECS_OK);
+    for (ecs_component_t k = base + 1; k <= base + 70; k++) {
+        if ((k - base) % 2 == 0) {
             assert_false(ecs_has(w, c, k));
         } else {
             assert_int_equal(*(const uint32_t *)ecs_get(w, c, k), k * 3u);

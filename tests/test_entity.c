@@ -38,7 +38,14 @@ static void world_create_null_desc(void **state)
     assert_int_equal(s.frame, 0);
     assert_int_equal(s.commands_skipped, 0);
     assert_int_equal(s.entities, 0);
-    assert_int_equal(s.components, 0);
+    /* The only components are the built-in ChildOf's two markers. */
+    ecs_relation_t childof = ecs_childof(w);
+    ecs_component_t sm = ecs_relation_source_marker(w, childof), tm = ecs_relation_target_marker(w, childof);
+    assert_int_not_equal(sm, 0);
+    assert_int_not_equal(tm, 0);
+    assert_int_not_equal(sm, tm);
+    assert_int_equal(s.components, 2);
+    assert_true(sm <= s.components && tm <= s.components);
     assert_int_equal(s.archetypes, 1); /* the empty archetype */
     assert_int_equal(s.systems, 0);
     assert_int_equal(s.queries, 0);
@@ -110,7 +117,7 @@ static void world_stats_counts(void **state)
     fixture_t f;
     fx_init(&f);
     ecs_world_stats_t s = stats_of(f.w);
-    assert_int_equal(s.components, 5);
+    assert_int_equal(s.components, f.builtin + 5);
     assert_int_equal(s.entities, 0);
     assert_int_equal(s.archetypes, 1);
 

@@ -154,7 +154,7 @@ static void pairs_exclusive_replaces_atomically(void **state)
     (void)state;
     ecs_world_t *w = world_new();
     ecs_relation_t child = ecs_relation_register(
-        w, &(ecs_relation_desc_t){.name = "ChildOf", .exclusive = true, .size = sizeof(int32_t)});
+        w, &(ecs_relation_desc_t){.name = "PartOf", .exclusive = true, .size = sizeof(int32_t)});
     ecs_component_t tm = ecs_relation_target_marker(w, child);
     ecs_entity_t *e = spawn_n(w, 4);
     assert_int_equal(ecs_pair_set(w, child, e[0], e[1], &(int32_t){1}), ECS_OK);
@@ -204,11 +204,11 @@ static void pairs_cascade_chains_cycles_and_mixed_relations(void **state)
     (void)state;
     ecs_world_t *w = world_new();
     ecs_relation_t child = ecs_relation_register(
-        w, &(ecs_relation_desc_t){.name = "ChildOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
+        w, &(ecs_relation_desc_t){.name = "PartOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
     ecs_relation_t owned = ecs_relation_register(
         w, &(ecs_relation_desc_t){.name = "OwnedBy", .on_target_despawn = ECS_CASCADE_SOURCE});
     ecs_relation_t likes = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Likes"});
-    /* A long chain: e[i] ChildOf e[i-1]. Despawning e[0] takes all,
+    /* A long chain: e[i] PartOf e[i-1]. Despawning e[0] takes all,
      * breadth-first, without recursion (20000 deep). */
     enum { N = 20000 };
     ecs_entity_t *e = spawn_n(w, N);
@@ -223,8 +223,8 @@ static void pairs_cascade_chains_cycles_and_mixed_relations(void **state)
     assert_int_equal(stats_of(w).entities, 1);
     free(e);
 
-    /* A cycle across two cascading relations: a ChildOf b, b OwnedBy c,
-     * c ChildOf a; and d OwnedBy b. Each despawned once. */
+    /* A cycle across two cascading relations: a PartOf b, b OwnedBy c,
+     * c PartOf a; and d OwnedBy b. Each despawned once. */
     ecs_entity_t *c = spawn_n(w, 5);
     ecs_pair_set(w, child, c[0], c[1], NULL);
     ecs_pair_set(w, owned, c[1], c[2], NULL);
@@ -351,7 +351,7 @@ static void pairs_out_of_memory_changes_nothing(void **state)
         alloc_hook_t f;
         ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1, .allocator = alloc_hook_init(&f)});
         ecs_relation_t child = ecs_relation_register(
-            w, &(ecs_relation_desc_t){.name = "ChildOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
+            w, &(ecs_relation_desc_t){.name = "PartOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
         ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R", .size = 8});
         ecs_relation_t q = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Q"});
         enum { N = 40 };
@@ -510,7 +510,7 @@ static void pairs_cascade_logs_every_removal(void **state)
         ecs_world_t *w = world_new();
         ecs_component_t hp = ecs_component_register(w, &(ecs_component_desc_t){.name = "Hp", .size = sizeof(int)});
         ecs_relation_t child = ecs_relation_register(
-            w, &(ecs_relation_desc_t){.name = "ChildOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
+            w, &(ecs_relation_desc_t){.name = "PartOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
         assert_true(hp && child);
         static seen_t obits;
         memset(&obits, 0, sizeof(obits));
@@ -644,7 +644,7 @@ static void pairs_despawn_with_many_neighbours(void **state)
         ecs_component_t cb = ecs_component_register(w, &(ecs_component_desc_t){.name = "B", .size = 8});
         ecs_relation_t hunts = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Hunts"});
         ecs_relation_t child = ecs_relation_register(
-            w, &(ecs_relation_desc_t){.name = "ChildOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
+            w, &(ecs_relation_desc_t){.name = "PartOf", .exclusive = true, .on_target_despawn = ECS_CASCADE_SOURCE});
         assert_true(ca && cb && hunts && child);
         ecs_component_t sm = ecs_relation_source_marker(w, hunts);
         ecs_entity_t hub = ecs_spawn(w), kid = ecs_spawn(w);
