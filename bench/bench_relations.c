@@ -44,7 +44,11 @@
  *                               (exclusive, CASCADE_SOURCE) chain of 100k
  *                               entities, each the child of the one before
  *   despawn_subtree_wide        the same for a two-level tree: a root with
- *                               1000 children of 99 children each
+ *                               1000 children of 99 children each, each
+ *                               child's children spawned together;
+ *                               _interleaved: spawned round robin over the
+ *                               children, so that siblings lie 1000 rows
+ *                               apart
  *   despawn_subtree_flat        the same for a root with 99999 children
  *   despawn_plain               baseline: 100k entities of the same kind,
  *                               no relation, despawned one by one;
@@ -996,7 +1000,7 @@ typedef struct {
     float m[16];
 } Mat4;
 
-typedef enum { SUB_PLAIN, SUB_PLAIN_REL, SUB_CHAIN, SUB_WIDE_TREE, SUB_FLAT } sub_shape_t;
+typedef enum { SUB_PLAIN, SUB_PLAIN_REL, SUB_CHAIN, SUB_WIDE_TREE, SUB_WIDE_INTERLEAVED, SUB_FLAT } sub_shape_t;
 
 /* A world with SUB_N entities of {Mat4 local, Mat4 world} shaped as
  * `shape` says; the root (or every entity, for the plain shapes) in
@@ -1025,8 +1029,12 @@ static int sub_world_make(sub_shape_t shape, ecs_world_t **wp, ecs_entity_t *ent
             CHECK(ecs_pair_set(w, rel, other[SUB_WIDE + i], other[i / 10], NULL) == ECS_OK, "subtree: pair_set");
         return SUB_N;
     }
+    const int per = (SUB_N - 2) / SUB_WIDE; /* grandchildren per child: 99 (the last child 98) */
     for (int i = 1; i < SUB_N; i++) {
-        int parent = shape == SUB_CHAIN ? i - 1 : shape == SUB_FLAT ? 0 : i <= SUB_WIDE ? 0 : 1 + (i - 1) % SUB_WIDE;
+        int parent = 0;
+        if (shape == SUB_CHAIN) parent = i - 1;
+        else if (shape == SUB_WIDE_TREE && i > SUB_WIDE) parent = 1 + (i - 1 - SUB_WIDE) / per;
+        else if (shape == SUB_WIDE_INTERLEAVED && i > SUB_WIDE) parent = 1 + (i - 1) % SUB_WIDE;
         if (ecs_pair_set(w, rel, ents[i], ents[parent], NULL) != ECS_OK) failures++;
     }
     return SUB_N;
@@ -1061,8 +1069,9 @@ static double bench_subtree(sub_shape_t shape)
 
 static void bench_despawn_subtree(void)
 {
-    static const char *const names[] = {"despawn_plain", "despawn_plain_with_relation", "despawn_subtree_chain",
-                                        "despawn_subtree_wide", "despawn_subtree_flat"};
+    static const char *const names[] = {"despawn_plain",        "despawn_plain_with_relation",
+                                        "despawn_subtree_chain", "despawn_subtree_wide",
+                                        "despawn_subtree_wide_interleaved", "despawn_subtree_flat"};
     double plain = bench_subtree(SUB_PLAIN);
     printf("{\"name\":\"%s\",\"entities\":%d,\"median_ns\":%.0f,\"ns_per_entity\":%.2f}\n", names[0], SUB_N,
            plain * SUB_N, plain);
@@ -1070,7 +1079,8 @@ static void bench_despawn_subtree(void)
         double v = bench_subtree((sub_shape_t)s);
         printf("{\"name\":\"%s\",\"entities\":%d,%s\"median_ns\":%.0f,\"ns_per_entity\":%.2f,"
                "\"baseline\":\"despawn_plain\",\"ratio\":%.3f%s}\n",
-               names[s], SUB_N, s == SUB_WIDE_TREE ? "\"children\":1000,\"grandchildren_each\":99," : "",
+               names[s], SUB_N,
+               s == SUB_WIDE_TREE || s == SUB_WIDE_INTERLEAVED ? "\"children\":1000,\"grandchildren_each\":99," : "",
                v * SUB_N, v, v / plain, s >= SUB_CHAIN ? ",\"goal_ns_per_entity\":60" : "");
     }
 }
