@@ -40,13 +40,34 @@
  * The pair operations and lookups also run with both markers switched off
  * (*_no_markers), which shows the share of the marker moves.
  *
+ *   despawn_subtree_chain       ecs_despawn of the root of a ChildOf
+ *                               (exclusive, CASCADE_SOURCE) chain of 100k
+ *                               entities, each the child of the one before
+ *   despawn_subtree_wide        the same for a two-level tree: a root with
+ *                               1000 children of 99 children each, each
+ *                               child's children spawned together;
+ *                               _interleaved: spawned round robin over the
+ *                               children, so that siblings lie 1000 rows
+ *                               apart
+ *   despawn_subtree_flat        the same for a root with 99999 children
+ *   despawn_plain               baseline: 100k entities of the same kind,
+ *                               no relation, despawned one by one;
+ *                               _with_relation: the same in a world where
+ *                               ChildOf holds pairs among other entities
+ *                               (what the check for pairs costs a despawn
+ *                               that involves none)
+ * Every entity of these carries two 64-byte matrices; the world is built
+ * afresh before each repetition, and only the despawns are timed. Figures
+ * are ns per entity despawned.
+ *
  * A frame-based repetition is the mean of its frames; only
  * ecs_world_progress (or the baseline's frame loop) is timed. Every world
  * has one worker unless a line says otherwise. The benchmark checks what
  * it measured (pairs walked, sources found, the predator/prey pairs
  * against the baseline's) and exits 1 on a mismatch.
  *
- * Usage: bench_relations [--quick]   (--quick: 3 repetitions, fewer frames)
+ * Usage: bench_relations [--quick] [--despawn]   (--quick: 3 repetitions, fewer
+ *        frames; --despawn: the subtree despawns only)
  */
 #include "ecs.h"
 
@@ -969,13 +990,114 @@ static void bench_pairs(void)
            N_PREY, N_PRED, api_off.lookup_ns * N_PREY, api_off.lookup_ns, api_off.lookup_ns / hand.lookup_ns);
 }
 
+/* ---------------------------------------------------------------------- */
+/* 3. Despawning a subtree                                                 */
+/* ---------------------------------------------------------------------- */
+
+enum { SUB_N = 100000, SUB_WIDE = 1000 };
+
+typedef struct {
+    float m[16];
+} Mat4;
+
+typedef enum { SUB_PLAIN, SUB_PLAIN_REL, SUB_CHAIN, SUB_WIDE_TREE, SUB_WIDE_INTERLEAVED, SUB_FLAT } sub_shape_t;
+
+/* A world with SUB_N entities of {Mat4 local, Mat4 world} shaped as
+ * `shape` says; the root (or every entity, for the plain shapes) in
+ * *ents. Returns the number of entities the timed part despawns. */
+static int sub_world_make(sub_shape_t shape, ecs_world_t **wp, ecs_entity_t *ents)
+{
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
+    ecs_component_t ids[2];
+    ids[0] = ecs_component_register(w, &(ecs_component_desc_t){.name = "Local", .size = sizeof(Mat4)});
+    ids[1] = ecs_component_register(w, &(ecs_component_desc_t){.name = "World", .size = sizeof(Mat4)});
+    ecs_relation_t rel = 0;
+    if (shape != SUB_PLAIN)
+        rel = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "ChildOf",
+                                                               .exclusive = true,
+                                                               .on_target_despawn = ECS_CASCADE_SOURCE});
+    CHECK(ids[0] && ids[1] && (shape == SUB_PLAIN || rel), "subtree: registration failed");
+    CHECK(ecs_spawn_batch(w, SUB_N, 2, ids, NULL, ents) == ECS_OK, "subtree: spawn failed");
+    *wp = w;
+    if (shape == SUB_PLAIN) return SUB_N;
+    if (shape == SUB_PLAIN_REL) {
+        /* Pairs elsewhere in the world: 1000 parents of 10 children each,
+         * none of them among the entities despawned. */
+        ecs_entity_t other[SUB_WIDE * 11];
+        CHECK(ecs_spawn_batch(w, SUB_WIDE * 11, 2, ids, NULL, other) == ECS_OK, "subtree: spawn failed");
+        for (int i = 0; i < SUB_WIDE * 10; i++)
+            CHECK(ecs_pair_set(w, rel, other[SUB_WIDE + i], other[i / 10], NULL) == ECS_OK, "subtree: pair_set");
+        return SUB_N;
+    }
+    const int per = (SUB_N - 2) / SUB_WIDE; /* grandchildren per child: 99 (the last child 98) */
+    for (int i = 1; i < SUB_N; i++) {
+        int parent = 0;
+        if (shape == SUB_CHAIN) parent = i - 1;
+        else if (shape == SUB_WIDE_TREE && i > SUB_WIDE) parent = 1 + (i - 1 - SUB_WIDE) / per;
+        else if (shape == SUB_WIDE_INTERLEAVED && i > SUB_WIDE) parent = 1 + (i - 1) % SUB_WIDE;
+        if (ecs_pair_set(w, rel, ents[i], ents[parent], NULL) != ECS_OK) failures++;
+    }
+    return SUB_N;
+}
+
+/* Median ns per entity of one shape's despawns. */
+static double bench_subtree(sub_shape_t shape)
+{
+    ecs_entity_t *ents = malloc(sizeof(ecs_entity_t) * SUB_N);
+    if (!ents) abort();
+    double t[MAX_REPS];
+    for (int r = 0; r < reps; r++) {
+        ecs_world_t *w;
+        int n = sub_world_make(shape, &w, ents);
+        double t0 = now_ns();
+        if (shape == SUB_PLAIN || shape == SUB_PLAIN_REL) {
+            for (int i = 0; i < n; i++)
+                if (ecs_despawn(w, ents[i]) != ECS_OK) failures++;
+        } else {
+            if (ecs_despawn(w, ents[0]) != ECS_OK) failures++;
+        }
+        double t1 = now_ns();
+        int alive = 0;
+        for (int i = 0; i < n; i++) alive += ecs_is_alive(w, ents[i]);
+        CHECK(alive == 0, "subtree: %d of %d entities left alive", alive, n);
+        ecs_world_destroy(w);
+        t[r] = (t1 - t0) / n;
+    }
+    free(ents);
+    return median(t, reps);
+}
+
+static void bench_despawn_subtree(void)
+{
+    static const char *const names[] = {"despawn_plain",        "despawn_plain_with_relation",
+                                        "despawn_subtree_chain", "despawn_subtree_wide",
+                                        "despawn_subtree_wide_interleaved", "despawn_subtree_flat"};
+    double plain = bench_subtree(SUB_PLAIN);
+    printf("{\"name\":\"%s\",\"entities\":%d,\"median_ns\":%.0f,\"ns_per_entity\":%.2f}\n", names[0], SUB_N,
+           plain * SUB_N, plain);
+    for (int s = SUB_PLAIN_REL; s <= SUB_FLAT; s++) {
+        double v = bench_subtree((sub_shape_t)s);
+        printf("{\"name\":\"%s\",\"entities\":%d,%s\"median_ns\":%.0f,\"ns_per_entity\":%.2f,"
+               "\"baseline\":\"despawn_plain\",\"ratio\":%.3f%s}\n",
+               names[s], SUB_N,
+               s == SUB_WIDE_TREE || s == SUB_WIDE_INTERLEAVED ? "\"children\":1000,\"grandchildren_each\":99," : "",
+               v * SUB_N, v, v / plain, s >= SUB_CHAIN ? ",\"goal_ns_per_entity\":60" : "");
+    }
+}
+
 int main(int argc, char **argv)
 {
     quick = argc > 1 && !strcmp(argv[1], "--quick");
     if (quick) reps = 3;
+    bool subtree_only = argc > 1 && !strcmp(argv[argc - 1], "--despawn");
+    if (subtree_only) {
+        bench_despawn_subtree();
+        return failures ? 1 : 0;
+    }
     bench_predator_prey(1);
     bench_predator_prey(2);
     bench_pairs();
+    bench_despawn_subtree();
     if (failures) fprintf(stderr, "bench_relations: %ld failures\n", failures);
     return failures ? 1 : 0;
 }

@@ -220,6 +220,12 @@ uint64_t *ecs__map_ensure(ecs__map_t *m, const ecs_allocator_t *a, uint64_t key,
 /* Removes key; returns whether it was present. Never allocates. */
 bool ecs__map_remove(ecs__map_t *m, uint64_t key);
 
+/* Removes every entry for which drop(ctx, key, value) is true, in one pass
+ * in table order: for many keys at once, cheaper than ecs__map_remove per
+ * key, whose first probe of a large table is a cache miss each. drop is
+ * asked once per entry and must not touch the map. */
+void ecs__map_remove_if(ecs__map_t *m, bool (*drop)(void *ctx, uint64_t key, uint64_t value), void *ctx);
+
 /* ---------------------------------------------------------------------- */
 /* Block arenas (arena.c)                                                  */
 /* ---------------------------------------------------------------------- */

@@ -56,17 +56,11 @@ uint64_t *ecs__map_ensure(ecs__map_t *m, const ecs_allocator_t *a, uint64_t key,
     return &m->entries[i].value;
 }
 
-bool ecs__map_remove(ecs__map_t *m, uint64_t key)
+/* Backward shift: pulls later members of the cluster into the hole at i
+ * when their home slot does not lie cyclically in (hole, j]. */
+static void map_remove_slot(ecs__map_t *m, uint32_t i)
 {
-    if (!m->count || !key) return false;
     uint32_t mask = m->cap - 1;
-    uint32_t i = (uint32_t)ecs__hash_u64(key) & mask;
-    while (m->entries[i].key != key) {
-        if (!m->entries[i].key) return false;
-        i = (i + 1) & mask;
-    }
-    /* Backward shift: pull later members of the cluster into the hole when
-     * their home slot does not lie cyclically in (hole, j]. */
     uint32_t hole = i;
     for (uint32_t j = (i + 1) & mask; m->entries[j].key; j = (j + 1) & mask) {
         uint32_t home = (uint32_t)ecs__hash_u64(m->entries[j].key) & mask;
@@ -79,5 +73,33 @@ bool ecs__map_remove(ecs__map_t *m, uint64_t key)
     m->entries[hole].key = 0;
     m->entries[hole].value = 0;
     m->count--;
+}
+
+bool ecs__map_remove(ecs__map_t *m, uint64_t key)
+{
+    if (!m->count || !key) return false;
+    uint32_t mask = m->cap - 1;
+    uint32_t i = (uint32_t)ecs__hash_u64(key) & mask;
+    while (m->entries[i].key != key) {
+        if (!m->entries[i].key) return false;
+        i = (i + 1) & mask;
+    }
+    map_remove_slot(m, i);
     return true;
+}
+
+void ecs__map_remove_if(ecs__map_t *m, bool (*drop)(void *ctx, uint64_t key, uint64_t value), void *ctx)
+{
+    if (!m->count) return;
+    /* Backward from an empty slot, once around. A removal shifts back
+     * only entries after it in its cluster, which were read already and
+     * kept (none past the empty slot we started from, which stays empty):
+     * so removing most of a cluster costs one step per entry, where
+     * removing it front to back would shift its rest again and again. */
+    uint32_t mask = m->cap - 1, end = 0;
+    while (m->entries[end].key) end++; /* at most 3/4 full: there is one */
+    for (uint32_t n = 1; n < m->cap; n++) {
+        uint32_t i = (end - n) & mask;
+        if (m->entries[i].key && drop(ctx, m->entries[i].key, m->entries[i].value)) map_remove_slot(m, i);
+    }
 }

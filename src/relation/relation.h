@@ -19,8 +19,10 @@
  * belongs to target i, in the order the pairs were made), and a reverse
  * index, target -> a flat slice of its sources. Both are u64 maps from an
  * entity to a slot in a dense array of slices; slots are reused through a
- * free list, and a slice keeps its capacity when it empties, so pairs made
- * and broken every frame allocate nothing once warm. The two indices
+ * free list, and a slice keeps its capacity when it empties (a free slot
+ * keeps its block too, for the slice that takes the slot next), so pairs
+ * made and broken every frame, or entities despawned and spawned again,
+ * allocate nothing once warm. The two indices
  * always agree: every write changes both or neither. Single-writer, no
  * locking: the world writes only from immediate mode and barriers.
  */
@@ -35,8 +37,9 @@ typedef struct {
     unsigned char *payloads; /* cap payloads, in the same block; NULL for size 0 */
     ecs__pair_ticks_t *ticks; /* cap, in the same block */
     ecs_entity_t owner;      /* the source (0: a free slot) */
-    uint32_t count, cap;     /* a free slot: targets NULL, count = next free + 1 */
+    uint32_t count, cap;     /* a free slot: owner 0, count = next free + 1; it keeps its block */
     bool listed;             /* in the store's dirty-source list */
+    bool swept;              /* listed for a despawn's sweep (always false between calls) */
     /* A hierarchy relation's: the source's depth (its target's + 1) while
      * it has a pair; kept by the world (src/world/hierarchy.c), 0 in a
      * new slice. */
@@ -48,6 +51,7 @@ typedef struct {
     ecs_entity_t *sources;
     ecs_entity_t owner;      /* the target (0: a free slot) */
     uint32_t count, cap;
+    bool swept;              /* as ecs__target_slice_t.swept */
 } ecs__source_slice_t;
 
 typedef struct {
@@ -185,19 +189,64 @@ const void *ecs__store_get(const ecs__store_t *st, ecs_entity_t src, ecs_entity_
 
 /* Releases e's slices that are empty (a dead target whose last pair went
  * under IGNORE, or slices a failed call reserved). */
-void ecs__store_forget(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t e);
+void ecs__store_forget(ecs__store_t *st, ecs_entity_t e);
 
-/* An entity is going away: every pair it is the source of, or the target
- * of, goes (as many removals), and its slices are released. fn (may be
- * NULL) is called once per pair removed, after the store is consistent
- * again for that pair, with whether the other end was left without pairs
- * of its kind (a target nothing targets, a source with no pair). fn may
- * release that other end's empty slices (ecs__store_forget) but must not
- * otherwise write to this store. */
-typedef void (*ecs__store_visit_t)(void *ctx, ecs_entity_t src, ecs_entity_t tgt, bool other_last);
-void ecs__store_drop_source(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs__store_visit_t fn,
-                            void *ctx);
-void ecs__store_drop_target(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t tgt, ecs__store_visit_t fn,
-                            void *ctx);
+/*
+ * Despawns. The world despawns a whole closure at once (an entity and
+ * what cascades from it); the store drops all of its pairs in three
+ * steps that touch each pair a constant number of times, however the
+ * pairs are shaped. The slices of the doomed entities are never edited
+ * piecemeal: they are read once and released whole. Only the slices of
+ * entities that survive are edited, each in one pass (a sweep) however
+ * many of its entries go, so a survivor with many doomed neighbours is
+ * not quadratic either.
+ */
+
+/* The doomed entities as the store asks about them: the list, in the
+ * order they die, and by entity index each one's position in it + 1 (0:
+ * not doomed). An index also held by a dead handle (a stale target kept
+ * under IGNORE) is told apart by the list. */
+typedef struct {
+    const ecs_entity_t *list;
+    const uint32_t *pos;
+    uint32_t count, pos_cap;
+} ecs__doomed_t;
+
+static inline uint32_t ecs__doomed_pos(const ecs__doomed_t *d, ecs_entity_t e)
+{
+    uint32_t i = (uint32_t)e;
+    uint32_t p = i < d->pos_cap ? d->pos[i] : 0;
+    return p && d->list[p - 1] == e ? p : 0;
+}
+
+/* Called once per pair a despawn removes. */
+typedef void (*ecs__store_visit_t)(void *ctx, ecs_entity_t src, ecs_entity_t tgt);
+
+/* Step one: calls fn (may be NULL) for every pair of a doomed entity that
+ * goes, in the order that despawning them one after another would remove
+ * them: per doomed entity, its targets last to first, then (unless
+ * keep_sources: the IGNORE policy) its sources last to first; a pair
+ * between two doomed entities once, at the earlier of them (with
+ * keep_sources, at its source). slots[i * stride] are the slots (+ 1, 0:
+ * none) of doomed entity i's slices here, looked up before anything
+ * changed. Lists in sweep (room for `room`) the slices of surviving
+ * entities that lose entries, each once, and with keep_sources the
+ * doomed entities' own reverse slices: slot + 1, shifted left by one,
+ * ored with 1 for a reverse slice. Returns how many it listed. Changes
+ * no slice yet. */
+uint32_t ecs__store_despawn_pairs(ecs__store_t *st, const ecs__doomed_t *d, const ecs__pair_slots_t *slots,
+                                  uint32_t stride, bool keep_sources, ecs__store_visit_t fn, void *ctx,
+                                  uint32_t *sweep, uint32_t room);
+/* Step two: the doomed entities leave the n listed slices, in one pass
+ * each (the order of the rest kept). Never allocates; an emptied slice
+ * keeps its slot (the caller releases a dead owner's: ecs__store_forget). */
+void ecs__store_sweep(ecs__store_t *st, const ecs__doomed_t *d, const uint32_t *sweep, uint32_t n);
+/* Step three: the doomed entities' slices are released, but for a
+ * reverse slice under keep_sources that still holds pairs (of surviving
+ * sources, to the stale handle). A slot of 0 in slots need not mean
+ * none: the caller may leave out the slices it knows to be empty (no
+ * marker), and they are found here. */
+void ecs__store_release_doomed(ecs__store_t *st, const ecs__doomed_t *d, const ecs__pair_slots_t *slots,
+                               uint32_t stride, bool keep_sources);
 
 #endif /* ECS_RELATION_H */

@@ -143,10 +143,13 @@ static uint32_t fwd_slot_take(ecs__store_t *st, const ecs_allocator_t *a, ecs_en
     if (st->fwd_free) {
         slot = st->fwd_free - 1;
         st->fwd_free = st->fwd[slot].count;
+        st->fwd[slot].owner = key; /* with the block it kept */
+        st->fwd[slot].count = 0;
+        st->fwd[slot].depth = 0;
     } else {
         slot = st->fwd_count++;
+        st->fwd[slot] = (ecs__target_slice_t){.owner = key};
     }
-    st->fwd[slot] = (ecs__target_slice_t){.owner = key};
     uint64_t *v = ecs__map_ensure(&st->forward, a, key, NULL);
     ecs__assert(v, "forward map room reserved");
     *v = slot + 1;
@@ -159,29 +162,45 @@ static uint32_t rev_slot_take(ecs__store_t *st, const ecs_allocator_t *a, ecs_en
     if (st->rev_free) {
         slot = st->rev_free - 1;
         st->rev_free = st->rev[slot].count;
+        st->rev[slot].owner = key;
+        st->rev[slot].count = 0;
     } else {
         slot = st->rev_count++;
+        st->rev[slot] = (ecs__source_slice_t){.owner = key};
     }
-    st->rev[slot] = (ecs__source_slice_t){.owner = key};
     uint64_t *v = ecs__map_ensure(&st->reverse, a, key, NULL);
     ecs__assert(v, "reverse map room reserved");
     *v = slot + 1;
     return slot;
 }
 
-static void fwd_slot_release(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t key, uint32_t slot)
+/* A slot back to the free list (its key still in the map). It keeps its
+ * block, for the next slice that takes the slot: a despawn of many
+ * entities frees nothing, and pairs made again allocate nothing. */
+static void fwd_slot_free(ecs__store_t *st, uint32_t slot)
 {
-    ecs__free(a, st->fwd[slot].targets);
-    st->fwd[slot] = (ecs__target_slice_t){.count = st->fwd_free};
+    ecs__target_slice_t *s = &st->fwd[slot];
+    *s = (ecs__target_slice_t){
+        .targets = s->targets, .payloads = s->payloads, .ticks = s->ticks, .cap = s->cap, .count = st->fwd_free};
     st->fwd_free = slot + 1;
+}
+
+static void rev_slot_free(ecs__store_t *st, uint32_t slot)
+{
+    ecs__source_slice_t *s = &st->rev[slot];
+    *s = (ecs__source_slice_t){.sources = s->sources, .cap = s->cap, .count = st->rev_free};
+    st->rev_free = slot + 1;
+}
+
+static void fwd_slot_release(ecs__store_t *st, ecs_entity_t key, uint32_t slot)
+{
+    fwd_slot_free(st, slot);
     ecs__map_remove(&st->forward, key);
 }
 
-static void rev_slot_release(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t key, uint32_t slot)
+static void rev_slot_release(ecs__store_t *st, ecs_entity_t key, uint32_t slot)
 {
-    ecs__free(a, st->rev[slot].sources);
-    st->rev[slot] = (ecs__source_slice_t){.count = st->rev_free};
-    st->rev_free = slot + 1;
+    rev_slot_free(st, slot);
     ecs__map_remove(&st->reverse, key);
 }
 
@@ -292,13 +311,13 @@ void ecs__store_set_at(ecs__store_t *st, ecs__pair_slots_t slots, ecs_entity_t s
     rs->sources[rs->count++] = src;
 }
 
-void ecs__store_forget(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t e)
+void ecs__store_forget(ecs__store_t *st, ecs_entity_t e)
 {
     st->version++;
     uint64_t *v = ecs__map_get(&st->forward, e);
-    if (v && !st->fwd[*v - 1].count) fwd_slot_release(st, a, e, (uint32_t)(*v - 1));
+    if (v && !st->fwd[*v - 1].count) fwd_slot_release(st, e, (uint32_t)(*v - 1));
     v = ecs__map_get(&st->reverse, e);
-    if (v && !st->rev[*v - 1].count) rev_slot_release(st, a, e, (uint32_t)(*v - 1));
+    if (v && !st->rev[*v - 1].count) rev_slot_release(st, e, (uint32_t)(*v - 1));
 }
 
 void ecs__store_remove_at(ecs__store_t *st, ecs__pair_slots_t slots, uint32_t i)
@@ -323,51 +342,6 @@ const void *ecs__store_get(const ecs__store_t *st, ecs_entity_t src, ecs_entity_
     if (found) *found = i >= 0;
     if (i < 0 || !st->size) return NULL;
     return fs->payloads + (size_t)i * st->size;
-}
-
-void ecs__store_drop_source(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs__store_visit_t fn,
-                            void *ctx)
-{
-    st->version++;
-    uint64_t *v = ecs__map_get(&st->forward, src);
-    if (!v) return;
-    uint32_t slot = (uint32_t)(*v - 1);
-    /* From the last pair back, so the slice shrinks from its end. */
-    while (st->fwd[slot].count) {
-        ecs__target_slice_t *fs = &st->fwd[slot];
-        ecs_entity_t tgt = fs->targets[fs->count - 1];
-        fs->count--;
-        st->pairs--;
-        ecs__source_slice_t *rs = ecs__store_sources(st, tgt);
-        ecs__assert(rs, "the indices agree");
-        bool erased = source_erase(rs, src);
-        ecs__assert(erased, "the indices agree");
-        (void)erased;
-        if (fn) fn(ctx, src, tgt, rs->count == 0);
-    }
-    fwd_slot_release(st, a, src, slot);
-}
-
-void ecs__store_drop_target(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t tgt, ecs__store_visit_t fn,
-                            void *ctx)
-{
-    st->version++;
-    uint64_t *v = ecs__map_get(&st->reverse, tgt);
-    if (!v) return;
-    uint32_t slot = (uint32_t)(*v - 1);
-    while (st->rev[slot].count) {
-        ecs__source_slice_t *rs = &st->rev[slot];
-        ecs_entity_t src = rs->sources[rs->count - 1];
-        rs->count--;
-        ecs__target_slice_t *fs = ecs__store_targets(st, src);
-        ecs__assert(fs, "the indices agree");
-        int32_t i = ecs__slice_find(fs, tgt);
-        ecs__assert(i >= 0, "the indices agree");
-        target_erase(st, fs, (uint32_t)i);
-        st->pairs--;
-        if (fn) fn(ctx, src, tgt, fs->count == 0);
-    }
-    rev_slot_release(st, a, tgt, slot);
 }
 
 bool ecs__store_restamp(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, uint64_t tick)
@@ -399,4 +373,168 @@ void ecs__store_prune_dirty(ecs__store_t *st, uint64_t min)
         fs->max_tick = 0;
     }
     st->dirty_count = keep;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Despawns                                                                */
+/* ---------------------------------------------------------------------- */
+
+/* Lists a slice for the sweep, unless it is listed already. */
+static inline uint32_t sweep_list(uint32_t *sweep, uint32_t n, uint32_t room, bool *swept, uint32_t slot,
+                                  uint32_t reverse)
+{
+    if (*swept) return n;
+    ecs__assert(n < room, "sweep room: every surviving neighbour counted");
+    (void)room;
+    *swept = true;
+    sweep[n] = slot << 1 | reverse;
+    return n + 1;
+}
+
+uint32_t ecs__store_despawn_pairs(ecs__store_t *st, const ecs__doomed_t *d, const ecs__pair_slots_t *slots,
+                                  uint32_t stride, bool keep_sources, ecs__store_visit_t fn, void *ctx,
+                                  uint32_t *sweep, uint32_t room)
+{
+    st->version++;
+    uint32_t listed = 0;
+    uint64_t gone = 0;
+    for (uint32_t i = 0; i < d->count; i++) {
+        ecs_entity_t x = d->list[i];
+        ecs__pair_slots_t sl = slots[(size_t)i * stride];
+        const ecs__target_slice_t *fs = sl.fwd ? &st->fwd[sl.fwd - 1] : NULL;
+        for (uint32_t j = fs ? fs->count : 0; j-- > 0;) {
+            ecs_entity_t t = fs->targets[j];
+            uint32_t pt = ecs__doomed_pos(d, t);
+            /* Positions count from 1: pt <= i is a target that died first,
+             * whose own turn removed the pair (unless it kept them). */
+            if (pt && pt <= i && !keep_sources) continue;
+            gone++;
+            if (fn) fn(ctx, x, t);
+            if (pt) continue; /* the target's slice goes whole */
+            uint32_t rs = ecs__store_sources_slot(st, t);
+            ecs__assert(rs, "the indices agree");
+            listed = sweep_list(sweep, listed, room, &st->rev[rs - 1].swept, rs, 1);
+        }
+        if (!sl.rev) continue;
+        ecs__source_slice_t *ss = &st->rev[sl.rev - 1];
+        if (keep_sources) {
+            listed = sweep_list(sweep, listed, room, &ss->swept, sl.rev, 1);
+            continue;
+        }
+        for (uint32_t j = ss->count; j-- > 0;) {
+            ecs_entity_t s = ss->sources[j];
+            uint32_t ps = ecs__doomed_pos(d, s);
+            if (ps && ps <= i) continue; /* removed at the source's turn, which came first */
+            gone++;
+            if (fn) fn(ctx, s, x);
+            if (ps) continue;
+            uint32_t fsl = ecs__store_targets_slot(st, s);
+            ecs__assert(fsl, "the indices agree");
+            listed = sweep_list(sweep, listed, room, &st->fwd[fsl - 1].swept, fsl, 0);
+        }
+    }
+    st->pairs -= gone;
+    return listed;
+}
+
+/* Drops the entries of a surviving source's slice whose targets are
+ * doomed, keeping the order (and payloads, ticks) of the rest. */
+static void target_sweep(const ecs__store_t *st, ecs__target_slice_t *fs, const ecs__doomed_t *d)
+{
+    uint32_t keep = 0;
+    for (uint32_t j = 0; j < fs->count; j++) {
+        if (ecs__doomed_pos(d, fs->targets[j])) continue;
+        if (keep != j) {
+            fs->targets[keep] = fs->targets[j];
+            fs->ticks[keep] = fs->ticks[j];
+            if (st->size) memcpy(fs->payloads + (size_t)keep * st->size, fs->payloads + (size_t)j * st->size, st->size);
+        }
+        keep++;
+    }
+    fs->count = keep;
+    fs->swept = false;
+}
+
+void ecs__store_sweep(ecs__store_t *st, const ecs__doomed_t *d, const uint32_t *sweep, uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t slot = sweep[k] >> 1;
+        if (!(sweep[k] & 1)) {
+            target_sweep(st, &st->fwd[slot - 1], d);
+            continue;
+        }
+        ecs__source_slice_t *rs = &st->rev[slot - 1];
+        uint32_t keep = 0;
+        for (uint32_t j = 0; j < rs->count; j++) {
+            if (!ecs__doomed_pos(d, rs->sources[j])) rs->sources[keep++] = rs->sources[j];
+        }
+        rs->count = keep;
+        rs->swept = false;
+    }
+}
+
+/* What ecs__map_remove_if asks while a despawn releases slices by
+ * sweeping a whole map. */
+typedef struct {
+    ecs__store_t *st;
+    const ecs__doomed_t *d;
+    const ecs__pair_slots_t *slots;
+    uint32_t stride;
+    bool keep_sources;
+} release_ctx_t;
+
+/* A doomed entity's key goes. Its slot, when the caller looked it up,
+ * goes with the others, in the doomed entities' order (the slice array
+ * read in order, not in the map's); one it left out (an empty slice with
+ * no marker) goes now. */
+static bool release_fwd_if_doomed(void *ctx, uint64_t key, uint64_t value)
+{
+    const release_ctx_t *c = ctx;
+    uint32_t p = ecs__doomed_pos(c->d, key);
+    if (!p) return false;
+    if (c->slots[(size_t)(p - 1) * c->stride].fwd != value) fwd_slot_free(c->st, (uint32_t)value - 1);
+    return true;
+}
+
+static bool release_rev_if_doomed(void *ctx, uint64_t key, uint64_t value)
+{
+    const release_ctx_t *c = ctx;
+    uint32_t p = ecs__doomed_pos(c->d, key);
+    if (!p || (c->keep_sources && c->st->rev[value - 1].count)) return false;
+    if (c->slots[(size_t)(p - 1) * c->stride].rev != value) rev_slot_free(c->st, (uint32_t)value - 1);
+    return true;
+}
+
+/* Whether removing n keys from map m is cheaper in one pass over its
+ * table: an entry read in order costs a few ns, the first probe of a key
+ * in a table past the caches a miss of around a hundred. */
+static inline bool release_by_sweep(const ecs__map_t *m, uint32_t n)
+{
+    return (uint64_t)n * 32 >= m->cap;
+}
+
+void ecs__store_release_doomed(ecs__store_t *st, const ecs__doomed_t *d, const ecs__pair_slots_t *slots,
+                               uint32_t stride, bool keep_sources)
+{
+    release_ctx_t c = {st, d, slots, stride, keep_sources};
+    bool fsw = release_by_sweep(&st->forward, d->count), rsw = release_by_sweep(&st->reverse, d->count);
+    /* The maps first: the reverse one asks the slices' counts. */
+    if (fsw) ecs__map_remove_if(&st->forward, release_fwd_if_doomed, &c);
+    if (rsw) ecs__map_remove_if(&st->reverse, release_rev_if_doomed, &c);
+    for (uint32_t i = 0; i < d->count; i++) {
+        ecs_entity_t x = d->list[i];
+        ecs__pair_slots_t sl = slots[(size_t)i * stride];
+        /* Without a sweep, a slot of 0 may still be an empty slice left
+         * out by the caller: the map says. */
+        uint32_t f = sl.fwd ? sl.fwd : fsw ? 0 : ecs__store_targets_slot(st, x);
+        if (f) {
+            fwd_slot_free(st, f - 1);
+            if (!fsw) ecs__map_remove(&st->forward, x);
+        }
+        uint32_t r = sl.rev ? sl.rev : rsw ? 0 : ecs__store_sources_slot(st, x);
+        if (r && (!keep_sources || !st->rev[r - 1].count)) {
+            rev_slot_free(st, r - 1);
+            if (!rsw) ecs__map_remove(&st->reverse, x);
+        }
+    }
 }

@@ -182,6 +182,46 @@ void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
     ecs__entity_index_delete(&w->entity_index, e);
 }
 
+/*
+ * A despawn's whole closure. The values go first, in the given order,
+ * each entity dead in the index before the next one's dtors run, as
+ * one-by-one despawns would leave the world for a dtor that reads it. The
+ * rows go after: a doomed row is never the one moved into a hole, because
+ * before a row goes, the doomed rows at its chunk's end go first (no
+ * copy, no values to move: they are destroyed). A subtree spawned
+ * together fills its chunks, so they empty from the end without one row
+ * copied, where one-by-one despawns would move a row (its values and
+ * record) per entity; only survivors sharing a chunk move, once each at
+ * most per hole.
+ */
+void ecs__entity_destroy_n(ecs_world_t *w, const ecs_entity_t *es, uint32_t n, ecs__place_t *places)
+{
+    ecs__assert(w->storage.defer_chunk_release, "places keep chunks: none may be released meanwhile");
+    for (uint32_t i = 0; i < n; i++) {
+        ecs__chunk_t *ch = places[i].chunk;
+        const ecs__archetype_t *a = ch->archetype;
+        ecs__assert(ch->entities[places[i].row] == es[i], "places say where the entities are");
+        if (a->hooks & ECS__HOOK_DTOR) {
+            for (uint32_t c = 0; c < a->column_count; c++) value_fini1(&a->columns[c], column_row(ch, c, places[i].row));
+        }
+        if (ECS__UNLIKELY(a->watch_removals)) ecs__removals_log(w, a, NULL, es[i]);
+        ecs__entity_index_delete(&w->entity_index, es[i]);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        ecs__chunk_t *ch = places[i].chunk;
+        uint32_t row = places[i].row;
+        /* Gone already, with a doomed end of its chunk. Doomed rows never
+         * move, so a row still holding es[i] is its own. */
+        if (row >= ch->count || ch->entities[row] != es[i]) continue;
+        /* In a chunk, only doomed entities are dead in the index. */
+        for (uint32_t last = ch->count - 1; last > row; last--) {
+            if (ecs__record_from_entity(&w->entity_index, ch->entities[last])) break;
+            ecs__chunk_remove_row(w, ch, last);
+        }
+        ecs__chunk_remove_row(w, ch, row);
+    }
+}
+
 ecs_entity_t ecs__entity_create_empty(ecs_world_t *w)
 {
     if (!ecs__entity_index_reserve(&w->entity_index, &w->allocator, 1)) return ECS_NULL;

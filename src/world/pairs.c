@@ -136,7 +136,10 @@ void ecs__relations_fini(ecs_world_t *w)
     ecs__free(&w->allocator, w->rel.pending);
     ecs__free(&w->allocator, w->rel.doomed);
     ecs__free(&w->allocator, w->rel.subtree);
-    ecs__map_fini(&w->rel.doomed_set, &w->allocator);
+    ecs__free(&w->allocator, w->rel.doomed_pos);
+    ecs__free(&w->allocator, w->rel.doomed_slots);
+    ecs__free(&w->allocator, w->rel.sweep);
+    ecs__free(&w->allocator, w->rel.places);
     w->rel.types = NULL;
     w->rel.count = w->rel.cap = 0;
 }
@@ -183,23 +186,23 @@ static inline void log_pair(ecs__relation_t *r, ecs_entity_t src, ecs_entity_t t
  * (NULL: none) are gone: a pair to a doomed target goes under
  * RELEASE_TARGET (under CASCADE_SOURCE its source is doomed too, under
  * IGNORE it stays), a pair from a doomed source always goes. */
-static uint32_t sources_after(const ecs__relation_t *r, ecs_entity_t e, const ecs__map_t *doomed)
+static uint32_t sources_after(const ecs__relation_t *r, ecs_entity_t e, const ecs__doomed_t *doomed)
 {
     const ecs__target_slice_t *ts = ecs__store_targets(&r->store, e);
     if (!ts) return 0;
-    if (!doomed || !doomed->count || r->cleanup != ECS_RELEASE_TARGET) return ts->count;
+    if (!doomed || r->cleanup != ECS_RELEASE_TARGET) return ts->count;
     uint32_t n = 0;
-    for (uint32_t i = 0; i < ts->count; i++) n += ecs__map_get(doomed, ts->targets[i]) == NULL;
+    for (uint32_t i = 0; i < ts->count; i++) n += ecs__doomed_pos(doomed, ts->targets[i]) == 0;
     return n;
 }
 
-static uint32_t targets_after(const ecs__relation_t *r, ecs_entity_t e, const ecs__map_t *doomed)
+static uint32_t targets_after(const ecs__relation_t *r, ecs_entity_t e, const ecs__doomed_t *doomed)
 {
     const ecs__source_slice_t *ss = ecs__store_sources(&r->store, e);
     if (!ss) return 0;
-    if (!doomed || !doomed->count) return ss->count;
+    if (!doomed) return ss->count;
     uint32_t n = 0;
-    for (uint32_t i = 0; i < ss->count; i++) n += ecs__map_get(doomed, ss->sources[i]) == NULL;
+    for (uint32_t i = 0; i < ss->count; i++) n += ecs__doomed_pos(doomed, ss->sources[i]) == 0;
     return n;
 }
 
@@ -223,7 +226,7 @@ static void types_toggle(ecs_component_t *types, uint32_t *n, ecs_component_t c,
  * doomed entities are gone (NULL: as the stores are now): a itself when
  * its markers are right. NULL on OOM (creating it). */
 static ecs__archetype_t *marker_archetype(ecs_world_t *w, ecs_entity_t e, ecs__archetype_t *a,
-                                          const ecs__map_t *doomed)
+                                          const ecs__doomed_t *doomed)
 {
     ecs_component_t stack[64];
     uint32_t cap = a->type_count + 2 * w->rel.count;
@@ -322,27 +325,6 @@ typedef struct {
     ecs_component_t marker;  /* a marker the move adds, whose value is hint */
     uint32_t hint;
 } move_t;
-
-/* A pair of a doomed entity went: it is logged as a removal; and when it
- * was the last pair aimed at a target that died before (kept under
- * IGNORE), the target's empty slice goes too. */
-typedef struct {
-    ecs_world_t *w;
-    ecs__relation_t *r;
-} drop_ctx_t;
-
-static void on_drop_source(void *ctx, ecs_entity_t src, ecs_entity_t tgt, bool target_empty)
-{
-    drop_ctx_t *d = ctx;
-    log_pair(d->r, src, tgt);
-    if (target_empty && !ecs_is_alive(d->w, tgt)) ecs__store_forget(&d->r->store, &d->w->allocator, tgt);
-}
-
-static void on_drop_target(void *ctx, ecs_entity_t src, ecs_entity_t tgt, bool source_empty)
-{
-    (void)source_empty;
-    log_pair(((drop_ctx_t *)ctx)->r, src, tgt);
-}
 
 /* Moves a plan holds on the stack: a pair write moves at most its two
  * ends; a despawn, its neighbours. */
@@ -450,7 +432,7 @@ ECS__INLINE uint32_t plan_to(const plan_t *p, const ecs__archetype_t *dst)
 }
 
 /* Plans e's move, if its markers will change (doomed as marker_archetype). */
-static bool plan_entity(ecs_world_t *w, plan_t *p, ecs_entity_t e, const ecs__map_t *doomed)
+static bool plan_entity(ecs_world_t *w, plan_t *p, ecs_entity_t e, const ecs__doomed_t *doomed)
 {
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec || plan_has(p, e)) return true;
@@ -683,7 +665,7 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
     /* The replaced pair was the last one aimed at a target that died
      * before (kept under IGNORE): its empty slice goes, as after a
      * removal. */
-    if (old && res.replaced_last && !ecs_is_alive(w, old)) ecs__store_forget(st, &w->allocator, old);
+    if (old && res.replaced_last && !ecs_is_alive(w, old)) ecs__store_forget(st, old);
     if (flush) {
         if (res.source_first && r->source_marker) mark_pending(w, src, r, 0, slots.fwd);
         if (res.target_first && r->target_marker) mark_pending(w, tgt, r, 1, slots.rev);
@@ -734,7 +716,7 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
     bool source_last = ts->count == 0, target_last = ss->count == 0;
     log_pair(r, src, tgt);
     if (flush && source_last && r->source_marker) mark_pending(w, src, r, 0, slots.fwd);
-    if (target_last && !ecs_is_alive(w, tgt)) ecs__store_forget(st, &w->allocator, tgt); /* a dead target's last pair */
+    if (target_last && !ecs_is_alive(w, tgt)) ecs__store_forget(st, tgt); /* a dead target's last pair */
     else if (flush && target_last && r->target_marker) mark_pending(w, tgt, r, 1, slots.rev);
     plan_apply(w, &p); /* empty when flushing */
     plan_fini(w, &p);
@@ -745,160 +727,286 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
 /* Despawn                                                                 */
 /* ---------------------------------------------------------------------- */
 
+/*
+ * A despawn works on its whole closure at once, in passes over the list
+ * of doomed entities: the closure (which also looks up every doomed
+ * entity's slices, the only map probes of a doomed entity until its
+ * slices are released), a survey that counts and plans what survives,
+ * then the commit: per relation, the store's three despawn steps
+ * (relation.h), then every doomed entity's row (ecs__entity_destroy_n).
+ * Whether an entity is doomed is one load from doomed_pos. A pair
+ * between two doomed entities is read once, never edited: both slices go
+ * whole. So the cost is linear in the doomed entities, their pairs and
+ * their surviving neighbours' slices, with no step per doomed entity per
+ * sibling.
+ */
+
+/* Relations whose marker columns the closure caches per archetype. */
+#define DOOM_CACHED_RELATIONS 8
+
+static inline ecs__doomed_t doomed_view(const ecs_world_t *w)
+{
+    return (ecs__doomed_t){w->rel.doomed, w->rel.doomed_pos, w->rel.doomed_count, w->rel.doomed_pos_cap};
+}
+
+/* doomed_pos covers every entity index. Between despawns it holds only
+ * zeroes, so a larger one is fresh zeroed memory, with nothing to copy. */
+static bool doomed_pos_reserve(ecs_world_t *w)
+{
+    uint32_t need = w->entity_index.next_index;
+    if (need <= w->rel.doomed_pos_cap) return true;
+    uint32_t cap = w->rel.doomed_pos_cap ? w->rel.doomed_pos_cap : 1024;
+    while (cap < need) {
+        if (cap > UINT32_MAX / 2) return false;
+        cap *= 2;
+    }
+    uint32_t *pos = ecs__calloc(&w->allocator, (size_t)cap * sizeof(uint32_t), _Alignof(uint32_t));
+    if (!pos) return false;
+    ecs__free(&w->allocator, w->rel.doomed_pos);
+    w->rel.doomed_pos = pos;
+    w->rel.doomed_pos_cap = cap;
+    return true;
+}
+
+/* Appends e (live, not doomed yet) to the closure, with room for its
+ * slots in every relation. */
 static bool doomed_add(ecs_world_t *w, ecs_entity_t e)
 {
-    if (!ecs__array_reserve(&w->allocator, (void **)&w->rel.doomed, &w->rel.doomed_cap, w->rel.doomed_count + 1,
-                            sizeof(ecs_entity_t), _Alignof(ecs_entity_t)))
+    uint32_t n = w->rel.doomed_count;
+    if (ECS__UNLIKELY(n == w->rel.doomed_cap) &&
+        !ecs__array_reserve(&w->allocator, (void **)&w->rel.doomed, &w->rel.doomed_cap, n + 1, sizeof(ecs_entity_t),
+                            _Alignof(ecs_entity_t)))
         return false;
-    bool inserted = false;
-    uint64_t *v = ecs__map_ensure(&w->rel.doomed_set, &w->allocator, e, &inserted);
-    if (!v) return false;
-    if (inserted) {
-        *v = 1;
-        w->rel.doomed[w->rel.doomed_count++] = e;
-    }
+    uint64_t slots = ((uint64_t)n + 1) * w->rel.count;
+    if (slots > UINT32_MAX) return false;
+    if (ECS__UNLIKELY(slots > w->rel.doomed_slots_cap) &&
+        !ecs__array_reserve(&w->allocator, (void **)&w->rel.doomed_slots, &w->rel.doomed_slots_cap, (uint32_t)slots,
+                            sizeof(ecs__pair_slots_t), _Alignof(ecs__pair_slots_t)))
+        return false;
+    if (ECS__UNLIKELY(n == w->rel.places_cap) &&
+        !ecs__array_reserve(&w->allocator, (void **)&w->rel.places, &w->rel.places_cap, n + 1, sizeof(ecs__place_t),
+                            _Alignof(ecs__place_t)))
+        return false;
+    w->rel.doomed[n] = e;
+    w->rel.doomed_pos[(uint32_t)e] = n + 1;
+    w->rel.doomed_count = n + 1;
     return true;
 }
 
 static void doomed_clear(ecs_world_t *w)
 {
-    for (uint32_t i = 0; i < w->rel.doomed_count; i++) ecs__map_remove(&w->rel.doomed_set, w->rel.doomed[i]);
+    for (uint32_t i = 0; i < w->rel.doomed_count; i++) w->rel.doomed_pos[(uint32_t)w->rel.doomed[i]] = 0;
     w->rel.doomed_count = 0;
 }
 
 /* The despawn closure of e: e, then breadth-first through one queue for
  * every relation type, the live sources of doomed entities under
- * CASCADE_SOURCE; each entity once, so cycles end. false on OOM. */
+ * CASCADE_SOURCE; each entity once, so cycles end. Every doomed entity's
+ * slots are looked up on the way (doomed_slots). false on OOM. */
+/* Where a relation's markers are in the archetype the closure saw last
+ * (consecutive doomed entities mostly share one). */
+typedef struct {
+    const ecs__archetype_t *a;
+    int32_t col[2];
+} marker_cols_t;
+
+/* x's slot (+ 1) on one side (1: reverse) of r, for the closure: the hint
+ * in x's marker when it holds, since x's row is near its neighbours' in
+ * the order a subtree was spawned, where a probe of a large map is a
+ * cache miss per entity. Without the marker, while markers are `trusted`
+ * (no sync pending: each one says whether its slice has pairs), x has no
+ * pairs there: 0, though an empty slice may remain, for the store's
+ * release to find (ecs__store_release_doomed). Else the map answers. */
+static uint32_t doomed_slot(const ecs__relation_t *r, ecs_entity_t x, const ecs__place_t *at, int32_t col,
+                            uint32_t side, bool trusted)
+{
+    const ecs__store_t *st = &r->store;
+    if (col >= 0) {
+        uint32_t hint = ((const uint32_t *)at->chunk->cols[col])[at->row];
+        if (side ? ECS__SLOT_OWNED(st->rev, st->rev_count, hint, x) : ECS__SLOT_OWNED(st->fwd, st->fwd_count, hint, x))
+            return hint;
+    } else if (trusted && (side ? r->target_marker : r->source_marker)) {
+        return 0;
+    }
+    return side ? ecs__store_sources_slot(st, x) : ecs__store_targets_slot(st, x);
+}
+
+/* x's slots in every relation, and where its row is (places). */
+static void doomed_look_up(ecs_world_t *w, uint32_t q, marker_cols_t *cache, bool trusted)
+{
+    ecs_entity_t x = w->rel.doomed[q];
+    const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, x);
+    ecs__assert(rec, "a source is live: a despawn drops every pair of its entity");
+    ecs__place_t *at = &w->rel.places[q];
+    *at = (ecs__place_t){rec->chunk, rec->row};
+    const ecs__archetype_t *a = rec->chunk->archetype;
+    const uint32_t nrel = w->rel.count;
+    for (uint32_t i = 0; i < nrel; i++) {
+        const ecs__relation_t *r = &w->rel.types[i];
+        int32_t cols[2];
+        marker_cols_t *c = i < DOOM_CACHED_RELATIONS ? &cache[i] : NULL;
+        if (c && c->a == a) {
+            cols[0] = c->col[0];
+            cols[1] = c->col[1];
+        } else {
+            cols[0] = r->source_marker ? ecs__archetype_column(a, r->source_marker) : -1;
+            cols[1] = r->target_marker ? ecs__archetype_column(a, r->target_marker) : -1;
+            if (c) *c = (marker_cols_t){a, {cols[0], cols[1]}};
+        }
+        w->rel.doomed_slots[(size_t)q * nrel + i] =
+            (ecs__pair_slots_t){doomed_slot(r, x, at, cols[0], 0, trusted), doomed_slot(r, x, at, cols[1], 1, trusted)};
+    }
+}
+
+/* The despawn closure of e: e, then breadth-first through one queue for
+ * every relation type, the sources of doomed entities under
+ * CASCADE_SOURCE (all live: a despawn drops every pair of its entity);
+ * each entity once, so cycles end. Every doomed entity's slots and place
+ * are looked up on the way. false on OOM. */
 static bool doom(ecs_world_t *w, ecs_entity_t e)
 {
-    if (!doomed_add(w, e)) return false;
+    if (!doomed_pos_reserve(w) || !doomed_add(w, e)) return false;
+    const uint32_t nrel = w->rel.count;
+    const bool trusted = w->rel.pending_count == 0;
+    marker_cols_t cache[DOOM_CACHED_RELATIONS] = {0};
     for (uint32_t q = 0; q < w->rel.doomed_count; q++) {
-        ecs_entity_t x = w->rel.doomed[q];
-        for (uint32_t i = 0; i < w->rel.count; i++) {
+        doomed_look_up(w, q, cache, trusted);
+        for (uint32_t i = 0; i < nrel; i++) {
             const ecs__relation_t *r = &w->rel.types[i];
-            if (r->cleanup != ECS_CASCADE_SOURCE) continue;
-            const ecs__source_slice_t *ss = ecs__store_sources(&r->store, x);
+            uint32_t rev = w->rel.doomed_slots[(size_t)q * nrel + i].rev;
+            if (r->cleanup != ECS_CASCADE_SOURCE || !rev) continue;
             /* Nothing writes the stores here: the slice stays put while
              * the closure's own arrays grow. */
-            for (uint32_t k = 0; ss && k < ss->count; k++) {
-                if (ecs_is_alive(w, ss->sources[k]) && !doomed_add(w, ss->sources[k])) return false;
+            const ecs__source_slice_t *ss = &r->store.rev[rev - 1];
+            for (uint32_t k = 0; k < ss->count; k++) {
+                ecs_entity_t s = ss->sources[k];
+                const ecs__doomed_t d = doomed_view(w);
+                if (!ecs__doomed_pos(&d, s) && !doomed_add(w, s)) return false;
             }
         }
     }
     return true;
 }
 
-/* Pair-log room for a despawn: every pair a doomed entity takes part in
- * may go (a pair between two doomed ones is counted twice: room to
- * spare). */
-static bool doomed_log_reserve(ecs_world_t *w)
+/* What a despawn's commit will need of relation r, counted from the
+ * doomed entities' slices: log room for every pair they take part in (a
+ * pair between two doomed ones counted twice: room to spare), and the
+ * surviving neighbours: *sweep, the entries the store's sweep list may
+ * get; *survivors, those whose marker may change, which outside a flush
+ * are planned into p. */
+static bool doomed_survey(ecs_world_t *w, ecs__relation_t *r, uint32_t k, plan_t *p, bool flush,
+                          uint32_t *survivors, uint32_t *sweep)
 {
+    const ecs__doomed_t d = doomed_view(w);
+    const ecs__store_t *st = &r->store;
+    uint64_t logged = 0;
+    uint32_t listed = 0;
+    for (uint32_t i = 0; i < d.count; i++) {
+        ecs__pair_slots_t sl = w->rel.doomed_slots[(size_t)i * w->rel.count + k];
+        const ecs__target_slice_t *ts = sl.fwd ? &st->fwd[sl.fwd - 1] : NULL;
+        for (uint32_t j = 0; ts && j < ts->count; j++) {
+            ecs_entity_t t = ts->targets[j];
+            logged++;
+            if (ecs__doomed_pos(&d, t)) continue;
+            listed++;
+            if (!r->target_marker) continue;
+            (*survivors)++;
+            if (!flush && !plan_entity(w, p, t, &d)) return false;
+        }
+        if (!sl.rev) continue;
+        const ecs__source_slice_t *ss = &st->rev[sl.rev - 1];
+        if (r->cleanup == ECS_IGNORE) {
+            listed++; /* its own slice, swept of doomed sources */
+            continue;
+        }
+        logged += ss->count;
+        if (r->cleanup == ECS_CASCADE_SOURCE) continue; /* every source is doomed (the closure) */
+        for (uint32_t j = 0; j < ss->count; j++) {
+            ecs_entity_t s = ss->sources[j];
+            if (ecs__doomed_pos(&d, s)) continue;
+            listed++;
+            if (!r->source_marker) continue;
+            (*survivors)++;
+            if (!flush && !plan_entity(w, p, s, &d)) return false;
+        }
+    }
+    if (listed > *sweep) *sweep = listed;
+    return log_reserve(w, r, logged);
+}
+
+static void log_visit(void *ctx, ecs_entity_t src, ecs_entity_t tgt) { log_pair(ctx, src, tgt); }
+
+/* Commit: the doomed entities' pairs of relation r go (logged), and their
+ * slices with them. A survivor left with no pair of r: a dead one (a
+ * stale target kept under IGNORE) loses its slice; in a flush, a live one
+ * gets a pending marker sync (outside one, the plan moves it). */
+static void doomed_drop_pairs(ecs_world_t *w, ecs__relation_t *r, uint32_t k, bool flush)
+{
+    const ecs__doomed_t d = doomed_view(w);
+    ecs__store_t *st = &r->store;
+    const ecs__pair_slots_t *slots = w->rel.doomed_slots + k;
+    bool keep = r->cleanup == ECS_IGNORE;
+    uint32_t n = ecs__store_despawn_pairs(st, &d, slots, w->rel.count, keep, r->removal_readers ? log_visit : NULL, r,
+                                          w->rel.sweep, w->rel.sweep_cap);
+    ecs__store_sweep(st, &d, w->rel.sweep, n);
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t slot = w->rel.sweep[j] >> 1, side = w->rel.sweep[j] & 1;
+        ecs_entity_t owner = side ? st->rev[slot - 1].owner : st->fwd[slot - 1].owner;
+        uint32_t count = side ? st->rev[slot - 1].count : st->fwd[slot - 1].count;
+        if (count || ecs__doomed_pos(&d, owner)) continue; /* a doomed one's slices go below */
+        if (!ecs_is_alive(w, owner)) ecs__store_forget(st, owner);
+        else if (flush && (side ? r->target_marker : r->source_marker)) mark_pending(w, owner, r, side, slot);
+    }
+    ecs__store_release_doomed(st, &d, slots, w->rel.count, keep);
+}
+
+/* Everything a despawn's commit needs that can fail, after the closure:
+ * log room, the survivors' plan (or pending room), scratch, and the
+ * removal-log room of every doomed entity and planned move at once (each
+ * may log in the same watched log). */
+static bool doomed_reserve(ecs_world_t *w, plan_t *p, bool flush)
+{
+    uint32_t survivors = 0, sweep = 0;
     for (uint32_t k = 0; k < w->rel.count; k++) {
-        ecs__relation_t *r = &w->rel.types[k];
-        if (!r->removal_readers) continue;
-        uint64_t n = 0;
-        for (uint32_t i = 0; i < w->rel.doomed_count; i++) {
-            const ecs__target_slice_t *ts = ecs__store_targets(&r->store, w->rel.doomed[i]);
-            const ecs__source_slice_t *ss = ecs__store_sources(&r->store, w->rel.doomed[i]);
-            n += (ts ? ts->count : 0) + (ss && r->cleanup != ECS_IGNORE ? ss->count : 0);
-        }
-        if (!log_reserve(w, r, n)) return false;
+        if (!doomed_survey(w, &w->rel.types[k], k, p, flush, &survivors, &sweep)) return false;
     }
-    return true;
-}
-
-/* The survivors whose markers a despawn may change: the targets of the
- * doomed's pairs, and their sources where the pairs are released. Counted
- * into *survivors and, outside a flush, planned into p. */
-static bool doomed_plan_survivors(ecs_world_t *w, plan_t *p, bool flush, uint32_t *survivors)
-{
+    const ecs_allocator_t *a = &w->allocator;
+    if (!ecs__array_reserve(a, (void **)&w->rel.sweep, &w->rel.sweep_cap, sweep, sizeof(uint32_t), 4)) return false;
+    uint32_t logged = w->rel.doomed_count + p->count; /* no plan when flushing */
+    const ecs__chunk_t *last = NULL;
     for (uint32_t i = 0; i < w->rel.doomed_count; i++) {
-        ecs_entity_t x = w->rel.doomed[i];
-        for (uint32_t k = 0; k < w->rel.count; k++) {
-            const ecs__relation_t *r = &w->rel.types[k];
-            const ecs__target_slice_t *ts = ecs__store_targets(&r->store, x);
-            for (uint32_t j = 0; ts && j < ts->count; j++) {
-                ecs_entity_t t = ts->targets[j];
-                if (ecs__map_get(&w->rel.doomed_set, t) || !r->target_marker) continue;
-                (*survivors)++;
-                if (!flush && !plan_entity(w, p, t, &w->rel.doomed_set)) return false;
-            }
-            const ecs__source_slice_t *ss = ecs__store_sources(&r->store, x);
-            if (r->cleanup != ECS_RELEASE_TARGET) continue;
-            for (uint32_t j = 0; ss && j < ss->count; j++) {
-                ecs_entity_t s = ss->sources[j];
-                if (ecs__map_get(&w->rel.doomed_set, s) || !r->source_marker) continue;
-                (*survivors)++;
-                if (!flush && !plan_entity(w, p, s, &w->rel.doomed_set)) return false;
-            }
-        }
+        const ecs__chunk_t *ch = w->rel.places[i].chunk;
+        if (ch != last && !ecs__removals_reserve_n(w, ch->archetype, NULL, logged)) return false;
+        last = ch; /* room counted from the log's length: once per run of one chunk is enough */
     }
-    return true;
-}
-
-/* Commit: doomed x's pairs of relation r go (logged). In a flush, the
- * survivors left with no pair of r get a pending marker sync. */
-static void doomed_drop_pairs(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t x, bool flush)
-{
-    const ecs__target_slice_t *ts = ecs__store_targets(&r->store, x);
-    for (uint32_t j = 0; flush && ts && j < ts->count; j++) {
-        ecs_entity_t t = ts->targets[j];
-        /* Only a target left with no pair changes markers. */
-        const ecs__source_slice_t *tss = ecs__store_sources(&r->store, t);
-        if (r->target_marker && tss && tss->count == 1 && !ecs__map_get(&w->rel.doomed_set, t))
-            mark_pending(w, t, r, 1, (uint32_t)(tss - r->store.rev) + 1);
-    }
-    drop_ctx_t dc = {w, r};
-    ecs__store_drop_source(&r->store, &w->allocator, x, on_drop_source, &dc);
-    const ecs__source_slice_t *ss = ecs__store_sources(&r->store, x);
-    if (!ss) return;
-    if (r->cleanup == ECS_IGNORE && ss->count) return; /* the pairs stay, with the stale handle */
-    for (uint32_t j = 0; flush && r->cleanup == ECS_RELEASE_TARGET && j < ss->count; j++) {
-        ecs_entity_t s = ss->sources[j];
-        const ecs__target_slice_t *sts = ecs__store_targets(&r->store, s);
-        if (r->source_marker && sts && sts->count == 1 && !ecs__map_get(&w->rel.doomed_set, s))
-            mark_pending(w, s, r, 0, (uint32_t)(sts - r->store.fwd) + 1);
-    }
-    ecs__store_drop_target(&r->store, &w->allocator, x, on_drop_target, &dc);
+    return flush ? pending_reserve(w, survivors) : plan_reserve(w, p, w->rel.doomed_count);
 }
 
 int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
 {
     bool flush = flushing(w);
-    int result = ECS_ENOMEM;
     plan_t p;
     plan_init(w, &p);
-    uint32_t survivors = 0;
-    if (!doom(w, e) || !doomed_log_reserve(w) || !doomed_plan_survivors(w, &p, flush, &survivors)) goto out;
-    /* Removal-log room for every doomed entity and every planned move at
-     * once: each may log in the same watched log. */
-    uint32_t logged = w->rel.doomed_count + p.count; /* no plan when flushing */
-    for (uint32_t i = 0; i < w->rel.doomed_count; i++) {
-        const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, w->rel.doomed[i]);
-        if (!ecs__removals_reserve_n(w, rec->chunk->archetype, NULL, logged)) goto out;
+    if (!doom(w, e) || !doomed_reserve(w, &p, flush)) {
+        plan_abort(w, &p);
+        doomed_clear(w);
+        return ECS_ENOMEM;
     }
-    if (flush ? !pending_reserve(w, survivors) : !plan_reserve(w, &p, w->rel.doomed_count)) goto out;
-
-    /* Commit: nothing below can fail. Each doomed entity's pairs go, in
-     * the closure's order, then the entity. A chunk the despawns empty
-     * stays until the planned moves are done: plan_reserve may have
-     * counted its free rows. */
+    /* Commit: nothing below can fail. Chunks the despawns empty stay
+     * until the planned moves are done (plan_reserve may have counted
+     * their free rows), and while ecs__entity_destroy_n holds places in
+     * them. */
     bool deferred = w->storage.defer_chunk_release;
     w->storage.defer_chunk_release = true;
-    for (uint32_t i = 0; i < w->rel.doomed_count; i++) {
-        ecs_entity_t x = w->rel.doomed[i];
-        for (uint32_t k = 0; k < w->rel.count; k++) doomed_drop_pairs(w, &w->rel.types[k], x, flush);
-        ecs__entity_destroy(w, x, ecs__record_from_entity(&w->entity_index, x));
-    }
+    for (uint32_t k = 0; k < w->rel.count; k++) doomed_drop_pairs(w, &w->rel.types[k], k, flush);
+    ecs__entity_destroy_n(w, w->rel.doomed, w->rel.doomed_count, w->rel.places); /* filled by doom */
+
     if (!flush) plan_apply(w, &p);
     w->storage.defer_chunk_release = deferred;
     ecs__archetypes_trim(w); /* a no-op while a walk still defers */
-    result = ECS_OK;
-out:
-    if (result != ECS_OK) plan_abort(w, &p);
-    else plan_fini(w, &p);
+    plan_fini(w, &p);
     doomed_clear(w);
-    return result;
+    return ECS_OK;
 }
 
 /* ---------------------------------------------------------------------- */
