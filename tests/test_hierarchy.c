@@ -7,7 +7,8 @@
  * through every kind of write (reparent, detach, the pair API), no
  * cycles, bad input, immediate mode refused inside non-exclusive systems
  * and type hooks, and ecs_cmd_parent_set played back at the barrier (in
- * order within a flush, so a set that closes a cycle then is skipped).
+ * order within a flush, so a set that closes a cycle then is skipped),
+ * by hand and over random flushes.
  * Every check of a tree compares the world with a model of it
  * (fixture_hierarchy.h). Out of memory is test_hierarchy_oom.c's; the
  * cascade systems and ECS_UP terms are the scheduler's tests'.
@@ -318,21 +319,15 @@ static void hierarchy_random_writes_keep_depths(void **state)
     int cycles = 0;
     for (int step = 0; step < STEPS; step++) {
         /* Keep about LIVE entities alive: new ones take a fresh slot of
-         * the model, then the slots of dead ones (whose old handles are
-         * no longer checked). */
+         * the model, then the slots of dead ones. */
         int live[TREE_MAX], nlive = 0, dead = -1;
         for (int i = 0; i < t.n; i++) {
             if (t.alive[i]) live[nlive++] = i;
             else dead = i;
         }
         if (nlive < LIVE) {
-            if (t.n < TREE_MAX) {
-                tree_spawn(&t);
-            } else {
-                t.e[dead] = ecs_spawn(w);
-                t.parent[dead] = -1;
-                t.alive[dead] = true;
-            }
+            if (t.n < TREE_MAX) tree_spawn(&t);
+            else tree_respawn(&t, dead);
             continue;
         }
         int c = live[rng_below(&rng, (uint32_t)nlive)], p = live[rng_below(&rng, (uint32_t)nlive)];
@@ -883,6 +878,110 @@ static void hierarchy_cmd_refuses_bad_input(void **state)
     ecs_world_destroy(w);
 }
 
+/* Random flushes: each frame one job records parent sets, detaches and
+ * despawns on random live entities (cycles and dead ends included), the
+ * sets and detaches through ecs_cmd_parent_set or the pair commands; the
+ * model plays them in recording order with the playback rules (a set
+ * whose child or parent is dead by then, or that closes a cycle then, is
+ * skipped, as is any command on a dead entity; removing a pair that is
+ * not there is no change), and the world must agree, skip count
+ * included. */
+enum { RC_SET, RC_DETACH, RC_DESPAWN, RC_PAIR_SET, RC_PAIR_REMOVE };
+
+typedef struct {
+    tree_t *t;
+    uint64_t rng;
+    int n; /* commands recorded this frame */
+    int kind[64];
+    int child[64], parent[64];
+} random_cmds_t;
+
+static void record_random(ecs_iter_t *it)
+{
+    random_cmds_t *r = it->ctx;
+    tree_t *t = r->t;
+    int live[TREE_MAX], nlive = 0;
+    for (int i = 0; i < t->n; i++) {
+        if (t->alive[i]) live[nlive++] = i;
+    }
+    r->n = 0;
+    for (int k = 0; k < 64 && nlive >= 2; k++) {
+        int c = live[rng_below(&r->rng, (uint32_t)nlive)], p = live[rng_below(&r->rng, (uint32_t)nlive)];
+        uint32_t roll = rng_below(&r->rng, 100);
+        int kind = RC_SET;
+        if (roll < 4) kind = RC_DESPAWN;
+        else if (roll < 12) kind = RC_DETACH;
+        else if (roll < 18) kind = RC_PAIR_REMOVE;
+        else if (roll < 40) kind = RC_PAIR_SET;
+        if ((kind == RC_SET || kind == RC_PAIR_SET) && c == p) continue; /* refused at once */
+        /* A pair removal names the parent c has now, or a random one. */
+        if (kind == RC_PAIR_REMOVE && t->parent[c] >= 0 && roll & 1) p = t->parent[c];
+        if (kind == RC_PAIR_REMOVE && c == p) continue;
+        ecs_relation_t childof = ecs_childof(it->world);
+        int rc;
+        switch (kind) {
+        case RC_DESPAWN: rc = ecs_cmd_despawn(it->commands, t->e[c]); break;
+        case RC_DETACH: rc = ecs_cmd_parent_set(it->commands, t->e[c], ECS_NULL); break;
+        case RC_PAIR_SET: rc = ecs_cmd_pair_set(it->commands, childof, t->e[c], t->e[p], NULL); break;
+        case RC_PAIR_REMOVE: rc = ecs_cmd_pair_remove(it->commands, childof, t->e[c], t->e[p]); break;
+        default: rc = ecs_cmd_parent_set(it->commands, t->e[c], t->e[p]); break;
+        }
+        assert_int_equal(rc, ECS_OK);
+        r->kind[r->n] = kind;
+        r->child[r->n] = c;
+        r->parent[r->n] = p;
+        r->n++;
+    }
+}
+
+static void hierarchy_cmd_random_flushes_match_the_model(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    tree_t t;
+    tree_init(&t, w, ecs_childof(w));
+    random_cmds_t r = {.t = &t, .rng = 0xf1a5};
+    assert_int_not_equal(ecs_system_register(w, &(ecs_system_desc_t){.run = record_random, .ctx = &r}), 0);
+    uint64_t skipped_total = 0;
+    for (int frame = 0; frame < 200; frame++) {
+        /* Between frames: spawn back up to 40 live entities (fresh model
+         * slots, then dead ones'). */
+        int nlive = 0;
+        for (int i = 0; i < t.n; i++) nlive += t.alive[i];
+        for (; nlive < 40 && t.n < TREE_MAX; nlive++) tree_spawn(&t);
+        for (int i = 0; nlive < 40 && i < t.n; i++) {
+            if (t.alive[i]) continue;
+            tree_respawn(&t, i);
+            nlive++;
+        }
+        uint64_t before = stats_of(w).commands_skipped;
+        assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
+        uint64_t skipped = 0;
+        for (int k = 0; k < r.n; k++) {
+            int c = r.child[k], p = r.parent[k];
+            bool set = r.kind[k] == RC_SET || r.kind[k] == RC_PAIR_SET;
+            if (!t.alive[c] || (set && !t.alive[p])) {
+                skipped++;
+            } else if (r.kind[k] == RC_DESPAWN) {
+                tree_model_despawn(&t, c);
+            } else if (r.kind[k] == RC_DETACH) {
+                tree_model_set(&t, c, -1);
+            } else if (r.kind[k] == RC_PAIR_REMOVE) {
+                if (t.parent[c] == p) tree_model_set(&t, c, -1);
+            } else if (tree_is_ancestor(&t, c, p)) {
+                skipped++; /* a cycle, as the hierarchy is at that point */
+            } else {
+                tree_model_set(&t, c, p);
+            }
+        }
+        assert_int_equal(stats_of(w).commands_skipped - before, skipped);
+        skipped_total += skipped;
+        tree_expect(&t);
+    }
+    assert_true(skipped_total > 100);
+    ecs_world_destroy(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -906,6 +1005,7 @@ int main(void)
         cmocka_unit_test(hierarchy_cmd_with_provisional_handles),
         cmocka_unit_test(hierarchy_cmd_dead_parent_or_child_is_skipped),
         cmocka_unit_test(hierarchy_cmd_refuses_bad_input),
+        cmocka_unit_test(hierarchy_cmd_random_flushes_match_the_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,7 +10,9 @@
  * it meets no failure. A failed operation returns ECS_ENOMEM and changes
  * nothing: every parent, children list, depth, marker, value and the
  * entity count are as before, and the operation works once memory is
- * back. Destroying the world then leaves nothing allocated.
+ * back. The deep reparent as a command, its frame failing likewise, is
+ * applied whole or skipped and counted. Destroying the world then leaves
+ * nothing allocated.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -207,6 +209,70 @@ static void hierarchy_oom_cascade_despawn(void **state)
     assert_true(op_sweep(OP_DESPAWN_ROOT) > 0);
 }
 
+/* The deep reparent as a command: ecs_cmd_parent_set recorded in the
+ * first frame, the frame's k-th allocation failing once. The frame
+ * returns ECS_OK, or ECS_ENOMEM having met the failure; the command was
+ * applied whole or skipped (and counted), never half; markers that a
+ * flush could not move follow at a later one. */
+typedef struct {
+    oom_world_t *o;
+    int frames, rc;
+} oom_cmd_t;
+
+static void oom_cmd_record(ecs_iter_t *it)
+{
+    oom_cmd_t *c = it->ctx;
+    if (c->frames++) return;
+    c->rc = ecs_cmd_parent_set(it->commands, c->o->t.e[M], c->o->t.e[DEEP]);
+}
+
+static bool cmd_try(long k)
+{
+    oom_world_t o;
+    oom_world_build(&o);
+    oom_cmd_t c = {.o = &o, .rc = 12345};
+    assert_int_not_equal(ecs_system_register(o.w, &(ecs_system_desc_t){.run = oom_cmd_record, .ctx = &c}), 0);
+    uint64_t skipped = stats_of(o.w).commands_skipped;
+    alloc_hook_fail_in(&o.ft, k, false);
+    int rc = ecs_world_progress(o.w, 0.0f);
+    bool failed = o.ft.injected > 0;
+    alloc_hook_disarm(&o.ft);
+    assert_true(rc == ECS_OK || (rc == ECS_ENOMEM && failed));
+    bool late = c.frames == 0; /* the frame failed before the system ran */
+    if (late) {
+        assert_int_equal(rc, ECS_ENOMEM);
+    } else if (c.rc == ECS_OK) {
+        /* Recorded: applied (its parent is DEEP) or skipped, nothing between. */
+        bool applied = ecs_parent(o.w, o.t.e[M]) == o.t.e[DEEP];
+        assert_int_equal(stats_of(o.w).commands_skipped - skipped, applied ? 0 : 1);
+        if (applied) op_model(&o.t, OP_DEEPER);
+        else assert_true(failed);
+    } else {
+        assert_int_equal(c.rc, ECS_ENOMEM); /* the recording itself ran out */
+        assert_true(failed);
+    }
+    tree_expect_as(&o.t, rc == ECS_OK); /* parents, children, depths: whole */
+    /* A frame with memory: the markers a failed sync left are moved (and
+     * a command not recorded yet is recorded and applied). */
+    assert_int_equal(ecs_world_progress(o.w, 0.0f), ECS_OK);
+    if (late) {
+        assert_int_equal(c.rc, ECS_OK);
+        op_model(&o.t, OP_DEEPER);
+    }
+    oom_world_expect(&o);
+    ecs_world_destroy(o.w);
+    alloc_hook_expect_clean(&o.ft);
+    return failed;
+}
+
+static void hierarchy_oom_cmd_flush(void **state)
+{
+    (void)state;
+    long k = 1;
+    for (; k < 10000 && cmd_try(k); k++) {}
+    assert_true(k > 1 && k < 10000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +281,7 @@ int main(void)
         cmocka_unit_test(hierarchy_oom_detach),
         cmocka_unit_test(hierarchy_oom_pair_api),
         cmocka_unit_test(hierarchy_oom_cascade_despawn),
+        cmocka_unit_test(hierarchy_oom_cmd_flush),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
