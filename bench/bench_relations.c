@@ -1011,11 +1011,8 @@ static int sub_world_make(sub_shape_t shape, ecs_world_t **wp, ecs_entity_t *ent
     ecs_component_t ids[2];
     ids[0] = ecs_component_register(w, &(ecs_component_desc_t){.name = "Local", .size = sizeof(Mat4)});
     ids[1] = ecs_component_register(w, &(ecs_component_desc_t){.name = "World", .size = sizeof(Mat4)});
-    ecs_relation_t rel = 0;
-    if (shape != SUB_PLAIN)
-        rel = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "ChildOf",
-                                                               .exclusive = true,
-                                                               .on_target_despawn = ECS_CASCADE_SOURCE});
+    /* The world's own ChildOf: exclusive, ECS_CASCADE_SOURCE, a hierarchy. */
+    ecs_relation_t rel = shape != SUB_PLAIN ? ecs_childof(w) : 0;
     CHECK(ids[0] && ids[1] && (shape == SUB_PLAIN || rel), "subtree: registration failed");
     CHECK(ecs_spawn_batch(w, SUB_N, 2, ids, NULL, ents) == ECS_OK, "subtree: spawn failed");
     *wp = w;

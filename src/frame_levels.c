@@ -185,25 +185,39 @@ static bool runs_reserve(ecs_world_t *w, ecs__levels_t *lv, uint32_t n)
 /* ---------------------------------------------------------------------- */
 
 /* Per archetype: the source marker column of each relation (-1: its
- * rows have no parent there). */
+ * rows have no parent there, unless `probe`). */
 typedef struct {
     const ecs__store_t *st[LEVELS_RELS];
     int32_t col[LEVELS_RELS];
+    bool probe; /* markers may be stale: rows without one ask the store */
 } rel_cols_t;
 
 /* Whether the archetype can hold rows to hand: a non-optional UP term
- * needs a parent, which needs the relation's source marker. */
+ * needs a parent, which needs the relation's source marker. A flush that
+ * ran out of memory may leave markers to sync at the next one
+ * (pending): until then a missing marker proves nothing, and the rows
+ * without one are looked up in the store. */
 static bool archetype_cols(const ecs_world_t *w, const ecs__levels_t *lv, const ecs__archetype_t *a, rel_cols_t *rc)
 {
+    rc->probe = w->rel.pending_count != 0;
     for (uint32_t j = 0; j < lv->nrels; j++) {
         const ecs__relation_t *r = ecs__relation_get(w, lv->rels[j]);
         rc->st[j] = &r->store;
         rc->col[j] = ecs__archetype_column(a, r->source_marker);
     }
     for (uint32_t k = 0; k < lv->nup; k++) {
-        if (!lv->up[k].optional && rc->col[lv->up[k].rel] < 0) return false;
+        if (!lv->up[k].optional && rc->col[lv->up[k].rel] < 0 && !rc->probe) return false;
     }
     return true;
+}
+
+/* e's slice in relation j, through the marker's hint where it has one. */
+static const ecs__target_slice_t *row_slice(const rel_cols_t *rc, uint32_t j, const ecs__chunk_t *ch, uint32_t row,
+                                            ecs_entity_t e)
+{
+    if (rc->col[j] < 0) return rc->probe ? ecs__store_targets(rc->st[j], e) : NULL;
+    uint32_t hint = ((const uint32_t *)ch->cols[rc->col[j]])[row];
+    return ecs__store_targets_hinted(rc->st[j], e, hint);
 }
 
 /* The parent's value of UP term u, or NULL. */
@@ -232,9 +246,7 @@ static uint32_t scan_chunk(const ecs_world_t *w, ecs__levels_t *lv, const rel_co
         uint32_t depth = 0;
         for (uint32_t j = 0; j < lv->nrels; j++) {
             parent[j] = ECS_NULL;
-            if (rc->col[j] < 0) continue;
-            uint32_t hint = ((const uint32_t *)ch->cols[rc->col[j]])[row];
-            const ecs__target_slice_t *ts = ecs__store_targets_hinted(rc->st[j], e, hint);
+            const ecs__target_slice_t *ts = row_slice(rc, j, ch, row, e);
             if (!ts || !ts->count) continue;
             parent[j] = ts->targets[0];
             if (j == 0 && lv->cascade) depth = ts->depth;

@@ -21,12 +21,20 @@
 int ecs__hierarchy_check(const ecs__relation_t *r, ecs_entity_t child, ecs_entity_t parent)
 {
     /* child -> parent closes a cycle when child is parent or one of its
-     * ancestors: walk up from parent, O(its depth). The walk ends, since
-     * the hierarchy has no cycle yet. */
+     * ancestors. A childless child has no descendants (the common case:
+     * a tree built top-down), and an ancestor of parent deeper than
+     * child cannot be child: so the walk up from parent stops at child's
+     * depth, O(depth(parent) - depth(child)), not O(depth(parent)), which
+     * made building a long chain quadratic. */
+    if (child == parent) return ECS_EINVAL;
+    const ecs__source_slice_t *kids = ecs__store_sources(&r->store, child);
+    if (!kids || !kids->count) return ECS_OK;
+    uint32_t floor = ecs__hierarchy_depth_of(&r->store, child);
     for (ecs_entity_t x = parent; x;) {
         if (x == child) return ECS_EINVAL;
         const ecs__target_slice_t *ts = ecs__store_targets(&r->store, x);
-        x = ts && ts->count ? ts->targets[0] : ECS_NULL;
+        if (!ts || !ts->count || ts->depth <= floor) break;
+        x = ts->targets[0];
     }
     return ECS_OK;
 }
