@@ -37,7 +37,12 @@
  *                               before) and a wide tree (1000 children of
  *                               99 each); baseline despawn_flat: ecs_despawn
  *                               of as many entities without a relation,
- *                               one call each
+ *                               one call each. One world for the three,
+ *                               reused from shape to shape.
+ *   despawn_subtree_chain_joined
+ *                               the chain again, assembled by joining
+ *                               chains pairwise (the store's slots out of
+ *                               chain order), in a fresh world each time
  *
  * The propagation checks its World matrices against the hand-written ones
  * (bit for bit: the same multiply, the same operands) and the despawns
@@ -384,12 +389,20 @@ static void bench_reparent(void)
 enum { D_N = 100000, D_WIDE_FAN = 1000, D_WIDE_LEAVES = 99 };
 
 /* Builds a chain of n entities, e[0] the root, e[i] the child of
- * e[i - 1]. Linked top-down, each ecs_parent_set would walk up the whole
- * chain for its cycle check (O(n^2) in all); linked bottom-up, each would
- * shift the depth of everything below. Joining chains pairwise, the lower
- * one's top under the upper one's bottom, costs O(n) per round, O(n log n)
- * in all. */
+ * e[i - 1], top-down: each new link hangs a childless entity under the
+ * deepest one, which needs no cycle walk and shifts no subtree. (Built
+ * bottom-up, each new root would shift the depth of the whole chain
+ * below it: O(n^2) in all.) */
 static void build_chain(ecs_world_t *w, const ecs_entity_t *e, int n)
+{
+    for (int i = 1; i < n; i++) CHECK(ecs_parent_set(w, e[i], e[i - 1]) == ECS_OK, "chain parent_set");
+}
+
+/* The same chain assembled from pieces: chains joined pairwise, the top
+ * of one under the bottom of the other, doubling their length each
+ * round (O(n) per round). The store's slots then follow the joins, not
+ * the chain: a despawn walking the chain reads them out of order. */
+static void build_chain_joined(ecs_world_t *w, const ecs_entity_t *e, int n)
 {
     for (int len = 1; len < n; len *= 2) {
         for (int top = 0; top + len < n; top += 2 * len)
@@ -415,7 +428,7 @@ static void bench_despawn(void)
     const int cap = n_wide > D_N ? n_wide : D_N;
     ecs_entity_t *e = malloc(sizeof(ecs_entity_t) * (size_t)cap);
     const int dreps = quick ? 3 : 11;
-    double flat[MAX_REPS], chain[MAX_REPS], wide[MAX_REPS];
+    double flat[MAX_REPS], chain[MAX_REPS], wide[MAX_REPS], joined[MAX_REPS];
     /* One world for all, as an engine's: each shape is built, despawned,
      * and the next built in the memory the last one left. */
     ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
@@ -447,8 +460,23 @@ static void bench_despawn(void)
         ecs_world_stats_t st;
         ecs_world_stats(w, &st);
         CHECK(st.entities == 0, "%u entities left", st.entities);
+
+        /* In a world of its own: the joins' slot order would carry over
+         * to the shapes above in the next repetition. */
+        ecs_world_t *wj = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
+        ecs_component_t cj = ecs_component_register(wj, &(ecs_component_desc_t){.name = "Local", .size = sizeof(Mat)});
+        CHECK(ecs_spawn_batch(wj, D_N, 1, &cj, NULL, e) == ECS_OK, "spawn");
+        build_chain_joined(wj, e, D_N);
+        CHECK(ecs_depth(wj, e[D_N - 1]) == D_N - 1, "joined chain depth %d", ecs_depth(wj, e[D_N - 1]));
+        t0 = now_ns();
+        CHECK(ecs_despawn(wj, e[0]) == ECS_OK, "despawn joined chain");
+        t1 = now_ns();
+        joined[r] = (t1 - t0) / D_N;
+        CHECK(!ecs_is_alive(wj, e[D_N - 1]), "the joined chain's last entity survived");
+        ecs_world_destroy(wj);
     }
     double mf = median(flat, dreps), mc = median(chain, dreps), mw = median(wide, dreps);
+    double mj = median(joined, dreps);
     printf("{\"name\":\"despawn_flat\",\"entities\":%d,\"reps\":%d,\"ns_per_entity\":%.2f}\n", D_N, dreps, mf);
     printf("{\"name\":\"despawn_subtree_chain\",\"entities\":%d,\"reps\":%d,\"ns_per_entity\":%.2f,"
            "\"baseline\":\"despawn_flat\",\"ratio\":%.3f}\n",
@@ -456,6 +484,9 @@ static void bench_despawn(void)
     printf("{\"name\":\"despawn_subtree_wide\",\"entities\":%d,\"fan\":[%d,%d],\"reps\":%d,\"ns_per_entity\":%.2f,"
            "\"baseline\":\"despawn_flat\",\"ratio\":%.3f}\n",
            n_wide, D_WIDE_FAN, D_WIDE_LEAVES, dreps, mw, mw / mf);
+    printf("{\"name\":\"despawn_subtree_chain_joined\",\"entities\":%d,\"reps\":%d,\"ns_per_entity\":%.2f,"
+           "\"baseline\":\"despawn_flat\",\"ratio\":%.3f}\n",
+           D_N, dreps, mj, mj / mf);
     ecs_world_destroy(w);
     free(e);
 }
