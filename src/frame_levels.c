@@ -9,9 +9,9 @@
  * it out costs a pass over the system's rows (a depth and a parent per
  * row, read through the relation's source marker, whose value names the
  * row's slice in the store), so it is kept across frames and done again
- * only when the storage's structure (any row added, removed or moved:
- * a parent's value may have moved, or a row appeared) or a relation it
- * reads (a parent or a depth may have changed) has changed since. The
+ * only when rows were added, removed or moved in an archetype it reads
+ * (its own rows, or its parents': a value may have moved) or a relation
+ * it reads changed (a parent or a depth may have). The
  * jobs then read it without writing anything: splitting runs into jobs,
  * depth by depth, is frame.c's.
  */
@@ -39,10 +39,18 @@ struct ecs__levels {
     ecs_relation_t rels[LEVELS_RELS];
     uint32_t nup;
     up_term_t up[ECS_MAX_TERMS];
-    /* What the runs were worked out from: they hold while these stand. */
+    /* What the runs were worked out from: they hold while these stand:
+     * the relations' versions, the query's match count, and the rows of
+     * every archetype the runs read (the matched ones, and those the
+     * parents were in), through each one's rows_version. A structural
+     * change elsewhere (particles spawned every frame) keeps them. */
     bool valid;
-    uint64_t structure_version;
     uint64_t versions[LEVELS_RELS];
+    uint32_t match_count;
+    const ecs__archetype_t **seen;
+    uint64_t *seen_versions;
+    uint32_t nseen, seen_cap, seen_vcap;
+    bool seen_oom; /* the build could not record an archetype */
     /* The runs, in walk order: chunk (with its match index and chunk
      * index), first row in the row arrays, row count; and per depth
      * present, one past its last run. */
@@ -117,6 +125,8 @@ void ecs__levels_destroy(ecs_world_t *w, ecs__levels_t *lv)
     ecs__free(a, lv->chunks);
     ecs__free(a, lv->chunk_match);
     ecs__free(a, lv->counts);
+    ecs__free(a, lv->seen);
+    ecs__free(a, lv->seen_versions);
     ecs__free(a, lv);
 }
 
@@ -220,8 +230,29 @@ static const ecs__target_slice_t *row_slice(const rel_cols_t *rc, uint32_t j, co
     return ecs__store_targets_hinted(rc->st[j], e, hint);
 }
 
-/* The parent's value of UP term u, or NULL. */
-static const void *parent_value(const ecs_world_t *w, up_term_t *u, ecs_entity_t parent)
+/* Records that the runs read rows of archetype a (once). */
+static void seen_add(ecs_world_t *w, ecs__levels_t *lv, const ecs__archetype_t *a)
+{
+    for (uint32_t k = 0; k < lv->nseen; k++) {
+        if (lv->seen[k] == a) return;
+    }
+    uint32_t vcap = lv->seen_vcap;
+    if (!ecs__array_reserve(&w->allocator, (void **)&lv->seen, &lv->seen_cap, lv->nseen + 1, sizeof(void *),
+                            _Alignof(void *)) ||
+        !ecs__array_reserve(&w->allocator, (void **)&lv->seen_versions, &vcap, lv->nseen + 1, sizeof(uint64_t),
+                            _Alignof(uint64_t))) {
+        lv->seen_oom = true;
+        return;
+    }
+    lv->seen_vcap = vcap;
+    lv->seen_versions[lv->nseen] = a->rows_version;
+    lv->seen[lv->nseen++] = a;
+}
+
+/* The parent's value of UP term u, or NULL. A parent's archetype is
+ * recorded whether it has the component or not: the parent gaining it
+ * moves it out of there. */
+static const void *parent_value(ecs_world_t *w, ecs__levels_t *lv, up_term_t *u, ecs_entity_t parent)
 {
     const ecs__record_t *rec = parent ? ecs__record_from_entity(&w->entity_index, parent) : NULL;
     if (!rec) return NULL;
@@ -229,6 +260,7 @@ static const void *parent_value(const ecs_world_t *w, up_term_t *u, ecs_entity_t
     if (a != u->last) {
         u->last = a;
         u->last_col = ecs__archetype_column(a, u->component);
+        seen_add(w, lv, a);
     }
     if (u->last_col < 0) return NULL;
     return (const unsigned char *)rec->chunk->cols[u->last_col] + (size_t)rec->row * u->size;
@@ -236,7 +268,7 @@ static const void *parent_value(const ecs_world_t *w, up_term_t *u, ecs_entity_t
 
 /* Scans chunk ch (chunk number c of the build), appending its rows to
  * hand to the query-order arrays. Returns the largest depth met. */
-static uint32_t scan_chunk(const ecs_world_t *w, ecs__levels_t *lv, const rel_cols_t *rc, const ecs__chunk_t *ch,
+static uint32_t scan_chunk(ecs_world_t *w, ecs__levels_t *lv, const rel_cols_t *rc, const ecs__chunk_t *ch,
                            uint32_t c)
 {
     uint32_t max_depth = 0, n = lv->nrows;
@@ -253,7 +285,7 @@ static uint32_t scan_chunk(const ecs_world_t *w, ecs__levels_t *lv, const rel_co
         }
         bool keep = true;
         for (uint32_t k = 0; k < lv->nup; k++) {
-            const void *v = parent_value(w, &lv->up[k], parent[lv->up[k].rel]);
+            const void *v = parent_value(w, lv, &lv->up[k], parent[lv->up[k].rel]);
             lv->q_vals[k][n] = v;
             keep = keep && (v || lv->up[k].optional);
         }
@@ -285,10 +317,13 @@ static bool scan(ecs_world_t *w, ecs__levels_t *lv, const ecs_query_t *q, uint32
     lv->chunk_match_cap = cap2;
     lv->nrows = 0;
     lv->chunk_count = 0;
+    lv->nseen = 0;
+    lv->seen_oom = false;
     *max_depth = 0;
     for (uint32_t k = 0; k < lv->nup; k++) lv->up[k].last = NULL;
     for (uint32_t m = 0; m < q->match_count; m++) {
         const ecs__archetype_t *at = q->matches[m].archetype;
+        seen_add(w, lv, at);
         rel_cols_t rc;
         if (!at->entity_count || !archetype_cols(w, lv, at, &rc)) continue;
         for (uint32_t ci = 0; ci < at->chunk_count; ci++) {
@@ -301,7 +336,7 @@ static bool scan(ecs_world_t *w, ecs__levels_t *lv, const ecs_query_t *q, uint32
             if (d > *max_depth) *max_depth = d;
         }
     }
-    return true;
+    return !lv->seen_oom;
 }
 
 /* Pass two: the rows sorted by depth, stably (a counting sort), with
@@ -361,12 +396,16 @@ static bool cut_runs(ecs_world_t *w, ecs__levels_t *lv, uint32_t max_depth)
     return true;
 }
 
-/* Whether the runs still hold: nothing they were worked out from moved. */
-static bool levels_current(const ecs_world_t *w, const ecs__levels_t *lv)
+/* Whether the runs still hold: nothing they were worked out from moved.
+ * O(archetypes read), not O(rows). */
+static bool levels_current(const ecs_world_t *w, const ecs__levels_t *lv, const ecs_query_t *q)
 {
-    if (!lv->valid || lv->structure_version != w->storage.structure_version) return false;
+    if (!lv->valid || lv->match_count != q->match_count) return false;
     for (uint32_t j = 0; j < lv->nrels; j++) {
         if (lv->versions[j] != ecs__relation_get(w, lv->rels[j])->store.version) return false;
+    }
+    for (uint32_t k = 0; k < lv->nseen; k++) {
+        if (lv->seen[k]->rows_version != lv->seen_versions[k]) return false;
     }
     return true;
 }
@@ -376,7 +415,7 @@ static bool levels_build(ecs_world_t *w, ecs__levels_t *lv, const ecs_query_t *q
     lv->valid = false;
     uint32_t max_depth;
     if (!scan(w, lv, q, &max_depth) || !sort_by_depth(w, lv, max_depth) || !cut_runs(w, lv, max_depth)) return false;
-    lv->structure_version = w->storage.structure_version;
+    lv->match_count = q->match_count;
     for (uint32_t j = 0; j < lv->nrels; j++) lv->versions[j] = ecs__relation_get(w, lv->rels[j])->store.version;
     lv->valid = true;
     return true;
@@ -386,7 +425,7 @@ bool ecs__levels_prepare(ecs_world_t *w, ecs__plan_node_t *node)
 {
     ecs__levels_t *lv = node->sys->levels;
     const ecs_query_t *q = node->sys->query;
-    if (!levels_current(w, lv) && !levels_build(w, lv, q)) return false;
+    if (!levels_current(w, lv, q) && !levels_build(w, lv, q)) return false;
     if (!ecs__array_reserve(&w->allocator, (void **)&node->chunks, &node->chunk_cap, lv->runs ? lv->runs : 1,
                             sizeof(ecs__chunk_ref_t), _Alignof(ecs__chunk_ref_t)))
         return false;
