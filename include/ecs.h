@@ -1308,9 +1308,10 @@ ECS_API int ecs_cmd_pair_remove(ecs_commands_t *cmd, ecs_relation_t rel, ecs_ent
  * Limits: cascade and ECS_UP are for systems (ecs_query_create and
  * ecs_query_each refuse ECS_UP terms), and not for EXCLUSIVE systems,
  * change-filtered ones, pair dispatch or removal readers. The order of
- * rows is worked out when the system starts and kept while neither the
- * storage's structure nor the hierarchy's pairs change; a frame that
- * changes either pays one pass over the system's rows.
+ * rows is worked out when the system starts and kept while no row is
+ * added, removed or moved in an archetype the system reads (its own rows'
+ * or their parents') and no pair of the relations it reads changes; a
+ * frame after such a change pays one pass over the system's rows.
  */
 
 /**
