@@ -728,6 +728,22 @@ ECS_API void *ecs_field(const ecs_iter_t *it, int term);
 ECS_API const void *const *ecs_field_up(const ecs_iter_t *it, int term);
 
 /**
+ * ecs_field_up as an array of const T * (one per handed row). Builds
+ * without NDEBUG check that sizeof(T) matches the component's size, as
+ * ECS_FIELD does.
+ * @param it    the iterator
+ * @param T     the component's type
+ * @param term  the term's index
+ * @return (the expression's value) as ecs_field_up, cast to
+ *         const T *const *.
+ */
+#ifdef NDEBUG
+#define ECS_FIELD_UP(it, T, term) ((const T *const *)ecs_field_up((it), (term)))
+#else
+#define ECS_FIELD_UP(it, T, term) ((const T *const *)ecs__field_up_checked((it), (term), sizeof(T)))
+#endif
+
+/**
  * ecs_field as a T *. Builds without NDEBUG check that sizeof(T) matches
  * the component's size (abort with a message when it does not).
  * @param it    the iterator

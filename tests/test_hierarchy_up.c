@@ -59,6 +59,9 @@ static void up_record(ecs_iter_t *it)
     up_seen_t *u = it->ctx;
     const void *const *up = ecs_field_up(it, u->up_term);
     if (!up) u->bad++;
+    /* The typed form (size-checked in debug builds) is the same array. */
+    const Val *const *typed = ECS_FIELD_UP(it, Val, u->up_term);
+    if ((const void *const *)typed != up) u->bad++;
     for (int t = 0; t < u->term_count; t++) {
         if (t != u->up_term && ecs_field_up(it, t) != NULL) u->bad++;
     }

@@ -91,6 +91,8 @@ typedef struct {
 /* ECS_FIELD in builds without NDEBUG: ecs_field, after checking that size
  * matches the term's component (abort with a message when it does not). */
 ECS_API void *ecs__field_checked(const ecs_iter_t *it, int term, size_t size);
+/* ECS_FIELD_UP's, the same way. */
+ECS_API const void *const *ecs__field_up_checked(const ecs_iter_t *it, int term, size_t size);
 
 /* What the accessors call when the view does not hold the answer: an
  * index out of the batch, another kind of iterator, payloads or far ends

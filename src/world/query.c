@@ -357,7 +357,9 @@ void *ecs_field(const ecs_iter_t *it, int term)
     return it->priv_.fields[term];
 }
 
-void *ecs__field_checked(const ecs_iter_t *it, int term, size_t size)
+/* ECS_FIELD's and ECS_FIELD_UP's check: sizeof(T) against the term's
+ * component, on a live iterator. */
+static void field_size_check(const ecs_iter_t *it, int term, size_t size, const char *macro)
 {
     if (it && term >= 0 && term < it->priv_.field_count && it->world) {
         const ecs_query_t *q = it->priv_.query;
@@ -365,13 +367,22 @@ void *ecs__field_checked(const ecs_iter_t *it, int term, size_t size)
          * for live iterators, which is when fields are read. */
         if (q) {
             const ecs__component_t *c = ecs__component_get(it->world, q->terms[term].component);
-            if (c && c->info.size && c->info.size != size) {
-                ecs__assert_fail("sizeof(T) == component size", "ECS_FIELD type does not match the term's component",
-                                 __FILE__, __LINE__);
-            }
+            if (c && c->info.size && c->info.size != size)
+                ecs__assert_fail("sizeof(T) == component size", macro, __FILE__, __LINE__);
         }
     }
+}
+
+void *ecs__field_checked(const ecs_iter_t *it, int term, size_t size)
+{
+    field_size_check(it, term, size, "ECS_FIELD type does not match the term's component");
     return ecs_field(it, term);
+}
+
+const void *const *ecs__field_up_checked(const ecs_iter_t *it, int term, size_t size)
+{
+    field_size_check(it, term, size, "ECS_FIELD_UP type does not match the term's component");
+    return ecs_field_up(it, term);
 }
 
 int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_iter_t *it), void *ctx)
