@@ -137,6 +137,12 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *no
     it->priv_.up_at = 0;
 }
 
+const void *const *ecs_field_up(const ecs_iter_t *it, int term)
+{
+    if (!it || term < 0 || term >= ECS_MAX_TERMS || !it->priv_.up || !it->priv_.up[term]) return NULL;
+    return it->priv_.up[term] + it->priv_.up_at;
+}
+
 /* The removal log a reader reads: its relation's or its component's. */
 static ecs__log_t *reader_log(const ecs_world_t *w, const ecs__system_t *sys)
 {
@@ -168,12 +174,6 @@ static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ec
  * EXCLUSIVE reader's own removals append to the log, which may move it
  * (pointers taken before them would dangle; the log is pruned only at the
  * frame's end, so the run's entries stay where the cursor says). */
-const void *const *ecs_field_up(const ecs_iter_t *it, int term)
-{
-    if (!it || term < 0 || term >= ECS_MAX_TERMS || !it->priv_.up || !it->priv_.up[term]) return NULL;
-    return it->priv_.up[term] + it->priv_.up_at;
-}
-
 int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities)
 {
     if (!it || !entities) return ECS_EINVAL;
@@ -256,17 +256,15 @@ static ecs__walk_t walk_begin(ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t
     };
 }
 
-/* Runs the system on chunk ch of match number m: the rows its filters
- * pass (none: no call), a chunk-level mark on each written column first
- * (it covers the rows present; an EXCLUSIVE callback may change them),
- * then the callback. */
-static inline void walk_chunk(ecs__walk_t *wk, uint32_t m, ecs__chunk_t *ch)
+/* Hands the system chunk ch of match number m under command key `key`:
+ * n rows listed in rows (n < 0: every row of the chunk), a chunk-level
+ * mark on each written column first (it covers the rows present; an
+ * EXCLUSIVE callback may change them), then the callback. */
+ECS__INLINE void hand_chunk(ecs__walk_t *wk, uint32_t m, ecs__chunk_t *ch, uint64_t key, const uint16_t *rows,
+                            int32_t n)
 {
-    const uint64_t key = wk->keys.by_visit ? wk->keys.visit++ : ((uint64_t)m << 32) | ch->index;
     const ecs__query_match_t *match = &wk->q->matches[m];
     ecs_iter_t *it = wk->it;
-    int32_t n = ECS__UNLIKELY(wk->due != NULL) ? ecs__due_select(wk, match, ch) : ecs__walk_select(wk, match, ch);
-    if (!n) return;
 #ifndef NDEBUG
     wk->reads->chunk = ch;
 #endif
@@ -277,7 +275,7 @@ static inline void walk_chunk(ecs__walk_t *wk, uint32_t m, ecs__chunk_t *ch)
      * an EXCLUSIVE callback may move rows. */
     it->priv_.version = it->world->storage.structure_version;
     if (n > 0) {
-        it->rows = wk->rows;
+        it->rows = rows;
         it->count = n;
     }
     ecs__pair_batch_t *batch = wk->pairs.batch;
@@ -293,35 +291,30 @@ static inline void walk_chunk(ecs__walk_t *wk, uint32_t m, ecs__chunk_t *ch)
         ecs__list_written(wk->sys, &wk->q->matches[m], ch);
 }
 
+/* Runs the system on chunk ch of match number m: the rows its filters
+ * pass (none: no call). */
+static inline void walk_chunk(ecs__walk_t *wk, uint32_t m, ecs__chunk_t *ch)
+{
+    const uint64_t key = wk->keys.by_visit ? wk->keys.visit++ : ((uint64_t)m << 32) | ch->index;
+    const ecs__query_match_t *match = &wk->q->matches[m];
+    int32_t n = ECS__UNLIKELY(wk->due != NULL) ? ecs__due_select(wk, match, ch) : ecs__walk_select(wk, match, ch);
+    if (n) hand_chunk(wk, m, ch, key, wk->rows, n);
+}
+
 /* A hierarchy system's walk: runs [first, last) of its node's list
  * (frame_levels.c), each a chunk's rows of one depth with its UP terms'
  * values, keyed for commands by the run's position. */
 static void walk_levels(ecs__walk_t *wk)
 {
     const ecs__levels_t *lv = wk->sys->levels;
-    ecs_iter_t *it = wk->it;
     const uint16_t *rows = ecs__levels_rows(lv);
-    it->priv_.up = ecs__levels_up(lv);
+    wk->it->priv_.up = ecs__levels_up(lv);
     for (uint32_t k = wk->first; k < wk->last; k++) {
         const ecs__chunk_ref_t *ref = &wk->node->chunks[k];
-        ecs__chunk_t *ch = ref->chunk;
         uint32_t at = ecs__levels_run_at(lv, k);
-#ifndef NDEBUG
-        wk->reads->chunk = ch;
-#endif
-        ecs__commands_set_chunk(wk->cmd, ref->order);
-        ecs__iter_set_chunk(it, wk->q, ref->match, ch);
-        it->priv_.match = (int32_t)(ref->match - wk->q->matches);
-        it->priv_.version = it->world->storage.structure_version;
-        it->rows = rows + at;
-        it->count = (int)ref->weight;
-        it->priv_.up_at = at;
-        wk->handed += ref->weight;
-        if (ECS__UNLIKELY(ch->trackers != NULL) && wk->sys->nwrite_terms && wk->writes.mark)
-            ecs__mark_written(wk, ref->match, ch);
-        wk->sys->run(it);
-        if (ECS__UNLIKELY(ch->trackers != NULL) && wk->sys->nwrite_terms && wk->writes.list_now)
-            ecs__list_written(wk->sys, ref->match, ch);
+        wk->it->priv_.up_at = at;
+        hand_chunk(wk, (uint32_t)(ref->match - wk->q->matches), ref->chunk, ref->order, rows + at,
+                   (int32_t)ref->weight);
     }
 }
 
@@ -476,8 +469,9 @@ static void collect_filtered(ecs__plan_node_t *node)
 
 static void system_job_run(ecs__job_t *job, uint32_t worker);
 
-/* Appends jobs over runs [first, last) of a hierarchy node, `want` of
- * them at most, of about equal rows (rows: theirs in all). */
+/* Appends jobs over entries [first, last) of the node's chunk list (a
+ * hierarchy node's: its runs), `want` of them at most, contiguous, of
+ * about equal rows (rows: theirs in all). */
 static void split_range(ecs__plan_node_t *node, uint32_t first, uint32_t last, uint64_t rows, uint32_t want)
 {
     uint64_t per = (rows + want - 1) / want, acc = 0;
@@ -557,18 +551,7 @@ static bool split_jobs(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers)
                             _Alignof(ecs__system_job_t)))
         return false;
     node->job_count = 0;
-    uint64_t per = (node->rows + want - 1) / want, acc = 0;
-    uint32_t start = 0;
-    for (uint32_t k = 0; k < node->chunk_count; k++) {
-        acc += node->chunks[k].weight;
-        bool last_chunk = k + 1 == node->chunk_count;
-        if ((acc >= per && node->job_count + 1 < want) || last_chunk) {
-            node->jobs[node->job_count++] = (ecs__system_job_t){
-                .job = {system_job_run, NULL, NULL}, .node = node, .first = start, .last = k + 1};
-            start = k + 1;
-            acc = 0;
-        }
-    }
+    split_range(node, 0, node->chunk_count, node->rows, want);
     if (!node->job_count)
         node->jobs[node->job_count++] = (ecs__system_job_t){.job = {system_job_run, NULL, NULL}, .node = node};
     return true;
@@ -577,6 +560,13 @@ static bool split_jobs(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers)
 /* ---------------------------------------------------------------------- */
 /* The DAG on the pool                                                     */
 /* ---------------------------------------------------------------------- */
+
+/* The jobs a node starts with: all of them, or a hierarchy node's first
+ * wave. */
+static uint32_t first_wave(const ecs__plan_node_t *node)
+{
+    return node->wave_count ? node->wave_end[0] : node->job_count;
+}
 
 /* Submits a ready node's jobs; when `keep` is non-NULL and the node may
  * run on this worker, its first job is kept back for the caller to run
@@ -647,7 +637,7 @@ static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_
     /* Read once: after the last submit the jobs may all be done, and
      * node_done (on the thread that ran the last one) rewrite it. A
      * hierarchy node in waves starts with its first wave. */
-    const uint32_t count = node->wave_count ? node->wave_end[0] : node->job_count;
+    const uint32_t count = first_wave(node);
     uint32_t from = keep ? 1 : 0;
     ecs__job_t *batch[64];
     for (uint32_t k = from; k < count;) {
@@ -885,8 +875,7 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
     for (uint32_t i = 0; i < seg->count; i++) {
         nodes[i].frame = f;
         atomic_store_explicit(&nodes[i].preds_left, (int32_t)nodes[i].npred, memory_order_relaxed);
-        uint32_t first_wave = nodes[i].wave_count ? nodes[i].wave_end[0] : nodes[i].job_count;
-        atomic_store_explicit(&nodes[i].jobs_left, (int32_t)first_wave, memory_order_relaxed);
+        atomic_store_explicit(&nodes[i].jobs_left, (int32_t)first_wave(&nodes[i]), memory_order_relaxed);
     }
     atomic_store_explicit(&f->counter.pending, 0, memory_order_relaxed);
     /* The roots; a root with nothing to run releases its successors at

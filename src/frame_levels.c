@@ -33,6 +33,25 @@ typedef struct {
     int32_t last_col;
 } up_term_t;
 
+/* A chunk the build met, with its match's index in the query. */
+typedef struct {
+    ecs__chunk_t *chunk;
+    uint32_t match;
+} chunk_at_t;
+
+/* A run: a chunk's rows of one depth, rows [at, at + count) of the row
+ * arrays. */
+typedef struct {
+    chunk_at_t where;
+    uint32_t at, count;
+} run_t;
+
+/* An archetype the runs read, and its rows_version when they were built. */
+typedef struct {
+    const ecs__archetype_t *archetype;
+    uint64_t rows_version;
+} seen_t;
+
 struct ecs__levels {
     bool cascade;
     uint32_t nrels;
@@ -47,15 +66,12 @@ struct ecs__levels {
     bool valid;
     uint64_t versions[LEVELS_RELS];
     uint32_t match_count;
-    const ecs__archetype_t **seen;
-    uint64_t *seen_versions;
-    uint32_t nseen, seen_cap, seen_vcap;
+    seen_t *seen;
+    uint32_t nseen, seen_cap;
     bool seen_oom; /* the build could not record an archetype */
-    /* The runs, in walk order: chunk (with its match index and chunk
-     * index), first row in the row arrays, row count; and per depth
-     * present, one past its last run. */
-    ecs__chunk_t **run_chunk;
-    uint32_t *run_match, *run_at, *run_count;
+    /* The runs, in walk order; and per depth present, one past its last
+     * run. */
+    run_t *run;
     uint32_t runs, runs_cap;
     uint32_t *depth_end;
     uint32_t depths, depths_cap;
@@ -69,9 +85,8 @@ struct ecs__levels {
     uint32_t *q_depth, *q_chunk, *s_chunk;
     const void **vals[ECS_MAX_TERMS], **q_vals[ECS_MAX_TERMS];
     /* The build's chunks in query order, and its depth counts. */
-    ecs__chunk_t **chunks;
-    uint32_t *chunk_match;
-    uint32_t chunk_count, chunk_cap, chunk_match_cap;
+    chunk_at_t *chunks;
+    uint32_t chunk_count, chunk_cap;
     uint32_t *counts;
     uint32_t counts_cap;
     /* What iterators read (it->priv_.up): per term, its values, NULL for
@@ -116,21 +131,16 @@ void ecs__levels_destroy(ecs_world_t *w, ecs__levels_t *lv)
 {
     if (!lv) return;
     const ecs_allocator_t *a = &w->allocator;
-    ecs__free(a, lv->run_chunk);
-    ecs__free(a, lv->run_match);
-    ecs__free(a, lv->run_at);
-    ecs__free(a, lv->run_count);
+    ecs__free(a, lv->run);
     ecs__free(a, lv->depth_end);
     ecs__free(a, lv->block);
     ecs__free(a, lv->chunks);
-    ecs__free(a, lv->chunk_match);
     ecs__free(a, lv->counts);
     ecs__free(a, lv->seen);
-    ecs__free(a, lv->seen_versions);
     ecs__free(a, lv);
 }
 
-uint32_t ecs__levels_run_at(const ecs__levels_t *lv, uint32_t k) { return lv->run_at[k]; }
+uint32_t ecs__levels_run_at(const ecs__levels_t *lv, uint32_t k) { return lv->run[k].at; }
 const uint16_t *ecs__levels_rows(const ecs__levels_t *lv) { return lv->rows; }
 const void *const *const *ecs__levels_up(const ecs__levels_t *lv) { return lv->nup ? lv->view : NULL; }
 uint32_t ecs__levels_depths(const ecs__levels_t *lv, const uint32_t **ends)
@@ -169,24 +179,6 @@ static bool block_reserve(ecs_world_t *w, ecs__levels_t *lv, uint32_t n)
     lv->s_chunk = lv->q_chunk + cap;
     lv->rows = (uint16_t *)(lv->s_chunk + cap);
     lv->q_rows = lv->rows + cap;
-    return true;
-}
-
-static bool runs_reserve(ecs_world_t *w, ecs__levels_t *lv, uint32_t n)
-{
-    if (n <= lv->runs_cap) return true;
-    const ecs_allocator_t *a = &w->allocator;
-    uint32_t cap = lv->runs_cap, c2 = cap, c3 = cap, c4 = cap;
-    bool ok = ecs__array_reserve(a, (void **)&lv->run_chunk, &cap, n, sizeof(void *), _Alignof(void *)) &&
-              ecs__array_reserve(a, (void **)&lv->run_match, &c2, n, sizeof(uint32_t), _Alignof(uint32_t)) &&
-              ecs__array_reserve(a, (void **)&lv->run_at, &c3, n, sizeof(uint32_t), _Alignof(uint32_t)) &&
-              ecs__array_reserve(a, (void **)&lv->run_count, &c4, n, sizeof(uint32_t), _Alignof(uint32_t));
-    if (!ok) return false;
-    /* Each array grew to at least n: the smallest capacity is the one
-     * all of them have. */
-    uint32_t m = cap < c2 ? cap : c2;
-    m = m < c3 ? m : c3;
-    lv->runs_cap = m < c4 ? m : c4;
     return true;
 }
 
@@ -234,19 +226,14 @@ static const ecs__target_slice_t *row_slice(const rel_cols_t *rc, uint32_t j, co
 static void seen_add(ecs_world_t *w, ecs__levels_t *lv, const ecs__archetype_t *a)
 {
     for (uint32_t k = 0; k < lv->nseen; k++) {
-        if (lv->seen[k] == a) return;
+        if (lv->seen[k].archetype == a) return;
     }
-    uint32_t vcap = lv->seen_vcap;
-    if (!ecs__array_reserve(&w->allocator, (void **)&lv->seen, &lv->seen_cap, lv->nseen + 1, sizeof(void *),
-                            _Alignof(void *)) ||
-        !ecs__array_reserve(&w->allocator, (void **)&lv->seen_versions, &vcap, lv->nseen + 1, sizeof(uint64_t),
-                            _Alignof(uint64_t))) {
+    if (!ecs__array_reserve(&w->allocator, (void **)&lv->seen, &lv->seen_cap, lv->nseen + 1, sizeof(seen_t),
+                            _Alignof(seen_t))) {
         lv->seen_oom = true;
         return;
     }
-    lv->seen_vcap = vcap;
-    lv->seen_versions[lv->nseen] = a->rows_version;
-    lv->seen[lv->nseen++] = a;
+    lv->seen[lv->nseen++] = (seen_t){a, a->rows_version};
 }
 
 /* The parent's value of UP term u, or NULL. A parent's archetype is
@@ -309,12 +296,10 @@ static bool scan(ecs_world_t *w, ecs__levels_t *lv, const ecs_query_t *q, uint32
         chunks += q->matches[m].archetype->chunk_count;
     }
     const ecs_allocator_t *a = &w->allocator;
-    uint32_t cap2 = lv->chunk_match_cap;
     if (!block_reserve(w, lv, bound ? bound : 1) ||
-        !ecs__array_reserve(a, (void **)&lv->chunks, &lv->chunk_cap, chunks + 1, sizeof(void *), _Alignof(void *)) ||
-        !ecs__array_reserve(a, (void **)&lv->chunk_match, &cap2, chunks + 1, sizeof(uint32_t), _Alignof(uint32_t)))
+        !ecs__array_reserve(a, (void **)&lv->chunks, &lv->chunk_cap, chunks + 1, sizeof(chunk_at_t),
+                            _Alignof(chunk_at_t)))
         return false;
-    lv->chunk_match_cap = cap2;
     lv->nrows = 0;
     lv->chunk_count = 0;
     lv->nseen = 0;
@@ -330,8 +315,7 @@ static bool scan(ecs_world_t *w, ecs__levels_t *lv, const ecs_query_t *q, uint32
             ecs__chunk_t *ch = at->chunks[ci];
             if (!ch->count) continue;
             uint32_t c = lv->chunk_count++;
-            lv->chunks[c] = ch;
-            lv->chunk_match[c] = m;
+            lv->chunks[c] = (chunk_at_t){ch, m};
             uint32_t d = scan_chunk(w, lv, &rc, ch, c);
             if (d > *max_depth) *max_depth = d;
         }
@@ -372,7 +356,8 @@ static bool cut_runs(ecs_world_t *w, ecs__levels_t *lv, uint32_t max_depth)
         for (uint32_t i = row; i < end[d]; i++) runs += i == row || lv->s_chunk[i] != lv->s_chunk[i - 1];
         row = end[d];
     }
-    if (!runs_reserve(w, lv, runs ? runs : 1) ||
+    if (!ecs__array_reserve(&w->allocator, (void **)&lv->run, &lv->runs_cap, runs ? runs : 1, sizeof(run_t),
+                            _Alignof(run_t)) ||
         !ecs__array_reserve(&w->allocator, (void **)&lv->depth_end, &lv->depths_cap, depths ? depths : 1,
                             sizeof(uint32_t), _Alignof(uint32_t)))
         return false;
@@ -382,13 +367,9 @@ static bool cut_runs(ecs_world_t *w, ecs__levels_t *lv, uint32_t max_depth)
         if (end[d] == row) continue;
         for (uint32_t i = row; i < end[d]; i++) {
             if (i == row || lv->s_chunk[i] != lv->s_chunk[i - 1]) {
-                uint32_t c = lv->s_chunk[i], k = lv->runs++;
-                lv->run_chunk[k] = lv->chunks[c];
-                lv->run_match[k] = lv->chunk_match[c];
-                lv->run_at[k] = i;
-                lv->run_count[k] = 0;
+                lv->run[lv->runs++] = (run_t){lv->chunks[lv->s_chunk[i]], i, 0};
             }
-            lv->run_count[lv->runs - 1]++;
+            lv->run[lv->runs - 1].count++;
         }
         lv->depth_end[lv->depths++] = lv->runs;
         row = end[d];
@@ -405,7 +386,7 @@ static bool levels_current(const ecs_world_t *w, const ecs__levels_t *lv, const 
         if (lv->versions[j] != ecs__relation_get(w, lv->rels[j])->store.version) return false;
     }
     for (uint32_t k = 0; k < lv->nseen; k++) {
-        if (lv->seen[k]->rows_version != lv->seen_versions[k]) return false;
+        if (lv->seen[k].archetype->rows_version != lv->seen[k].rows_version) return false;
     }
     return true;
 }
@@ -432,7 +413,8 @@ bool ecs__levels_prepare(ecs_world_t *w, ecs__plan_node_t *node)
     /* Match pointers are taken now: the query's match array may have
      * moved since the build (an archetype with no rows yet). */
     for (uint32_t k = 0; k < lv->runs; k++)
-        node->chunks[k] = (ecs__chunk_ref_t){lv->run_chunk[k], &q->matches[lv->run_match[k]], k, lv->run_count[k]};
+        node->chunks[k] =
+            (ecs__chunk_ref_t){lv->run[k].where.chunk, &q->matches[lv->run[k].where.match], k, lv->run[k].count};
     node->chunk_count = lv->runs;
     node->rows = lv->nrows;
     return true;

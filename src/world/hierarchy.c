@@ -133,10 +133,8 @@ int ecs_parent_set(ecs_world_t *w, ecs_entity_t child, ecs_entity_t parent)
 
 ecs_entity_t ecs_hierarchy_parent(const ecs_world_t *w, ecs_relation_t rel, ecs_entity_t child)
 {
-    const ecs__relation_t *r = hierarchy_get(w, rel);
-    if (!r || !ecs_is_alive(w, child)) return ECS_NULL;
-    const ecs__target_slice_t *ts = ecs__store_targets(&r->store, child);
-    return ts && ts->count ? ts->targets[0] : ECS_NULL;
+    /* The one target of an exclusive relation. */
+    return hierarchy_get(w, rel) ? ecs_pair_target(w, rel, child) : ECS_NULL;
 }
 
 ecs_entity_t ecs_parent(const ecs_world_t *w, ecs_entity_t child)
