@@ -1,10 +1,12 @@
 /*
- * test_relation_internals.c: the u64 open-addressing map of src/relation/
- * (ecs__map_*, through the internal header relation/relation.h): insert,
- * lookup, removal with backward shift, growth, reservation and
- * out-of-memory behaviour (on the counting allocator of alloc_hook.h),
- * plus a randomized run against a plain reference table with keys chosen
- * to collide.
+ * test_relation_internals.c: the containers under the relation store
+ * (through the internal header relation/relation.h): the u64
+ * open-addressing map (ecs__map_*: insert, lookup, removal with backward
+ * shift, growth, reservation and out-of-memory behaviour on the counting
+ * allocator of alloc_hook.h, plus a randomized run against a plain
+ * reference table with keys chosen to collide); the paged index by
+ * entity index (ecs__sparse_*); and the store's lookup by key when two
+ * generations of one entity index hold slices at once.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -447,6 +449,113 @@ static void map_remove_from_wrapped_cluster(void **state)
     alloc_hook_expect_clean(&c);
 }
 
+/* ---------------------------------------------------------------------- */
+/* The paged index by entity index, and the store's keys                   */
+/* ---------------------------------------------------------------------- */
+
+static void sparse_pages_on_demand(void **state)
+{
+    (void)state;
+    alloc_hook_t c;
+    ecs_allocator_t a = alloc_hook_init(&c);
+    ecs__sparse_t s;
+    ecs__sparse_init(&s);
+    assert_int_equal(ecs__sparse_get(&s, 5), 0); /* no page table yet */
+    uint32_t far = 40u * ECS__SPARSE_PAGE + 3;
+    assert_true(ecs__sparse_reserve(&s, &a, far));
+    assert_int_equal(ecs__sparse_get(&s, far), 0);
+    assert_int_equal(ecs__sparse_get(&s, 5), 0); /* a page never needed */
+    ecs__sparse_set(&s, far, 77);
+    assert_int_equal(ecs__sparse_get(&s, far), 77);
+    assert_int_equal(s.count, 1);
+    assert_true(ecs__sparse_reserve(&s, &a, 5));
+    ecs__sparse_set(&s, 5, 9);
+    ecs__sparse_set(&s, 5, 10); /* overwritten: still one entry */
+    assert_int_equal(s.count, 2);
+    assert_int_equal(ecs__sparse_get(&s, far + 1), 0);
+    ecs__sparse_set(&s, far, 0);
+    assert_int_equal(s.count, 1);
+    assert_int_equal(ecs__sparse_get(&s, 5), 10);
+    ecs__sparse_fini(&s, &a);
+    alloc_hook_expect_clean(&c);
+}
+
+static void sparse_oom_in_reserve_changes_nothing(void **state)
+{
+    (void)state;
+    alloc_hook_t c;
+    ecs_allocator_t a = alloc_hook_init(&c);
+    ecs__sparse_t s;
+    ecs__sparse_init(&s);
+    assert_true(ecs__sparse_reserve(&s, &a, 1));
+    ecs__sparse_set(&s, 1, 4);
+    /* The page table's growth fails, then the page's allocation. */
+    for (long k = 1; k <= 2; k++) {
+        alloc_hook_fail_in(&c, k, false);
+        assert_false(ecs__sparse_reserve(&s, &a, 100u * ECS__SPARSE_PAGE));
+        alloc_hook_disarm(&c);
+        assert_int_equal(ecs__sparse_get(&s, 1), 4);
+        assert_int_equal(ecs__sparse_get(&s, 100u * ECS__SPARSE_PAGE), 0);
+        assert_int_equal(s.count, 1);
+    }
+    assert_true(ecs__sparse_reserve(&s, &a, 100u * ECS__SPARSE_PAGE));
+    ecs__sparse_fini(&s, &a);
+    alloc_hook_expect_clean(&c);
+}
+
+/* A handle of entity index i, generation g. */
+static ecs_entity_t handle(uint32_t i, uint32_t g) { return (ecs_entity_t)g << 32 | i; }
+
+static void store_pair(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt)
+{
+    ecs__pair_slots_t slots;
+    ecs__pair_set_t out;
+    assert_true(ecs__store_reserve(st, a, src, tgt, &slots));
+    ecs__store_set_at(st, slots, src, tgt, NULL, 1, &out);
+    assert_true(out.added);
+}
+
+/* Two generations of one entity index keyed in one store (a dead
+ * target's slice kept, and a new entity of its index in pairs too): each
+ * finds its own slice, whichever goes first. */
+static void store_two_generations_of_one_index(void **state)
+{
+    (void)state;
+    for (int order = 0; order < 2; order++) {
+        alloc_hook_t c;
+        ecs_allocator_t a = alloc_hook_init(&c);
+        ecs__store_t st;
+        ecs__store_init(&st, 0, 0, false);
+        ecs_entity_t src = handle(1, 1), old = handle(7, 1), young = handle(7, 2), other = handle(9, 1);
+        store_pair(&st, &a, src, old);
+        store_pair(&st, &a, other, young); /* young's reverse slice: overflow */
+        store_pair(&st, &a, young, src);   /* young's forward slice: the index entry is free on that side */
+        assert_int_equal(st.reverse_over.count, 1);
+        const ecs__source_slice_t *so = ecs__store_sources(&st, old), *sy = ecs__store_sources(&st, young);
+        assert_non_null(so);
+        assert_non_null(sy);
+        assert_ptr_not_equal(so, sy);
+        assert_true(so->count == 1 && so->sources[0] == src);
+        assert_true(sy->count == 1 && sy->sources[0] == other);
+        assert_null(ecs__store_sources(&st, handle(7, 3)));
+        assert_null(ecs__store_targets(&st, old));
+        assert_true(ecs__store_targets(&st, young)->targets[0] == src);
+        ecs_entity_t first = order ? young : old, second = order ? old : young;
+        ecs_entity_t first_src = order ? other : src;
+        ecs__pair_slots_t slots = {ecs__store_targets_slot(&st, first_src), ecs__store_sources_slot(&st, first)};
+        ecs__store_remove_at(&st, slots, 0);
+        ecs__store_forget(&st, first);
+        assert_null(ecs__store_sources(&st, first));
+        const ecs__source_slice_t *s2 = ecs__store_sources(&st, second);
+        assert_non_null(s2);
+        assert_int_equal(s2->count, 1);
+        assert_true(ecs__store_keyed(&st, second));
+        assert_int_equal(st.reverse.count + st.reverse_over.count, 2); /* src and second */
+        ecs__store_fini(&st, &a);
+        alloc_hook_expect_clean(&c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -460,6 +569,9 @@ int main(void)
         cmocka_unit_test(map_random_ops_match_reference),
         cmocka_unit_test(map_remove_from_wrapped_cluster),
         cmocka_unit_test(map_key_zero_is_never_found),
+        cmocka_unit_test(sparse_pages_on_demand),
+        cmocka_unit_test(sparse_oom_in_reserve_changes_nothing),
+        cmocka_unit_test(store_two_generations_of_one_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,9 +2,10 @@
  * common.h: internal header of the base layer (src/base/), the helpers
  * every subsystem shares: the allocator hook wrappers, debug assertions,
  * bit tricks, the layout rule for stored values, the one-line report of a
- * refused registration, the u64 open-addressing map (map.c: relation
- * stores, archetype edges, component names, the scheduler) and the block
- * arena (arena.c: command memory). It depends on nothing but the public
+ * refused registration, the u64 open-addressing map (map.c: archetype
+ * edges, component names, the scheduler), the paged index by entity index
+ * (sparse.c: relation stores) and the block arena (arena.c: command
+ * memory). It depends on nothing but the public
  * header and ck, so every other folder can use it without learning
  * anything about the world.
  */
@@ -220,11 +221,50 @@ uint64_t *ecs__map_ensure(ecs__map_t *m, const ecs_allocator_t *a, uint64_t key,
 /* Removes key; returns whether it was present. Never allocates. */
 bool ecs__map_remove(ecs__map_t *m, uint64_t key);
 
-/* Removes every entry for which drop(ctx, key, value) is true, in one pass
- * in table order: for many keys at once, cheaper than ecs__map_remove per
- * key, whose first probe of a large table is a cache miss each. drop is
- * asked once per entry and must not touch the map. */
-void ecs__map_remove_if(ecs__map_t *m, bool (*drop)(void *ctx, uint64_t key, uint64_t value), void *ctx);
+
+/* ---------------------------------------------------------------------- */
+/* The paged index by entity index (sparse.c)                              */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A u32 value per entity index (the low half of a handle), in pages of
+ * ECS__SPARSE_PAGE entries allocated when a key first lands in them; 0
+ * means "none". A lookup is two dependent loads (the page, the entry)
+ * with no hash and no probe, and keys made in spawn order sit next to each
+ * other, so a walk over a subtree or a batch reads consecutive entries.
+ * The generation is not kept: the caller checks it against what the
+ * value points to (a relation store compares the slot's owner).
+ */
+#define ECS__SPARSE_BITS 10u
+#define ECS__SPARSE_PAGE (1u << ECS__SPARSE_BITS)
+
+typedef struct {
+    uint32_t **pages;    /* page_count pointers, NULL for a page never needed */
+    uint32_t page_count;
+    uint32_t count;      /* non-zero entries */
+} ecs__sparse_t;
+
+static inline void ecs__sparse_init(ecs__sparse_t *s) { memset(s, 0, sizeof(*s)); }
+void ecs__sparse_fini(ecs__sparse_t *s, const ecs_allocator_t *a);
+
+static inline uint32_t ecs__sparse_get(const ecs__sparse_t *s, uint32_t index)
+{
+    uint32_t p = index >> ECS__SPARSE_BITS;
+    if (p >= s->page_count || !s->pages[p]) return 0;
+    return s->pages[p][index & (ECS__SPARSE_PAGE - 1)];
+}
+
+/* Makes sure index has an entry (its page exists). false on OOM, with
+ * nothing changed that a lookup could see. */
+bool ecs__sparse_reserve(ecs__sparse_t *s, const ecs_allocator_t *a, uint32_t index);
+
+/* Writes index's entry, whose page exists (ecs__sparse_reserve). */
+static inline void ecs__sparse_set(ecs__sparse_t *s, uint32_t index, uint32_t value)
+{
+    uint32_t *v = &s->pages[index >> ECS__SPARSE_BITS][index & (ECS__SPARSE_PAGE - 1)];
+    s->count += (value != 0) - (*v != 0);
+    *v = value;
+}
 
 /* ---------------------------------------------------------------------- */
 /* Block arenas (arena.c)                                                  */

@@ -87,19 +87,3 @@ bool ecs__map_remove(ecs__map_t *m, uint64_t key)
     map_remove_slot(m, i);
     return true;
 }
-
-void ecs__map_remove_if(ecs__map_t *m, bool (*drop)(void *ctx, uint64_t key, uint64_t value), void *ctx)
-{
-    if (!m->count) return;
-    /* Backward from an empty slot, once around. A removal shifts back
-     * only entries after it in its cluster, which were read already and
-     * kept (none past the empty slot we started from, which stays empty):
-     * so removing most of a cluster costs one step per entry, where
-     * removing it front to back would shift its rest again and again. */
-    uint32_t mask = m->cap - 1, end = 0;
-    while (m->entries[end].key) end++; /* at most 3/4 full: there is one */
-    for (uint32_t n = 1; n < m->cap; n++) {
-        uint32_t i = (end - n) & mask;
-        if (m->entries[i].key && drop(ctx, m->entries[i].key, m->entries[i].value)) map_remove_slot(m, i);
-    }
-}

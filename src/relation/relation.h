@@ -1,6 +1,7 @@
 /*
  * relation.h: internal header of the relation subsystem: the relation
- * store, built on the base layer's u64 map (base/common.h). It knows
+ * store, built on the base layer's paged index by entity index and its
+ * u64 map (base/common.h). It knows
  * nothing of the world, the scheduler or the jobs: markers, cleanup on
  * despawn and commands are the world's (src/world/pairs.c).
  */
@@ -17,8 +18,9 @@
  * One store per relation type: a forward index, source ->
  * its targets and their payloads in two parallel flat slices (payload i
  * belongs to target i, in the order the pairs were made), and a reverse
- * index, target -> a flat slice of its sources. Both are u64 maps from an
- * entity to a slot in a dense array of slices; slots are reused through a
+ * index, target -> a flat slice of its sources. Both map an entity to a
+ * slot in a dense array of slices, through a paged index by entity index
+ * (the slot's owner says which generation holds it); slots are reused through a
  * free list, and a slice keeps its capacity when it empties (a free slot
  * keeps its block too, for the slice that takes the slot next), so pairs
  * made and broken every frame, or entities despawned and spawned again,
@@ -57,8 +59,13 @@ typedef struct {
 typedef struct {
     uint32_t size, align;    /* payload; size 0: none */
     bool exclusive;          /* at most one target per source */
-    ecs__map_t forward;      /* source -> slot + 1 in fwd */
-    ecs__map_t reverse;      /* target -> slot + 1 in rev */
+    ecs__sparse_t forward;   /* source's entity index -> slot + 1 in fwd */
+    ecs__sparse_t reverse;   /* target's entity index -> slot + 1 in rev */
+    /* Handle -> slot + 1, for a key whose index entry another generation
+     * of its index holds: a dead target kept under ECS_IGNORE, while its
+     * index lives again in a new entity that takes part in pairs too.
+     * Empty otherwise, and then never probed. */
+    ecs__map_t forward_over, reverse_over;
     ecs__target_slice_t *fwd;
     ecs__source_slice_t *rev;
     uint32_t fwd_count, fwd_cap, fwd_free; /* free: slot + 1 of a free slot, 0: none */
@@ -123,37 +130,54 @@ void ecs__store_prune_dirty(ecs__store_t *st, uint64_t min);
  * slots when emptied. */
 void ecs__store_remove_at(ecs__store_t *st, ecs__pair_slots_t slots, uint32_t i);
 
+/* The lookups by key: the index entry of key's entity index, when the
+ * slot it names is key's (slots have one owner, a free one none); else
+ * the overflow map, probed only while it holds anything. */
+static inline uint32_t ecs__store_over_slot(const ecs__map_t *over, ecs_entity_t key)
+{
+    const uint64_t *v = over->count ? ecs__map_get(over, key) : NULL;
+    return v ? (uint32_t)*v : 0;
+}
+
+static inline uint32_t ecs__store_targets_slot(const ecs__store_t *st, ecs_entity_t src)
+{
+    uint32_t v = ecs__sparse_get(&st->forward, (uint32_t)src);
+    return ECS__LIKELY(v && st->fwd[v - 1].owner == src) ? v : ecs__store_over_slot(&st->forward_over, src);
+}
+
+static inline uint32_t ecs__store_sources_slot(const ecs__store_t *st, ecs_entity_t tgt)
+{
+    uint32_t v = ecs__sparse_get(&st->reverse, (uint32_t)tgt);
+    return ECS__LIKELY(v && st->rev[v - 1].owner == tgt) ? v : ecs__store_over_slot(&st->reverse_over, tgt);
+}
+
 static inline ecs__target_slice_t *ecs__store_targets(const ecs__store_t *st, ecs_entity_t src)
 {
-    uint64_t *v = ecs__map_get(&st->forward, src);
-    return v ? &st->fwd[*v - 1] : NULL;
+    uint32_t v = ecs__store_targets_slot(st, src);
+    return v ? &st->fwd[v - 1] : NULL;
 }
 
 static inline ecs__source_slice_t *ecs__store_sources(const ecs__store_t *st, ecs_entity_t tgt)
 {
-    uint64_t *v = ecs__map_get(&st->reverse, tgt);
-    return v ? &st->rev[*v - 1] : NULL;
+    uint32_t v = ecs__store_sources_slot(st, tgt);
+    return v ? &st->rev[v - 1] : NULL;
+}
+
+/* Whether e has a slice (maybe empty) on either side; a store nobody
+ * uses answers from two counts. */
+static inline bool ecs__store_keyed(const ecs__store_t *st, ecs_entity_t e)
+{
+    if ((st->forward.count || st->forward_over.count) && ecs__store_targets_slot(st, e)) return true;
+    return (st->reverse.count || st->reverse_over.count) && ecs__store_sources_slot(st, e);
 }
 
 /*
  * Slot hints: the world keeps an entity's slot + 1 in its marker component
  * (ecs__store_*_slot), so that a walk over a chunk's rows reads slices in
- * row order instead of probing the map per row. A hint is only a hint
+ * row order instead of looking each one up. A hint is only a hint
  * (a user may overwrite the marker's value): it counts when the slot it
- * names is owned by the entity; otherwise the map answers.
+ * names is owned by the entity; otherwise the lookup by key answers.
  */
-static inline uint32_t ecs__store_targets_slot(const ecs__store_t *st, ecs_entity_t src)
-{
-    uint64_t *v = ecs__map_get(&st->forward, src);
-    return v ? (uint32_t)*v : 0;
-}
-
-static inline uint32_t ecs__store_sources_slot(const ecs__store_t *st, ecs_entity_t tgt)
-{
-    uint64_t *v = ecs__map_get(&st->reverse, tgt);
-    return v ? (uint32_t)*v : 0;
-}
-
 /* Whether `hint` (a slot + 1, as a marker column holds it) names a slot
  * of `slices` (count of them) that e owns. A hint is only a guess: slots
  * are reused, so a stale one may name another entity's slice or a free
@@ -227,26 +251,24 @@ typedef void (*ecs__store_visit_t)(void *ctx, ecs_entity_t src, ecs_entity_t tgt
  * them: per doomed entity, its targets last to first, then (unless
  * keep_sources: the IGNORE policy) its sources last to first; a pair
  * between two doomed entities once, at the earlier of them (with
- * keep_sources, at its source). slots[i * stride] are the slots (+ 1, 0:
- * none) of doomed entity i's slices here, looked up before anything
- * changed. Lists in sweep (room for `room`) the slices of surviving
- * entities that lose entries, each once, and with keep_sources the
- * doomed entities' own reverse slices: slot + 1, shifted left by one,
- * ored with 1 for a reverse slice. Returns how many it listed. Changes
- * no slice yet. */
-uint32_t ecs__store_despawn_pairs(ecs__store_t *st, const ecs__doomed_t *d, const ecs__pair_slots_t *slots,
-                                  uint32_t stride, bool keep_sources, ecs__store_visit_t fn, void *ctx,
-                                  uint32_t *sweep, uint32_t room);
+ * keep_sources, at its source). sources_doomed: every source of a doomed
+ * entity is doomed too (the closure took them), so the doomed entities'
+ * reverse slices need no reading unless fn wants their pairs. Lists in
+ * sweep (room for `room`) the slices of surviving entities that lose
+ * entries, each once, and with keep_sources the doomed entities' own
+ * reverse slices: slot + 1, shifted left by one, ored with 1 for a
+ * reverse slice. Returns how many it listed. Without keep_sources, each
+ * doomed entity's slices are released at its turn (no later turn reads
+ * them); the survivors' slices are not changed yet. */
+uint32_t ecs__store_despawn_pairs(ecs__store_t *st, const ecs__doomed_t *d, bool keep_sources, bool sources_doomed,
+                                  ecs__store_visit_t fn, void *ctx, uint32_t *sweep, uint32_t room);
 /* Step two: the doomed entities leave the n listed slices, in one pass
  * each (the order of the rest kept). Never allocates; an emptied slice
  * keeps its slot (the caller releases a dead owner's: ecs__store_forget). */
 void ecs__store_sweep(ecs__store_t *st, const ecs__doomed_t *d, const uint32_t *sweep, uint32_t n);
-/* Step three: the doomed entities' slices are released, but for a
- * reverse slice under keep_sources that still holds pairs (of surviving
- * sources, to the stale handle). A slot of 0 in slots need not mean
- * none: the caller may leave out the slices it knows to be empty (no
- * marker), and they are found here. */
-void ecs__store_release_doomed(ecs__store_t *st, const ecs__doomed_t *d, const ecs__pair_slots_t *slots,
-                               uint32_t stride, bool keep_sources);
+/* Step three, after a step one with keep_sources: the doomed entities'
+ * slices are released, but for a reverse slice that still holds pairs
+ * (of surviving sources, to the stale handle). */
+void ecs__store_release_doomed(ecs__store_t *st, const ecs__doomed_t *d);
 
 #endif /* ECS_RELATION_H */

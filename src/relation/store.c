@@ -2,7 +2,7 @@
  * store.c: the relation store (see relation.h): forward and reverse
  * indices over flat slices, kept in agreement by every write.
  *
- * The one idea: a write first obtains everything that can fail (map room,
+ * The one idea: a write first obtains everything that can fail (key room,
  * a slot, a larger slice block) and only then changes anything, so a
  * failed write leaves both indices as they were. Slices are small (the
  * typical entity has a few pairs), so lookups inside one are linear scans
@@ -21,8 +21,10 @@ void ecs__store_init(ecs__store_t *st, uint32_t size, uint32_t align, bool exclu
     st->size = size;
     st->align = align ? align : 1;
     st->exclusive = exclusive;
-    ecs__map_init(&st->forward);
-    ecs__map_init(&st->reverse);
+    ecs__sparse_init(&st->forward);
+    ecs__sparse_init(&st->reverse);
+    ecs__map_init(&st->forward_over);
+    ecs__map_init(&st->reverse_over);
 }
 
 void ecs__store_fini(ecs__store_t *st, const ecs_allocator_t *a)
@@ -33,8 +35,10 @@ void ecs__store_fini(ecs__store_t *st, const ecs_allocator_t *a)
     ecs__free(a, st->rev);
     ecs__free(a, st->dirty);
     ecs__free(a, st->retired);
-    ecs__map_fini(&st->forward, a);
-    ecs__map_fini(&st->reverse, a);
+    ecs__sparse_fini(&st->forward, a);
+    ecs__sparse_fini(&st->reverse, a);
+    ecs__map_fini(&st->forward_over, a);
+    ecs__map_fini(&st->reverse_over, a);
     memset(st, 0, sizeof(*st));
 }
 
@@ -123,6 +127,39 @@ static bool source_erase(ecs__source_slice_t *s, ecs_entity_t src)
 /* Slots                                                                   */
 /* ---------------------------------------------------------------------- */
 
+/* Keys: an entity's slot goes in the index entry of its entity index,
+ * unless another generation of that index holds the entry (a dead target
+ * kept under ECS_IGNORE): then in the overflow map. Room first, so that
+ * taking a slot cannot fail. */
+static bool key_reserve(ecs__sparse_t *ix, ecs__map_t *over, const ecs_allocator_t *a, ecs_entity_t key)
+{
+    if (!ecs__sparse_reserve(ix, a, (uint32_t)key)) return false;
+    return !ecs__sparse_get(ix, (uint32_t)key) || ecs__map_reserve(over, a, 1);
+}
+
+static void key_put(ecs__sparse_t *ix, ecs__map_t *over, const ecs_allocator_t *a, ecs_entity_t key, uint32_t slot)
+{
+    if (!ecs__sparse_get(ix, (uint32_t)key)) {
+        ecs__sparse_set(ix, (uint32_t)key, slot + 1);
+        return;
+    }
+    uint64_t *v = ecs__map_ensure(over, a, key, NULL);
+    ecs__assert(v, "overflow room reserved");
+    *v = slot + 1;
+}
+
+/* key's slot goes: its index entry names it, or the overflow map has it. */
+static void key_drop(ecs__sparse_t *ix, ecs__map_t *over, ecs_entity_t key, uint32_t slot)
+{
+    if (ecs__sparse_get(ix, (uint32_t)key) == slot + 1) {
+        ecs__sparse_set(ix, (uint32_t)key, 0);
+        return;
+    }
+    bool removed = ecs__map_remove(over, key);
+    ecs__assert(removed, "a key's slot is in its index entry or in the overflow map");
+    (void)removed;
+}
+
 /* Room for one more slot in a slice array (a free slot, or capacity). */
 static bool fwd_slot_reserve(ecs__store_t *st, const ecs_allocator_t *a)
 {
@@ -150,9 +187,7 @@ static uint32_t fwd_slot_take(ecs__store_t *st, const ecs_allocator_t *a, ecs_en
         slot = st->fwd_count++;
         st->fwd[slot] = (ecs__target_slice_t){.owner = key};
     }
-    uint64_t *v = ecs__map_ensure(&st->forward, a, key, NULL);
-    ecs__assert(v, "forward map room reserved");
-    *v = slot + 1;
+    key_put(&st->forward, &st->forward_over, a, key, slot);
     return slot;
 }
 
@@ -168,13 +203,11 @@ static uint32_t rev_slot_take(ecs__store_t *st, const ecs_allocator_t *a, ecs_en
         slot = st->rev_count++;
         st->rev[slot] = (ecs__source_slice_t){.owner = key};
     }
-    uint64_t *v = ecs__map_ensure(&st->reverse, a, key, NULL);
-    ecs__assert(v, "reverse map room reserved");
-    *v = slot + 1;
+    key_put(&st->reverse, &st->reverse_over, a, key, slot);
     return slot;
 }
 
-/* A slot back to the free list (its key still in the map). It keeps its
+/* A slot back to the free list (its key still indexed). It keeps its
  * block, for the next slice that takes the slot: a despawn of many
  * entities frees nothing, and pairs made again allocate nothing. */
 static void fwd_slot_free(ecs__store_t *st, uint32_t slot)
@@ -195,13 +228,13 @@ static void rev_slot_free(ecs__store_t *st, uint32_t slot)
 static void fwd_slot_release(ecs__store_t *st, ecs_entity_t key, uint32_t slot)
 {
     fwd_slot_free(st, slot);
-    ecs__map_remove(&st->forward, key);
+    key_drop(&st->forward, &st->forward_over, key, slot);
 }
 
 static void rev_slot_release(ecs__store_t *st, ecs_entity_t key, uint32_t slot)
 {
     rev_slot_free(st, slot);
-    ecs__map_remove(&st->reverse, key);
+    key_drop(&st->reverse, &st->reverse_over, key, slot);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -212,16 +245,16 @@ bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t
                         ecs__pair_slots_t *slots)
 {
     st->version++;
-    /* Slots first (map room, then the slot): each step that fails leaves
+    /* Slots first (key room, then the slot): each step that fails leaves
      * spare capacity or an empty slice, which means "no pairs". */
     uint32_t fslot = ecs__store_targets_slot(st, src);
     if (!fslot) {
-        if (!ecs__map_reserve(&st->forward, a, 1) || !fwd_slot_reserve(st, a)) return false;
+        if (!key_reserve(&st->forward, &st->forward_over, a, src) || !fwd_slot_reserve(st, a)) return false;
         fslot = fwd_slot_take(st, a, src) + 1;
     }
     uint32_t rslot = ecs__store_sources_slot(st, tgt);
     if (!rslot) {
-        if (!ecs__map_reserve(&st->reverse, a, 1) || !rev_slot_reserve(st, a)) return false;
+        if (!key_reserve(&st->reverse, &st->reverse_over, a, tgt) || !rev_slot_reserve(st, a)) return false;
         rslot = rev_slot_take(st, a, tgt) + 1;
     }
     ecs__target_slice_t *fs = &st->fwd[fslot - 1];
@@ -314,10 +347,10 @@ void ecs__store_set_at(ecs__store_t *st, ecs__pair_slots_t slots, ecs_entity_t s
 void ecs__store_forget(ecs__store_t *st, ecs_entity_t e)
 {
     st->version++;
-    uint64_t *v = ecs__map_get(&st->forward, e);
-    if (v && !st->fwd[*v - 1].count) fwd_slot_release(st, e, (uint32_t)(*v - 1));
-    v = ecs__map_get(&st->reverse, e);
-    if (v && !st->rev[*v - 1].count) rev_slot_release(st, e, (uint32_t)(*v - 1));
+    uint32_t v = ecs__store_targets_slot(st, e);
+    if (v && !st->fwd[v - 1].count) fwd_slot_release(st, e, v - 1);
+    v = ecs__store_sources_slot(st, e);
+    if (v && !st->rev[v - 1].count) rev_slot_release(st, e, v - 1);
 }
 
 void ecs__store_remove_at(ecs__store_t *st, ecs__pair_slots_t slots, uint32_t i)
@@ -391,23 +424,27 @@ static inline uint32_t sweep_list(uint32_t *sweep, uint32_t n, uint32_t room, bo
     return n + 1;
 }
 
-uint32_t ecs__store_despawn_pairs(ecs__store_t *st, const ecs__doomed_t *d, const ecs__pair_slots_t *slots,
-                                  uint32_t stride, bool keep_sources, ecs__store_visit_t fn, void *ctx,
-                                  uint32_t *sweep, uint32_t room)
+uint32_t ecs__store_despawn_pairs(ecs__store_t *st, const ecs__doomed_t *d, bool keep_sources, bool sources_doomed,
+                                  ecs__store_visit_t fn, void *ctx, uint32_t *sweep, uint32_t room)
 {
     st->version++;
     uint32_t listed = 0;
     uint64_t gone = 0;
+    /* Every source of a doomed entity doomed too, and nothing to tell:
+     * each pair is counted at its source's turn, there is nothing to
+     * sweep on the reverse side, and the doomed entities' reverse slices
+     * are not read at all. */
+    const bool sources_skipped = sources_doomed && !fn && !keep_sources;
     for (uint32_t i = 0; i < d->count; i++) {
         ecs_entity_t x = d->list[i];
-        ecs__pair_slots_t sl = slots[(size_t)i * stride];
-        const ecs__target_slice_t *fs = sl.fwd ? &st->fwd[sl.fwd - 1] : NULL;
+        uint32_t fslot = ecs__store_targets_slot(st, x);
+        const ecs__target_slice_t *fs = fslot ? &st->fwd[fslot - 1] : NULL;
         for (uint32_t j = fs ? fs->count : 0; j-- > 0;) {
             ecs_entity_t t = fs->targets[j];
             uint32_t pt = ecs__doomed_pos(d, t);
             /* Positions count from 1: pt <= i is a target that died first,
              * whose own turn removed the pair (unless it kept them). */
-            if (pt && pt <= i && !keep_sources) continue;
+            if (pt && pt <= i && !keep_sources && !sources_skipped) continue;
             gone++;
             if (fn) fn(ctx, x, t);
             if (pt) continue; /* the target's slice goes whole */
@@ -415,13 +452,13 @@ uint32_t ecs__store_despawn_pairs(ecs__store_t *st, const ecs__doomed_t *d, cons
             ecs__assert(rs, "the indices agree");
             listed = sweep_list(sweep, listed, room, &st->rev[rs - 1].swept, rs, 1);
         }
-        if (!sl.rev) continue;
-        ecs__source_slice_t *ss = &st->rev[sl.rev - 1];
+        uint32_t rslot = ecs__store_sources_slot(st, x);
+        ecs__source_slice_t *ss = rslot ? &st->rev[rslot - 1] : NULL;
         if (keep_sources) {
-            listed = sweep_list(sweep, listed, room, &ss->swept, sl.rev, 1);
-            continue;
+            if (ss) listed = sweep_list(sweep, listed, room, &ss->swept, rslot, 1);
+            continue; /* released after the sweep (ecs__store_release_doomed) */
         }
-        for (uint32_t j = ss->count; j-- > 0;) {
+        for (uint32_t j = ss && !sources_skipped ? ss->count : 0; j-- > 0;) {
             ecs_entity_t s = ss->sources[j];
             uint32_t ps = ecs__doomed_pos(d, s);
             if (ps && ps <= i) continue; /* removed at the source's turn, which came first */
@@ -432,6 +469,12 @@ uint32_t ecs__store_despawn_pairs(ecs__store_t *st, const ecs__doomed_t *d, cons
             ecs__assert(fsl, "the indices agree");
             listed = sweep_list(sweep, listed, room, &st->fwd[fsl - 1].swept, fsl, 0);
         }
+        /* x's slices are read for the last time: they go now, while
+         * they are in cache. No later turn reads a doomed entity's
+         * slices (only whether it is doomed), and the sweep reads only
+         * survivors'. */
+        if (fslot) fwd_slot_release(st, x, fslot - 1);
+        if (rslot) rev_slot_release(st, x, rslot - 1);
     }
     st->pairs -= gone;
     return listed;
@@ -473,68 +516,13 @@ void ecs__store_sweep(ecs__store_t *st, const ecs__doomed_t *d, const uint32_t *
     }
 }
 
-/* What ecs__map_remove_if asks while a despawn releases slices by
- * sweeping a whole map. */
-typedef struct {
-    ecs__store_t *st;
-    const ecs__doomed_t *d;
-    const ecs__pair_slots_t *slots;
-    uint32_t stride;
-    bool keep_sources;
-} release_ctx_t;
-
-/* A doomed entity's key goes. Its slot, when the caller looked it up,
- * goes with the others, in the doomed entities' order (the slice array
- * read in order, not in the map's); one it left out (an empty slice with
- * no marker) goes now. */
-static bool release_fwd_if_doomed(void *ctx, uint64_t key, uint64_t value)
+void ecs__store_release_doomed(ecs__store_t *st, const ecs__doomed_t *d)
 {
-    const release_ctx_t *c = ctx;
-    uint32_t p = ecs__doomed_pos(c->d, key);
-    if (!p) return false;
-    if (c->slots[(size_t)(p - 1) * c->stride].fwd != value) fwd_slot_free(c->st, (uint32_t)value - 1);
-    return true;
-}
-
-static bool release_rev_if_doomed(void *ctx, uint64_t key, uint64_t value)
-{
-    const release_ctx_t *c = ctx;
-    uint32_t p = ecs__doomed_pos(c->d, key);
-    if (!p || (c->keep_sources && c->st->rev[value - 1].count)) return false;
-    if (c->slots[(size_t)(p - 1) * c->stride].rev != value) rev_slot_free(c->st, (uint32_t)value - 1);
-    return true;
-}
-
-/* Whether removing n keys from map m is cheaper in one pass over its
- * table: an entry read in order costs a few ns, the first probe of a key
- * in a table past the caches a miss of around a hundred. */
-static inline bool release_by_sweep(const ecs__map_t *m, uint32_t n)
-{
-    return (uint64_t)n * 32 >= m->cap;
-}
-
-void ecs__store_release_doomed(ecs__store_t *st, const ecs__doomed_t *d, const ecs__pair_slots_t *slots,
-                               uint32_t stride, bool keep_sources)
-{
-    release_ctx_t c = {st, d, slots, stride, keep_sources};
-    bool fsw = release_by_sweep(&st->forward, d->count), rsw = release_by_sweep(&st->reverse, d->count);
-    /* The maps first: the reverse one asks the slices' counts. */
-    if (fsw) ecs__map_remove_if(&st->forward, release_fwd_if_doomed, &c);
-    if (rsw) ecs__map_remove_if(&st->reverse, release_rev_if_doomed, &c);
     for (uint32_t i = 0; i < d->count; i++) {
         ecs_entity_t x = d->list[i];
-        ecs__pair_slots_t sl = slots[(size_t)i * stride];
-        /* Without a sweep, a slot of 0 may still be an empty slice left
-         * out by the caller: the map says. */
-        uint32_t f = sl.fwd ? sl.fwd : fsw ? 0 : ecs__store_targets_slot(st, x);
-        if (f) {
-            fwd_slot_free(st, f - 1);
-            if (!fsw) ecs__map_remove(&st->forward, x);
-        }
-        uint32_t r = sl.rev ? sl.rev : rsw ? 0 : ecs__store_sources_slot(st, x);
-        if (r && (!keep_sources || !st->rev[r - 1].count)) {
-            rev_slot_free(st, r - 1);
-            if (!rsw) ecs__map_remove(&st->reverse, x);
-        }
+        uint32_t f = ecs__store_targets_slot(st, x);
+        if (f) fwd_slot_release(st, x, f - 1);
+        uint32_t r = ecs__store_sources_slot(st, x);
+        if (r && !st->rev[r - 1].count) rev_slot_release(st, x, r - 1);
     }
 }

@@ -137,7 +137,6 @@ void ecs__relations_fini(ecs_world_t *w)
     ecs__free(&w->allocator, w->rel.doomed);
     ecs__free(&w->allocator, w->rel.subtree);
     ecs__free(&w->allocator, w->rel.doomed_pos);
-    ecs__free(&w->allocator, w->rel.doomed_slots);
     ecs__free(&w->allocator, w->rel.sweep);
     ecs__free(&w->allocator, w->rel.places);
     w->rel.types = NULL;
@@ -729,20 +728,18 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
 
 /*
  * A despawn works on its whole closure at once, in passes over the list
- * of doomed entities: the closure (which also looks up every doomed
- * entity's slices, the only map probes of a doomed entity until its
- * slices are released), a survey that counts and plans what survives,
+ * of doomed entities: the closure (which also finds every doomed
+ * entity's row), a survey that counts and plans what survives,
  * then the commit: per relation, the store's three despawn steps
  * (relation.h), then every doomed entity's row (ecs__entity_destroy_n).
  * Whether an entity is doomed is one load from doomed_pos. A pair
  * between two doomed entities is read once, never edited: both slices go
  * whole. So the cost is linear in the doomed entities, their pairs and
  * their surviving neighbours' slices, with no step per doomed entity per
- * sibling.
+ * sibling. Each pass finds a doomed entity's slices by its entity index
+ * (two loads, in the order the entities were spawned), so nothing is
+ * kept per doomed entity and relation.
  */
-
-/* Relations whose marker columns the closure caches per archetype. */
-#define DOOM_CACHED_RELATIONS 8
 
 static inline ecs__doomed_t doomed_view(const ecs_world_t *w)
 {
@@ -769,19 +766,13 @@ static bool doomed_pos_reserve(ecs_world_t *w)
 }
 
 /* Appends e (live, not doomed yet) to the closure, with room for its
- * slots in every relation. */
+ * place. */
 static bool doomed_add(ecs_world_t *w, ecs_entity_t e)
 {
     uint32_t n = w->rel.doomed_count;
     if (ECS__UNLIKELY(n == w->rel.doomed_cap) &&
         !ecs__array_reserve(&w->allocator, (void **)&w->rel.doomed, &w->rel.doomed_cap, n + 1, sizeof(ecs_entity_t),
                             _Alignof(ecs_entity_t)))
-        return false;
-    uint64_t slots = ((uint64_t)n + 1) * w->rel.count;
-    if (slots > UINT32_MAX) return false;
-    if (ECS__UNLIKELY(slots > w->rel.doomed_slots_cap) &&
-        !ecs__array_reserve(&w->allocator, (void **)&w->rel.doomed_slots, &w->rel.doomed_slots_cap, (uint32_t)slots,
-                            sizeof(ecs__pair_slots_t), _Alignof(ecs__pair_slots_t)))
         return false;
     if (ECS__UNLIKELY(n == w->rel.places_cap) &&
         !ecs__array_reserve(&w->allocator, (void **)&w->rel.places, &w->rel.places_cap, n + 1, sizeof(ecs__place_t),
@@ -800,81 +791,24 @@ static void doomed_clear(ecs_world_t *w)
 }
 
 /* The despawn closure of e: e, then breadth-first through one queue for
- * every relation type, the live sources of doomed entities under
- * CASCADE_SOURCE; each entity once, so cycles end. Every doomed entity's
- * slots are looked up on the way (doomed_slots). false on OOM. */
-/* Where a relation's markers are in the archetype the closure saw last
- * (consecutive doomed entities mostly share one). */
-typedef struct {
-    const ecs__archetype_t *a;
-    int32_t col[2];
-} marker_cols_t;
-
-/* x's slot (+ 1) on one side (1: reverse) of r, for the closure: the hint
- * in x's marker when it holds, since x's row is near its neighbours' in
- * the order a subtree was spawned, where a probe of a large map is a
- * cache miss per entity. Without the marker, while markers are `trusted`
- * (no sync pending: each one says whether its slice has pairs), x has no
- * pairs there: 0, though an empty slice may remain, for the store's
- * release to find (ecs__store_release_doomed). Else the map answers. */
-static uint32_t doomed_slot(const ecs__relation_t *r, ecs_entity_t x, const ecs__place_t *at, int32_t col,
-                            uint32_t side, bool trusted)
-{
-    const ecs__store_t *st = &r->store;
-    if (col >= 0) {
-        uint32_t hint = ((const uint32_t *)at->chunk->cols[col])[at->row];
-        if (side ? ECS__SLOT_OWNED(st->rev, st->rev_count, hint, x) : ECS__SLOT_OWNED(st->fwd, st->fwd_count, hint, x))
-            return hint;
-    } else if (trusted && (side ? r->target_marker : r->source_marker)) {
-        return 0;
-    }
-    return side ? ecs__store_sources_slot(st, x) : ecs__store_targets_slot(st, x);
-}
-
-/* x's slots in every relation, and where its row is (places). */
-static void doomed_look_up(ecs_world_t *w, uint32_t q, marker_cols_t *cache, bool trusted)
-{
-    ecs_entity_t x = w->rel.doomed[q];
-    const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, x);
-    ecs__assert(rec, "a source is live: a despawn drops every pair of its entity");
-    ecs__place_t *at = &w->rel.places[q];
-    *at = (ecs__place_t){rec->chunk, rec->row};
-    const ecs__archetype_t *a = rec->chunk->archetype;
-    const uint32_t nrel = w->rel.count;
-    for (uint32_t i = 0; i < nrel; i++) {
-        const ecs__relation_t *r = &w->rel.types[i];
-        int32_t cols[2];
-        marker_cols_t *c = i < DOOM_CACHED_RELATIONS ? &cache[i] : NULL;
-        if (c && c->a == a) {
-            cols[0] = c->col[0];
-            cols[1] = c->col[1];
-        } else {
-            cols[0] = r->source_marker ? ecs__archetype_column(a, r->source_marker) : -1;
-            cols[1] = r->target_marker ? ecs__archetype_column(a, r->target_marker) : -1;
-            if (c) *c = (marker_cols_t){a, {cols[0], cols[1]}};
-        }
-        w->rel.doomed_slots[(size_t)q * nrel + i] =
-            (ecs__pair_slots_t){doomed_slot(r, x, at, cols[0], 0, trusted), doomed_slot(r, x, at, cols[1], 1, trusted)};
-    }
-}
-
-/* The despawn closure of e: e, then breadth-first through one queue for
  * every relation type, the sources of doomed entities under
  * CASCADE_SOURCE (all live: a despawn drops every pair of its entity);
- * each entity once, so cycles end. Every doomed entity's slots and place
- * are looked up on the way. false on OOM. */
+ * each entity once, so cycles end. Every doomed entity's place is looked
+ * up on the way. false on OOM. */
 static bool doom(ecs_world_t *w, ecs_entity_t e)
 {
     if (!doomed_pos_reserve(w) || !doomed_add(w, e)) return false;
     const uint32_t nrel = w->rel.count;
-    const bool trusted = w->rel.pending_count == 0;
-    marker_cols_t cache[DOOM_CACHED_RELATIONS] = {0};
     for (uint32_t q = 0; q < w->rel.doomed_count; q++) {
-        doomed_look_up(w, q, cache, trusted);
+        ecs_entity_t x = w->rel.doomed[q];
+        const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, x);
+        ecs__assert(rec, "a source is live: a despawn drops every pair of its entity");
+        w->rel.places[q] = (ecs__place_t){rec->chunk, rec->row};
         for (uint32_t i = 0; i < nrel; i++) {
             const ecs__relation_t *r = &w->rel.types[i];
-            uint32_t rev = w->rel.doomed_slots[(size_t)q * nrel + i].rev;
-            if (r->cleanup != ECS_CASCADE_SOURCE || !rev) continue;
+            if (r->cleanup != ECS_CASCADE_SOURCE) continue;
+            uint32_t rev = ecs__store_sources_slot(&r->store, x);
+            if (!rev) continue;
             /* Nothing writes the stores here: the slice stays put while
              * the closure's own arrays grow. */
             const ecs__source_slice_t *ss = &r->store.rev[rev - 1];
@@ -894,7 +828,7 @@ static bool doom(ecs_world_t *w, ecs_entity_t e)
  * surviving neighbours: *sweep, the entries the store's sweep list may
  * get; *survivors, those whose marker may change, which outside a flush
  * are planned into p. */
-static bool doomed_survey(ecs_world_t *w, ecs__relation_t *r, uint32_t k, plan_t *p, bool flush,
+static bool doomed_survey(ecs_world_t *w, ecs__relation_t *r, plan_t *p, bool flush,
                           uint32_t *survivors, uint32_t *sweep)
 {
     const ecs__doomed_t d = doomed_view(w);
@@ -902,8 +836,7 @@ static bool doomed_survey(ecs_world_t *w, ecs__relation_t *r, uint32_t k, plan_t
     uint64_t logged = 0;
     uint32_t listed = 0;
     for (uint32_t i = 0; i < d.count; i++) {
-        ecs__pair_slots_t sl = w->rel.doomed_slots[(size_t)i * w->rel.count + k];
-        const ecs__target_slice_t *ts = sl.fwd ? &st->fwd[sl.fwd - 1] : NULL;
+        const ecs__target_slice_t *ts = ecs__store_targets(st, d.list[i]);
         for (uint32_t j = 0; ts && j < ts->count; j++) {
             ecs_entity_t t = ts->targets[j];
             logged++;
@@ -913,8 +846,11 @@ static bool doomed_survey(ecs_world_t *w, ecs__relation_t *r, uint32_t k, plan_t
             (*survivors)++;
             if (!flush && !plan_entity(w, p, t, &d)) return false;
         }
-        if (!sl.rev) continue;
-        const ecs__source_slice_t *ss = &st->rev[sl.rev - 1];
+        /* Every source of a doomed entity is doomed under CASCADE_SOURCE
+         * (the closure): its reverse slice matters only to the log. */
+        if (r->cleanup == ECS_CASCADE_SOURCE && !r->removal_readers) continue;
+        const ecs__source_slice_t *ss = ecs__store_sources(st, d.list[i]);
+        if (!ss) continue;
         if (r->cleanup == ECS_IGNORE) {
             listed++; /* its own slice, swept of doomed sources */
             continue;
@@ -940,14 +876,13 @@ static void log_visit(void *ctx, ecs_entity_t src, ecs_entity_t tgt) { log_pair(
  * slices with them. A survivor left with no pair of r: a dead one (a
  * stale target kept under IGNORE) loses its slice; in a flush, a live one
  * gets a pending marker sync (outside one, the plan moves it). */
-static void doomed_drop_pairs(ecs_world_t *w, ecs__relation_t *r, uint32_t k, bool flush)
+static void doomed_drop_pairs(ecs_world_t *w, ecs__relation_t *r, bool flush)
 {
     const ecs__doomed_t d = doomed_view(w);
     ecs__store_t *st = &r->store;
-    const ecs__pair_slots_t *slots = w->rel.doomed_slots + k;
     bool keep = r->cleanup == ECS_IGNORE;
-    uint32_t n = ecs__store_despawn_pairs(st, &d, slots, w->rel.count, keep, r->removal_readers ? log_visit : NULL, r,
-                                          w->rel.sweep, w->rel.sweep_cap);
+    uint32_t n = ecs__store_despawn_pairs(st, &d, keep, r->cleanup == ECS_CASCADE_SOURCE,
+                                          r->removal_readers ? log_visit : NULL, r, w->rel.sweep, w->rel.sweep_cap);
     ecs__store_sweep(st, &d, w->rel.sweep, n);
     for (uint32_t j = 0; j < n; j++) {
         uint32_t slot = w->rel.sweep[j] >> 1, side = w->rel.sweep[j] & 1;
@@ -957,7 +892,7 @@ static void doomed_drop_pairs(ecs_world_t *w, ecs__relation_t *r, uint32_t k, bo
         if (!ecs_is_alive(w, owner)) ecs__store_forget(st, owner);
         else if (flush && (side ? r->target_marker : r->source_marker)) mark_pending(w, owner, r, side, slot);
     }
-    ecs__store_release_doomed(st, &d, slots, w->rel.count, keep);
+    if (keep) ecs__store_release_doomed(st, &d);
 }
 
 /* Everything a despawn's commit needs that can fail, after the closure:
@@ -968,7 +903,7 @@ static bool doomed_reserve(ecs_world_t *w, plan_t *p, bool flush)
 {
     uint32_t survivors = 0, sweep = 0;
     for (uint32_t k = 0; k < w->rel.count; k++) {
-        if (!doomed_survey(w, &w->rel.types[k], k, p, flush, &survivors, &sweep)) return false;
+        if (!doomed_survey(w, &w->rel.types[k], p, flush, &survivors, &sweep)) return false;
     }
     const ecs_allocator_t *a = &w->allocator;
     if (!ecs__array_reserve(a, (void **)&w->rel.sweep, &w->rel.sweep_cap, sweep, sizeof(uint32_t), 4)) return false;
@@ -998,7 +933,7 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
      * them. */
     bool deferred = w->storage.defer_chunk_release;
     w->storage.defer_chunk_release = true;
-    for (uint32_t k = 0; k < w->rel.count; k++) doomed_drop_pairs(w, &w->rel.types[k], k, flush);
+    for (uint32_t k = 0; k < w->rel.count; k++) doomed_drop_pairs(w, &w->rel.types[k], flush);
     ecs__entity_destroy_n(w, w->rel.doomed, w->rel.doomed_count, w->rel.places); /* filled by doom */
 
     if (!flush) plan_apply(w, &p);

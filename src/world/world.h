@@ -858,14 +858,12 @@ typedef struct {
     /* A despawn's closure, in the order its entities die; by entity index,
      * each one's position in it + 1 (all zero between despawns: a stamp
      * per entity instead of a hash set, so that asking costs one load);
-     * each one's slices, `count` relations per entity; the surviving
-     * slices to sweep (store.c); the doomed rows while they go. */
+     * the surviving slices to sweep (store.c); the doomed rows while
+     * they go. */
     ecs_entity_t *doomed;
     uint32_t doomed_count, doomed_cap;
     uint32_t *doomed_pos;
     uint32_t doomed_pos_cap;
-    ecs__pair_slots_t *doomed_slots;
-    uint32_t doomed_slots_cap;
     uint32_t *sweep;
     uint32_t sweep_cap;
     ecs__place_t *places;
@@ -943,11 +941,9 @@ static inline ecs__relation_t *ecs__relation_get(const ecs_world_t *w, ecs_relat
 static inline bool ecs__pairs_involved(const ecs_world_t *w, ecs_entity_t e)
 {
     for (uint32_t i = 0; i < w->rel.count; i++) {
-        const ecs__store_t *st = &w->rel.types[i].store;
         /* A relation nobody uses (ChildOf in a world without hierarchy)
-         * costs two loads, not two probes. */
-        if (st->forward.count && ecs__map_get(&st->forward, e)) return true;
-        if (st->reverse.count && ecs__map_get(&st->reverse, e)) return true;
+         * costs a few loads, not two lookups. */
+        if (ecs__store_keyed(&w->rel.types[i].store, e)) return true;
     }
     return false;
 }
