@@ -95,6 +95,8 @@ typedef uint32_t ecs_component_t;
 typedef uint32_t ecs_system_t;
 /** A relation type id, 1-based; 0 is never valid. */
 typedef uint32_t ecs_relation_t;
+/** A custom event type id, 1-based; 0 is never valid. */
+typedef uint32_t ecs_event_t;
 
 #define ECS_NULL ((ecs_entity_t)0)
 #define ECS_MAX_TERMS 16         /* terms, change filters, target terms per list */
@@ -888,6 +890,12 @@ typedef struct {
      * their commands), each exactly once, in the order it happened. 0:
      * none. */
     ecs_relation_t removed_pairs;
+    /* An event reader: like a removal reader (no terms but ECS_OTHER
+     * ones, once per run), ecs_iter_events gives it the events of this
+     * type delivered since its previous run (ecs_emit, ecs_cmd_emit), each
+     * exactly once, in the order they were delivered. Events delivered
+     * before the reader was registered are not its. 0: none. */
+    ecs_event_t events;
     ecs_pair_dispatch_t pairs;       /* pair dispatch; mode 0: none */
     /* Parent-first order (see "Hierarchies"): a hierarchy relation (such
      * as ecs_childof(world)); the system's rows are handed depth by depth
@@ -1408,6 +1416,96 @@ ECS_API ecs_entity_t ecs_hierarchy_parent(const ecs_world_t *world, ecs_relation
 ECS_API int ecs_hierarchy_children(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t parent,
                                    const ecs_entity_t **children);
 ECS_API int ecs_hierarchy_depth(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t e);
+
+/* ---------------------------------------------------------------------- */
+/* Custom events                                                           */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * An event type is a name and a payload size. An event is delivered about
+ * one entity (or about none: ECS_NULL) with one payload, to the systems
+ * that read its type (ecs_system_desc_t.events): each reader gets every
+ * event exactly once, at its next run, in delivery order. Delivery order
+ * does not depend on the worker count: ecs_emit delivers at once (outside
+ * frames, or from an EXCLUSIVE system), and ecs_cmd_emit at the barrier
+ * that applies its buffer, in command order, like every other command.
+ * An event type nobody reads costs a delivery one test, and nothing is
+ * kept.
+ */
+
+typedef struct {
+    const char *name; /* required, unique among events; copied */
+    size_t size;      /* payload bytes, 0 .. 65536; 0: no payload */
+    /* Offsets + 1 of the payload's fields that hold an ecs_entity_t; 0
+       ends the list. ecs_cmd_emit's playback patches provisional handles
+       found there, as for components. */
+    size_t entity_fields[ECS_MAX_ENTITY_FIELDS];
+} ecs_event_desc_t;
+
+/**
+ * Registers an event type.
+ * @param world  the world
+ * @param desc   the event; read during the call only
+ * @return its id; 0, with one line on stderr naming the problem, on
+ *         failure: NULL world or desc, no or duplicate name, a payload
+ *         above 65536 bytes, an entity field outside the payload, called
+ *         from a system that is not EXCLUSIVE (or a type hook), out of
+ *         memory.
+ */
+ECS_API ecs_event_t ecs_event_register(ecs_world_t *world, const ecs_event_desc_t *desc);
+
+/** @return the event type registered under name, or 0. */
+ECS_API ecs_event_t ecs_event_lookup(const ecs_world_t *world, const char *name);
+
+/** @return an event type's name (owned by the world), or NULL. */
+ECS_API const char *ecs_event_name(const ecs_world_t *world, ecs_event_t ev);
+
+/**
+ * Delivers an event now. Immediate mode: outside frames, or from an
+ * EXCLUSIVE system (whose own run does not see it: readers see it at
+ * their next run).
+ * @param world    the world
+ * @param ev       the event type
+ * @param about    a live entity, or ECS_NULL
+ * @param payload  the event type's size bytes, copied; NULL only for an
+ *                 event type without payload
+ * @return ECS_OK; ECS_EINVAL (NULL world, unknown event, NULL payload for
+ *         a payload); ECS_ESTALE (about stale or provisional); ECS_EBUSY
+ *         (inside a non-exclusive system or a type hook); ECS_ENOMEM
+ *         (nothing delivered).
+ */
+ECS_API int ecs_emit(ecs_world_t *world, ecs_event_t ev, ecs_entity_t about, const void *payload);
+
+/**
+ * Records an event for the barrier that applies cmd, where it is
+ * delivered in command order. The payload is copied now. `about` may be a
+ * provisional handle of this buffer (patched at playback, as are
+ * provisional handles in the payload's entity fields). At playback, an
+ * event about an entity that died earlier in the flush, or whose spawn
+ * failed, is skipped (counted in ecs_world_stats_t.commands_skipped).
+ * @return ECS_OK; ECS_EINVAL (NULL cmd, unknown event, NULL payload for a
+ *         payload); ECS_ESTALE (about stale, or another buffer's
+ *         provisional handle, here or in an entity field); ECS_ENOMEM.
+ */
+ECS_API int ecs_cmd_emit(ecs_commands_t *cmd, ecs_event_t ev, ecs_entity_t about, const void *payload);
+
+/**
+ * The events an event reader (ecs_system_desc_t.events) is handed: those
+ * delivered since its previous run, in delivery order.
+ * @param it        the reader's iterator
+ * @param about     (may be NULL) set to the entities they are about
+ *                  (ECS_NULL entries for events about nothing; an entity
+ *                  may have died since), NULL when there are none or for
+ *                  another iterator
+ * @param payloads  (may be NULL) set to the payloads, packed: event i's
+ *                  at (const char *)*payloads + i * size; NULL without
+ *                  events or for a payload-less event type
+ * Both arrays are owned by the world and valid during the callback; in an
+ * EXCLUSIVE reader until it emits or makes a structural change (call
+ * again: the same events, wherever the log now is).
+ * @return their count (0 in any other iterator); ECS_EINVAL for a NULL it.
+ */
+ECS_API int ecs_iter_events(const ecs_iter_t *it, const ecs_entity_t **about, const void **payloads);
 
 /*
  * The second part of <ecs/private.h>: the bodies of the per-pair accessors

@@ -49,6 +49,7 @@ typedef struct {
     ecs_component_t removed; /* removal reader of this component; 0: none */
     uint64_t removed_cursor; /* sequence number of its next unread removal */
     ecs_relation_t removed_pairs; /* removed-pair reader of this relation; 0: none */
+    ecs_event_t events;           /* event reader of this event type; 0: none */
     /* Change detection: the tick of its previous run (0: it has not run),
      * the low end of its next window; and its SELF WRITE terms, whose
      * chunks it marks (unless MANUAL_CHANGE_MARKS) and lists. */

@@ -143,14 +143,16 @@ const void *const *ecs_field_up(const ecs_iter_t *it, int term)
     return it->priv_.up[term] + it->priv_.up_at;
 }
 
-/* The removal log a reader reads: its relation's or its component's. */
+/* The log a reader reads: its event's, or the removal log of its
+ * relation or its component. */
 static ecs__log_t *reader_log(const ecs_world_t *w, const ecs__system_t *sys)
 {
+    if (sys->events) return &ecs__event_get(w, sys->events)->log;
     if (sys->removed_pairs) return &ecs__relation_get(w, sys->removed_pairs)->removed;
     return sys->removed ? &w->registry.components[sys->removed]->removed : NULL;
 }
 
-/* A removal reader's slice: from its cursor to the log's end as it is
+/* A reader's slice: from its cursor to the log's end as it is
  * now. The log changes only at barriers and in immediate mode, never under
  * a running segment (an EXCLUSIVE reader's own immediate removals land
  * after the slice, for its next run). Returns the end, the cursor to store
@@ -177,9 +179,8 @@ static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ec
 int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities)
 {
     if (!it || !entities) return ECS_EINVAL;
-    /* A component's log has one column, a relation's two. */
     const ecs__log_t *log = it->priv_.removed_log;
-    if (log && log->ncols != 1) log = NULL;
+    if (log && log->kind != ECS__LOG_REMOVED) log = NULL;
     *entities = log ? ecs__log_at(log, 0, it->priv_.removed_from) : NULL;
     return log ? it->priv_.removed_count : 0;
 }
@@ -188,9 +189,19 @@ int ecs_iter_removed_pairs(const ecs_iter_t *it, const ecs_entity_t **sources, c
 {
     if (!it || !sources || !targets) return ECS_EINVAL;
     const ecs__log_t *log = it->priv_.removed_log;
-    if (log && log->ncols != 2) log = NULL;
+    if (log && log->kind != ECS__LOG_REMOVED_PAIRS) log = NULL;
     *sources = log ? ecs__log_at(log, 0, it->priv_.removed_from) : NULL;
     *targets = log ? ecs__log_at(log, 1, it->priv_.removed_from) : NULL;
+    return log ? it->priv_.removed_count : 0;
+}
+
+int ecs_iter_events(const ecs_iter_t *it, const ecs_entity_t **about, const void **payloads)
+{
+    if (!it) return ECS_EINVAL;
+    const ecs__log_t *log = it->priv_.removed_log;
+    if (log && log->kind != ECS__LOG_EVENTS) log = NULL;
+    if (about) *about = log ? ecs__log_at(log, 0, it->priv_.removed_from) : NULL;
+    if (payloads) *payloads = log ? ecs__log_payloads_at(log, it->priv_.removed_from) : NULL;
     return log ? it->priv_.removed_count : 0;
 }
 
@@ -213,12 +224,12 @@ static void prune_removals(ecs_world_t *w, ecs__scheduler_t *s)
     }
 }
 
-/* Calls a system without a query once; a removal reader gets its slice
- * and moves its cursor past it. */
+/* Calls a system without a query once; a removal or event reader gets
+ * its slice and moves its cursor past it. */
 static void run_whole(const ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *it)
 {
     ecs__system_t *sys = node->sys;
-    if (!sys->removed && !sys->removed_pairs) {
+    if (!sys->removed && !sys->removed_pairs && !sys->events) {
         sys->run(it);
         return;
     }

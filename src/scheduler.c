@@ -345,9 +345,9 @@ static bool check_hierarchy(registration_t *r)
     if (!up && !d->cascade) return true;
     if (d->flags & ECS_SYSTEM_EXCLUSIVE)
         return ecs__refusal_set(&r->why, "cascade and ECS_UP terms are not for EXCLUSIVE systems");
-    if (r->change_count || r->pair_filter || d->pairs.mode || d->removed || d->removed_pairs)
-        return ecs__refusal_set(&r->why, "cascade and ECS_UP terms take no change filters, pair dispatch or "
-                                         "removal readers");
+    if (r->change_count || r->pair_filter || d->pairs.mode || d->removed || d->removed_pairs || d->events)
+        return ecs__refusal_set(&r->why, "cascade and ECS_UP terms take no change filters, pair dispatch, "
+                                         "removal or event readers");
     r->levels = true;
     return true;
 }
@@ -382,6 +382,12 @@ static bool check_removals(registration_t *r)
                                     "a removed-pair reader takes no removed component, filters or pair dispatch");
         if (!only_other_terms(r))
             return ecs__refusal_set(&r->why, "a removed-pair reader takes only ECS_OTHER terms");
+    }
+    if (d->events) {
+        if (!ecs__event_get(r->w, d->events)) return ecs__refusal_set(&r->why, "events: unknown event");
+        if (d->removed || d->removed_pairs || filtered || d->pairs.mode)
+            return ecs__refusal_set(&r->why, "an event reader reads no removals and takes no filters or pair dispatch");
+        if (!only_other_terms(r)) return ecs__refusal_set(&r->why, "an event reader takes only ECS_OTHER terms");
     }
     return true;
 }
@@ -433,7 +439,7 @@ static void build_access(registration_t *r)
     if (r->marker) r->terms[r->query_terms++] = (ecs_term_t){.component = r->marker, .access = ECS_WITH};
     *sys = (ecs__system_t){.stage = r->st->id, .flags = d->flags, .run = d->run, .ctx = d->ctx,
                            .interval = d->interval, .first_frame = r->w->run.frames, .run_if = d->run_if,
-                           .removed = d->removed, .removed_pairs = d->removed_pairs,
+                           .removed = d->removed, .removed_pairs = d->removed_pairs, .events = d->events,
                            .pair_relation = r->marker ? pd->relation : 0, .pair_mode = pd->mode,
                            .pair_role = pd->role, .pair_filter = r->pair_filter, .nfar_terms = r->nfar};
     if (reads_own_writes_elsewhere(r)) sys->flags |= ECS_SYSTEM_SINGLE_THREADED;
@@ -621,6 +627,10 @@ static ecs_system_t commit_publish(registration_t *r)
     }
     if (sys->removed_pairs) {
         sys->removed_cursor = ecs__pairs_removals_watch(ecs__relation_get(w, sys->removed_pairs));
+        s->removal_readers++;
+    }
+    if (sys->events) {
+        sys->removed_cursor = ecs__events_watch(w, sys->events);
         s->removal_readers++;
     }
     if (sys->pair_filter) {

@@ -129,22 +129,30 @@ typedef struct {
 } ecs__change_test_t;
 
 /*
- * A log of entity ids in the order they happened (log.c): the removal
- * logs of components (one column: the entity) and of relations (two: the
- * source and the target, side by side, so that a reader gets flat
- * arrays). Entry 0 has sequence number `base`; readers keep sequence-
- * number cursors, and the owner drops what every reader has passed. Room
- * is reserved before a change commits, so that appending never fails
- * halfway.
+ * A log of what happened, in order (log.c): the removal logs of
+ * components (one column: the entity), of relations (two: the source and
+ * the target, side by side, so that a reader gets flat arrays), and the
+ * event logs (one column, the entity an event is about, and its payloads
+ * packed `stride` bytes apart). Entry 0 has sequence number `base`;
+ * readers keep sequence-number cursors, and the owner drops what every
+ * reader has passed. Room is reserved before a change commits, so that
+ * appending never fails halfway.
  */
 #define ECS__LOG_COLS 2
+typedef enum { ECS__LOG_REMOVED = 1, ECS__LOG_REMOVED_PAIRS, ECS__LOG_EVENTS } ecs__log_kind_t;
 typedef struct {
     ecs_entity_t *cols[ECS__LOG_COLS];
-    uint32_t ncols, count, cap;
+    unsigned char *bytes;   /* cap payloads of stride bytes (events; NULL when stride is 0) */
+    uint32_t ncols, stride, count, cap;
+    ecs__log_kind_t kind;
     uint64_t base;
 } ecs__log_t;
 
-static inline ecs__log_t ecs__log_make(uint32_t ncols) { return (ecs__log_t){.ncols = ncols}; }
+/* An empty log of one kind; stride: an event's payload size. */
+static inline ecs__log_t ecs__log_make(ecs__log_kind_t kind, uint32_t stride)
+{
+    return (ecs__log_t){.ncols = kind == ECS__LOG_REMOVED_PAIRS ? 2 : 1, .stride = stride, .kind = kind};
+}
 void ecs__log_fini(ecs__log_t *log, const ecs_allocator_t *a);
 /* Room for n more entries. false (nothing changed) when out of memory or
  * past UINT32_MAX / 2 entries. Inline where there is room: every watched
@@ -167,6 +175,18 @@ static inline void ecs__log_append2(ecs__log_t *log, ecs_entity_t a, ecs_entity_
     log->cols[0][log->count] = a;
     log->cols[1][log->count++] = b;
 }
+/* Appends an event: the entity it is about and its payload (stride bytes;
+ * NULL: zeroes). */
+static inline void ecs__log_append_event(ecs__log_t *log, ecs_entity_t about, const void *payload)
+{
+    ecs__assert(log->kind == ECS__LOG_EVENTS && log->count < log->cap, "event log, room reserved");
+    if (log->stride) {
+        unsigned char *dst = log->bytes + (size_t)log->count * log->stride;
+        if (payload) memcpy(dst, payload, log->stride);
+        else memset(dst, 0, log->stride);
+    }
+    log->cols[0][log->count++] = about;
+}
 /* The sequence number one past the last entry: a new reader's cursor. */
 static inline uint64_t ecs__log_end(const ecs__log_t *log) { return log->base + log->count; }
 /* Column col from sequence number `at` (within the log) on. */
@@ -174,6 +194,12 @@ static inline const ecs_entity_t *ecs__log_at(const ecs__log_t *log, uint32_t co
 {
     ecs__assert(at >= log->base && at <= ecs__log_end(log), "cursor within the log");
     return log->cols[col] + (at - log->base);
+}
+/* The payloads from sequence number `at` on (NULL without payloads). */
+static inline const void *ecs__log_payloads_at(const ecs__log_t *log, uint64_t at)
+{
+    ecs__assert(at >= log->base && at <= ecs__log_end(log), "cursor within the log");
+    return log->bytes ? log->bytes + (size_t)(at - log->base) * log->stride : NULL;
 }
 /* Drops the entries below cursor (every reader has passed them). */
 void ecs__log_prune(ecs__log_t *log, uint64_t cursor);

@@ -17,10 +17,12 @@
  */
 #include "world/world.h"
 
+#include <stddef.h>
+
 /* First capacity of a buffer's spawned-id array (doubled when full). */
 #define SPAWNED_MIN 16
 
-enum { CMD_SPAWN, CMD_DESPAWN, CMD_ADD, CMD_REMOVE, CMD_SET, CMD_PAIR_SET, CMD_PAIR_REMOVE, CMD_PARENT_SET };
+enum { CMD_SPAWN, CMD_DESPAWN, CMD_ADD, CMD_REMOVE, CMD_SET, CMD_PAIR_SET, CMD_PAIR_REMOVE, CMD_PARENT_SET, CMD_EMIT };
 
 struct ecs__cmd {
     ecs__cmd_t *next;
@@ -233,23 +235,45 @@ int ecs_cmd_remove(ecs_commands_t *cmd, ecs_entity_t e, ecs_component_t c)
     return cmd_component(cmd, CMD_REMOVE, e, c);
 }
 
+/* A provisional handle in an entity field of a value must be this
+ * buffer's: another one could never be patched at playback. Real ids are
+ * kept as given, stale ones too, as ecs_set keeps them. */
+static int check_entity_fields(const ecs_commands_t *cmd, const uint32_t *fields, uint32_t n, const void *value)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        ecs_entity_t ref;
+        memcpy(&ref, (const unsigned char *)value + fields[i], sizeof(ref));
+        if (is_provisional(ref) && check_entity(cmd, ref) != ECS_OK) return ECS_ESTALE;
+    }
+    return ECS_OK;
+}
+
 int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t e, ecs_component_t c, const void *value)
 {
     int err = check_buffer(cmd, e);
     if (err) return err;
     const ecs__component_t *comp = ecs__component_writable(cmd->world, c);
     if (!comp || !comp->info.size || !value) return ECS_EINVAL;
-    /* A provisional handle in an entity field must be this buffer's:
-     * another one could never be patched at playback. Real ids are kept
-     * as given, stale ones too, as ecs_set keeps them. */
-    for (uint32_t i = 0; i < comp->entity_field_count; i++) {
-        ecs_entity_t ref;
-        memcpy(&ref, (const unsigned char *)value + comp->entity_fields[i], sizeof(ref));
-        if (is_provisional(ref) && check_entity(cmd, ref) != ECS_OK) return ECS_ESTALE;
-    }
+    err = check_entity_fields(cmd, comp->entity_fields, comp->entity_field_count, value);
+    if (err) return err;
     ecs__cmd_t *c_ = cmd_append(cmd, CMD_SET, e, c, comp->info.size, comp->info.align);
     if (!c_) return ECS_ENOMEM;
     ecs__value_copy(comp, c_->value, value, 1);
+    return ECS_OK;
+}
+
+int ecs_cmd_emit(ecs_commands_t *cmd, ecs_event_t ev, ecs_entity_t about, const void *payload)
+{
+    if (!cmd) return ECS_EINVAL;
+    const ecs__event_t *e = ecs__event_get(cmd->world, ev);
+    if (!e || (e->size && !payload)) return ECS_EINVAL;
+    int err = about ? check_entity(cmd, about) : ECS_OK;
+    if (!err && e->size) err = check_entity_fields(cmd, e->entity_fields, e->entity_field_count, payload);
+    if (err) return err;
+    /* Payloads are plain bytes: copied as they are, aligned for any type. */
+    ecs__cmd_t *c_ = cmd_append(cmd, CMD_EMIT, about, ev, e->size, e->size ? _Alignof(max_align_t) : 0);
+    if (!c_) return ECS_ENOMEM;
+    if (e->size) memcpy(c_->value, payload, e->size);
     return ECS_OK;
 }
 
@@ -376,16 +400,21 @@ static inline ecs_entity_t resolve(const ecs_commands_t *owner, ecs_entity_t e)
     return is_provisional(e) ? owner->spawned[provisional_ordinal(e)] : e;
 }
 
-static void patch_entity_fields(const ecs_commands_t *owner, const ecs__component_t *comp, void *value)
+static void patch_fields(const ecs_commands_t *owner, const uint32_t *fields, uint32_t n, void *value)
 {
-    for (uint32_t i = 0; i < comp->entity_field_count; i++) {
-        unsigned char *at = (unsigned char *)value + comp->entity_fields[i];
+    for (uint32_t i = 0; i < n; i++) {
+        unsigned char *at = (unsigned char *)value + fields[i];
         ecs_entity_t ref;
         memcpy(&ref, at, sizeof(ref));
         if (!is_provisional(ref)) continue;
         ref = resolve(owner, ref);
         memcpy(at, &ref, sizeof(ref));
     }
+}
+
+static void patch_entity_fields(const ecs_commands_t *owner, const ecs__component_t *comp, void *value)
+{
+    patch_fields(owner, comp->entity_fields, comp->entity_field_count, value);
 }
 
 /* Applies one command; a command that cannot be applied is skipped (its
@@ -399,6 +428,16 @@ static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, pl
         return;
     }
     ecs_entity_t e = resolve(owner, c->entity);
+    if (c->kind == CMD_EMIT) {
+        /* About nothing, or about an entity still alive (not one that
+         * died earlier in the flush, or whose spawn failed). */
+        ecs__event_t *ev = ecs__event_get(w, c->component);
+        int err = !c->entity || ecs__record_from_entity(&w->entity_index, e) ? ECS_OK : ECS_ESTALE;
+        if (!err && c->value) patch_fields(owner, ev->entity_fields, ev->entity_field_count, c->value);
+        if (!err) err = ecs__events_deliver(w, ev, e, c->value);
+        if (err) skip(pb, err);
+        return;
+    }
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     int err = ECS_ESTALE;
     if (rec) {

@@ -99,7 +99,7 @@ static ecs_component_t component_commit(ecs_world_t *w, const ecs_component_desc
     c->info.align = align;
     c->info.ctx = desc->hooks.ctx;
     c->hooks = desc->hooks;
-    c->removed = ecs__log_make(1);
+    c->removed = ecs__log_make(ECS__LOG_REMOVED, 0);
     c->entity_field_count = nfields;
     for (uint32_t i = 0; i < nfields; i++) c->entity_fields[i] = (uint32_t)(desc->entity_fields[i] - 1);
     /* Room was reserved: this cannot fail. */

@@ -93,7 +93,7 @@ static ecs_relation_t relation_commit(ecs_world_t *w, const ecs_relation_desc_t 
     r->cleanup = desc->on_target_despawn;
     r->source_marker = sm;
     r->target_marker = tm;
-    r->removed = ecs__log_make(2);
+    r->removed = ecs__log_make(ECS__LOG_REMOVED_PAIRS, 0);
     r->hierarchy = desc->hierarchy;
     ecs__store_init(&r->store, (uint32_t)desc->size, (uint32_t)align, desc->exclusive);
     return w->rel.count;

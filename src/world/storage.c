@@ -1,8 +1,8 @@
 /*
  * storage.c: brings the world's storage up and down as one unit: entity
  * index, component registry, archetypes (the empty one first), the
- * built-in relations, cached queries and command memory. Teardown runs every live value's dtor
- * before it frees anything.
+ * built-in relations, custom events, cached queries and command memory.
+ * Teardown runs every live value's dtor before it frees anything.
  */
 #include "world/world.h"
 
@@ -34,6 +34,7 @@ void ecs__world_storage_fini(ecs_world_t *w)
     w->queries.cap = 0;
     ecs__commands_fini(w); /* before the components its values need */
     ecs__relations_fini(w);
+    ecs__events_fini(w);
     ecs__archetypes_fini(w);
     ecs__components_fini(w);
     ecs__entity_index_fini(&w->entity_index, &w->allocator);

@@ -904,6 +904,22 @@ typedef struct {
     uint64_t tick_now;
 } ecs__world_run_t;
 
+/* Custom events (events.c): what ecs_event_register made. An event's log
+ * is written only while some system reads the event. */
+typedef struct {
+    char *name;
+    uint32_t size;
+    uint32_t entity_field_count;
+    uint32_t entity_fields[ECS_MAX_ENTITY_FIELDS]; /* offsets in the payload */
+    uint32_t readers;                              /* systems with `events` = this event */
+    ecs__log_t log;
+} ecs__event_t;
+
+typedef struct {
+    ecs__event_t *types; /* event id - 1 */
+    uint32_t count, cap;
+} ecs__events_t;
+
 /* A world: each part is owned by the file named beside its type. */
 struct ecs_world {
     ecs_allocator_t allocator;
@@ -912,6 +928,7 @@ struct ecs_world {
     ecs__storage_t storage;
     ecs__query_list_t queries;
     ecs__relations_t rel;
+    ecs__events_t events;
     ecs__spawn_cache_t spawn_cache;
     ecs__cmd_state_t cmd;
     ecs__world_run_t run;
@@ -931,6 +948,23 @@ static inline ecs__component_t *ecs__component_writable(const ecs_world_t *w, ec
     ecs__component_t *comp = ecs__component_get(w, c);
     return comp && !comp->pair_marker ? comp : NULL;
 }
+
+static inline ecs__event_t *ecs__event_get(const ecs_world_t *w, ecs_event_t ev)
+{
+    return (ev && ev <= w->events.count) ? &w->events.types[ev - 1] : NULL;
+}
+
+/* events.c */
+void ecs__events_fini(ecs_world_t *w);
+/* Delivers event ev about `about` (ECS_NULL or live) with its payload
+ * (size bytes, NULL: zeroes): appended to its log while it has readers.
+ * ECS_ENOMEM, with nothing delivered, when the log cannot grow. */
+int ecs__events_deliver(ecs_world_t *w, ecs__event_t *ev, ecs_entity_t about, const void *payload);
+/* A new reader of ev: its cursor (the log's end). */
+uint64_t ecs__events_watch(ecs_world_t *w, ecs_event_t ev);
+/* Payloads above this size are refused (a command copies one into the
+ * arena, a log packs them). */
+#define ECS__EVENT_SIZE_MAX (1u << 16)
 
 static inline ecs__relation_t *ecs__relation_get(const ecs_world_t *w, ecs_relation_t r)
 {
