@@ -194,31 +194,33 @@ void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
  * record) per entity; only survivors sharing a chunk move, once each at
  * most per hole.
  */
-void ecs__entity_destroy_n(ecs_world_t *w, const ecs_entity_t *es, uint32_t n, ecs__place_t *places)
+void ecs__entity_destroy_n(ecs_world_t *w, const ecs__doomed_t *d)
 {
-    ecs__assert(w->storage.defer_chunk_release, "places keep chunks: none may be released meanwhile");
-    for (uint32_t i = 0; i < n; i++) {
-        ecs__chunk_t *ch = places[i].chunk;
+    ecs__assert(w->storage.defer_chunk_release, "emptied chunks stay while records name them");
+    const ecs_entity_t *es = d->list;
+    for (uint32_t i = 0; i < d->count; i++) {
+        const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, es[i]);
+        ecs__assert(rec, "doomed entities are live");
+        ecs__chunk_t *ch = rec->chunk;
         const ecs__archetype_t *a = ch->archetype;
-        ecs__assert(ch->entities[places[i].row] == es[i], "places say where the entities are");
         if (a->hooks & ECS__HOOK_DTOR) {
-            for (uint32_t c = 0; c < a->column_count; c++) value_fini1(&a->columns[c], column_row(ch, c, places[i].row));
+            for (uint32_t c = 0; c < a->column_count; c++) value_fini1(&a->columns[c], column_row(ch, c, rec->row));
         }
         if (ECS__UNLIKELY(a->watch_removals)) ecs__removals_log(w, a, NULL, es[i]);
-        ecs__entity_index_delete(&w->entity_index, es[i]);
     }
-    for (uint32_t i = 0; i < n; i++) {
-        ecs__chunk_t *ch = places[i].chunk;
-        uint32_t row = places[i].row;
-        /* Gone already, with a doomed end of its chunk. Doomed rows never
-         * move, so a row still holding es[i] is its own. */
-        if (row >= ch->count || ch->entities[row] != es[i]) continue;
-        /* In a chunk, only doomed entities are dead in the index. */
-        for (uint32_t last = ch->count - 1; last > row; last--) {
-            if (ecs__record_from_entity(&w->entity_index, ch->entities[last])) break;
-            ecs__chunk_remove_row(w, ch, last);
+    for (uint32_t i = 0; i < d->count; i++) {
+        /* A doomed row never moves: a record still names its entity's
+         * row, unless that row went already, with a doomed end of its
+         * chunk (then the row is past the end, or another's). */
+        const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, es[i]);
+        ecs__chunk_t *ch = rec->chunk;
+        uint32_t row = rec->row;
+        if (row < ch->count && ch->entities[row] == es[i]) {
+            for (uint32_t last = ch->count - 1; last > row && ecs__doomed_pos(d, ch->entities[last]); last--)
+                ecs__chunk_remove_row(w, ch, last);
+            ecs__chunk_remove_row(w, ch, row);
         }
-        ecs__chunk_remove_row(w, ch, row);
+        ecs__entity_index_delete(&w->entity_index, es[i]);
     }
 }
 

@@ -138,7 +138,6 @@ void ecs__relations_fini(ecs_world_t *w)
     ecs__free(&w->allocator, w->rel.subtree);
     ecs__free(&w->allocator, w->rel.doomed_pos);
     ecs__free(&w->allocator, w->rel.sweep);
-    ecs__free(&w->allocator, w->rel.places);
     w->rel.types = NULL;
     w->rel.count = w->rel.cap = 0;
 }
@@ -765,18 +764,13 @@ static bool doomed_pos_reserve(ecs_world_t *w)
     return true;
 }
 
-/* Appends e (live, not doomed yet) to the closure, with room for its
- * place. */
+/* Appends e (live, not doomed yet) to the closure. */
 static bool doomed_add(ecs_world_t *w, ecs_entity_t e)
 {
     uint32_t n = w->rel.doomed_count;
     if (ECS__UNLIKELY(n == w->rel.doomed_cap) &&
         !ecs__array_reserve(&w->allocator, (void **)&w->rel.doomed, &w->rel.doomed_cap, n + 1, sizeof(ecs_entity_t),
                             _Alignof(ecs_entity_t)))
-        return false;
-    if (ECS__UNLIKELY(n == w->rel.places_cap) &&
-        !ecs__array_reserve(&w->allocator, (void **)&w->rel.places, &w->rel.places_cap, n + 1, sizeof(ecs__place_t),
-                            _Alignof(ecs__place_t)))
         return false;
     w->rel.doomed[n] = e;
     w->rel.doomed_pos[(uint32_t)e] = n + 1;
@@ -793,17 +787,14 @@ static void doomed_clear(ecs_world_t *w)
 /* The despawn closure of e: e, then breadth-first through one queue for
  * every relation type, the sources of doomed entities under
  * CASCADE_SOURCE (all live: a despawn drops every pair of its entity);
- * each entity once, so cycles end. Every doomed entity's place is looked
- * up on the way. false on OOM. */
+ * each entity once, so cycles end. false on OOM. */
 static bool doom(ecs_world_t *w, ecs_entity_t e)
 {
     if (!doomed_pos_reserve(w) || !doomed_add(w, e)) return false;
     const uint32_t nrel = w->rel.count;
     for (uint32_t q = 0; q < w->rel.doomed_count; q++) {
         ecs_entity_t x = w->rel.doomed[q];
-        const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, x);
-        ecs__assert(rec, "a source is live: a despawn drops every pair of its entity");
-        w->rel.places[q] = (ecs__place_t){rec->chunk, rec->row};
+        ecs__assert(ecs_is_alive(w, x), "a source is live: a despawn drops every pair of its entity");
         for (uint32_t i = 0; i < nrel; i++) {
             const ecs__relation_t *r = &w->rel.types[i];
             if (r->cleanup != ECS_CASCADE_SOURCE) continue;
@@ -910,7 +901,7 @@ static bool doomed_reserve(ecs_world_t *w, plan_t *p, bool flush)
     uint32_t logged = w->rel.doomed_count + p->count; /* no plan when flushing */
     const ecs__chunk_t *last = NULL;
     for (uint32_t i = 0; i < w->rel.doomed_count; i++) {
-        const ecs__chunk_t *ch = w->rel.places[i].chunk;
+        const ecs__chunk_t *ch = ecs__record_from_entity(&w->entity_index, w->rel.doomed[i])->chunk;
         if (ch != last && !ecs__removals_reserve_n(w, ch->archetype, NULL, logged)) return false;
         last = ch; /* room counted from the log's length: once per run of one chunk is enough */
     }
@@ -929,12 +920,13 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
     }
     /* Commit: nothing below can fail. Chunks the despawns empty stay
      * until the planned moves are done (plan_reserve may have counted
-     * their free rows), and while ecs__entity_destroy_n holds places in
-     * them. */
+     * their free rows), and while ecs__entity_destroy_n reads records
+     * that name them. */
     bool deferred = w->storage.defer_chunk_release;
     w->storage.defer_chunk_release = true;
     for (uint32_t k = 0; k < w->rel.count; k++) doomed_drop_pairs(w, &w->rel.types[k], flush);
-    ecs__entity_destroy_n(w, w->rel.doomed, w->rel.doomed_count, w->rel.places); /* filled by doom */
+    const ecs__doomed_t d = doomed_view(w);
+    ecs__entity_destroy_n(w, &d);
 
     if (!flush) plan_apply(w, &p);
     w->storage.defer_chunk_release = deferred;

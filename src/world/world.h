@@ -455,22 +455,15 @@ void ecs__entity_move(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
  * ones: from inits where listed, else default. */
 ecs_entity_t ecs__entity_create_in(ecs_world_t *w, ecs__chunk_t *ch, const ecs__init_t *inits, uint32_t init_count,
                                    bool move);
-/* Where a despawned entity's row was while its record is gone
- * (ecs__entity_destroy_n). */
-typedef struct {
-    ecs__chunk_t *chunk;
-    uint32_t row;
-} ecs__place_t;
 
 /* Despawns a live entity (dtors run). The caller has reserved removal-log
  * room (ecs__removals_reserve on its archetype). */
 void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec);
-/* Despawns n distinct live entities as n ecs__entity_destroy calls in
- * that order would (room reserved likewise), without ever moving the row
- * of one of them: see entity.c. places[i]: where es[i] is (its record's
- * chunk and row), kept there while its record is gone. Only while chunk
- * releases are deferred (storage.defer_chunk_release). */
-void ecs__entity_destroy_n(ecs_world_t *w, const ecs_entity_t *es, uint32_t n, ecs__place_t *places);
+/* Despawns the doomed entities (distinct, live) as ecs__entity_destroy
+ * calls in their order would (room reserved likewise), without ever
+ * moving the row of one of them: see entity.c. Only while chunk releases
+ * are deferred (storage.defer_chunk_release). */
+void ecs__entity_destroy_n(ecs_world_t *w, const ecs__doomed_t *d);
 
 /* ---------------------------------------------------------------------- */
 /* Removal logs (removals.c)                                               */
@@ -858,16 +851,13 @@ typedef struct {
     /* A despawn's closure, in the order its entities die; by entity index,
      * each one's position in it + 1 (all zero between despawns: a stamp
      * per entity instead of a hash set, so that asking costs one load);
-     * the surviving slices to sweep (store.c); the doomed rows while
-     * they go. */
+     * the surviving slices to sweep (store.c). */
     ecs_entity_t *doomed;
     uint32_t doomed_count, doomed_cap;
     uint32_t *doomed_pos;
     uint32_t doomed_pos_cap;
     uint32_t *sweep;
     uint32_t sweep_cap;
-    ecs__place_t *places;
-    uint32_t places_cap;
     ecs_relation_t childof; /* the built-in hierarchy */
     /* A hierarchy write's subtree (hierarchy.c): its entities' forward
      * slots (+ 1), and how much their depths change. */
