@@ -199,22 +199,19 @@ void ecs__entity_destroy_n(ecs_world_t *w, const ecs__doomed_t *d)
     ecs__assert(w->storage.defer_chunk_release, "emptied chunks stay while records name them");
     const ecs_entity_t *es = d->list;
     for (uint32_t i = 0; i < d->count; i++) {
+        /* A doomed row never moves: a record still names its entity's
+         * row, unless that row went already, with a doomed end of its
+         * chunk. Then the row is past the chunk's end, its value still
+         * there: nothing writes past the end while the rows go. */
         const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, es[i]);
         ecs__assert(rec, "doomed entities are live");
         ecs__chunk_t *ch = rec->chunk;
+        uint32_t row = rec->row;
         const ecs__archetype_t *a = ch->archetype;
         if (a->hooks & ECS__HOOK_DTOR) {
-            for (uint32_t c = 0; c < a->column_count; c++) value_fini1(&a->columns[c], column_row(ch, c, rec->row));
+            for (uint32_t c = 0; c < a->column_count; c++) value_fini1(&a->columns[c], column_row(ch, c, row));
         }
         if (ECS__UNLIKELY(a->watch_removals)) ecs__removals_log(w, a, NULL, es[i]);
-    }
-    for (uint32_t i = 0; i < d->count; i++) {
-        /* A doomed row never moves: a record still names its entity's
-         * row, unless that row went already, with a doomed end of its
-         * chunk (then the row is past the end, or another's). */
-        const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, es[i]);
-        ecs__chunk_t *ch = rec->chunk;
-        uint32_t row = rec->row;
         if (row < ch->count && ch->entities[row] == es[i]) {
             for (uint32_t last = ch->count - 1; last > row && ecs__doomed_pos(d, ch->entities[last]); last--)
                 ecs__chunk_remove_row(w, ch, last);

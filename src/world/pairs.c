@@ -792,6 +792,7 @@ static bool doom(ecs_world_t *w, ecs_entity_t e)
 {
     if (!doomed_pos_reserve(w) || !doomed_add(w, e)) return false;
     const uint32_t nrel = w->rel.count;
+    w->rel.doomed_via = 0;
     for (uint32_t q = 0; q < w->rel.doomed_count; q++) {
         ecs_entity_t x = w->rel.doomed[q];
         ecs__assert(ecs_is_alive(w, x), "a source is live: a despawn drops every pair of its entity");
@@ -803,11 +804,14 @@ static bool doom(ecs_world_t *w, ecs_entity_t e)
             /* Nothing writes the stores here: the slice stays put while
              * the closure's own arrays grow. */
             const ecs__source_slice_t *ss = &r->store.rev[rev - 1];
+            uint32_t before = w->rel.doomed_count;
             for (uint32_t k = 0; k < ss->count; k++) {
                 ecs_entity_t s = ss->sources[k];
                 const ecs__doomed_t d = doomed_view(w);
                 if (!ecs__doomed_pos(&d, s) && !doomed_add(w, s)) return false;
             }
+            if (w->rel.doomed_count != before)
+                w->rel.doomed_via = w->rel.doomed_via && w->rel.doomed_via != i + 1 ? UINT32_MAX : i + 1;
         }
     }
     return true;
@@ -826,7 +830,15 @@ static bool doomed_survey(ecs_world_t *w, ecs__relation_t *r, plan_t *p, bool fl
     const ecs__store_t *st = &r->store;
     uint64_t logged = 0;
     uint32_t listed = 0;
-    for (uint32_t i = 0; i < d.count; i++) {
+    /* A subtree of one exclusive CASCADE_SOURCE relation that nobody
+     * logs: every entity after the first was taken as a source of a
+     * doomed target, its only target there. Only the first may have a
+     * surviving target. */
+    uint32_t n = d.count;
+    if (r->cleanup == ECS_CASCADE_SOURCE && r->store.exclusive && !r->removal_readers &&
+        w->rel.doomed_via == (uint32_t)(r - w->rel.types) + 1)
+        n = 1;
+    for (uint32_t i = 0; i < n; i++) {
         const ecs__target_slice_t *ts = ecs__store_targets(st, d.list[i]);
         for (uint32_t j = 0; ts && j < ts->count; j++) {
             ecs_entity_t t = ts->targets[j];
@@ -900,7 +912,7 @@ static bool doomed_reserve(ecs_world_t *w, plan_t *p, bool flush)
     if (!ecs__array_reserve(a, (void **)&w->rel.sweep, &w->rel.sweep_cap, sweep, sizeof(uint32_t), 4)) return false;
     uint32_t logged = w->rel.doomed_count + p->count; /* no plan when flushing */
     const ecs__chunk_t *last = NULL;
-    for (uint32_t i = 0; i < w->rel.doomed_count; i++) {
+    for (uint32_t i = 0; i < w->rel.doomed_count && w->registry.watched; i++) {
         const ecs__chunk_t *ch = ecs__record_from_entity(&w->entity_index, w->rel.doomed[i])->chunk;
         if (ch != last && !ecs__removals_reserve_n(w, ch->archetype, NULL, logged)) return false;
         last = ch; /* room counted from the log's length: once per run of one chunk is enough */

@@ -65,7 +65,7 @@ void ecs__removals_log(ecs_world_t *w, const ecs__archetype_t *src, const ecs__a
 uint64_t ecs__removals_watch(ecs_world_t *w, ecs_component_t id)
 {
     ecs__component_t *c = w->registry.components[id];
-    c->removal_readers++;
+    w->registry.watched += c->removal_readers++ == 0;
     for (uint32_t k = 0; k < c->archetype_count; k++) {
         ecs__archetype_t *a = c->archetypes[k].archetype;
         a->watch_removals = true;

@@ -816,6 +816,7 @@ typedef struct {
     uint32_t component_count;      /* highest id */
     uint32_t component_cap;
     ecs__map_t component_names;
+    uint32_t watched; /* components some system reads the removals of */
 } ecs__registry_t;
 
 /* Archetypes and their chunks (archetype.c), and the versions that those
@@ -854,6 +855,9 @@ typedef struct {
      * the surviving slices to sweep (store.c). */
     ecs_entity_t *doomed;
     uint32_t doomed_count, doomed_cap;
+    /* The relation (index + 1) through which the closure took every
+     * entity after the first; 0: none; UINT32_MAX: more than one. */
+    uint32_t doomed_via;
     uint32_t *doomed_pos;
     uint32_t doomed_pos_cap;
     uint32_t *sweep;
