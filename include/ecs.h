@@ -571,9 +571,13 @@ typedef struct {
 
 /*
  * A change filter narrows a system (or a cached query) to the rows whose
- * component was added (ECS_ADDED) or marked changed (ECS_CHANGED) since
- * the system's previous run. Added and Changed are independent: a spawn,
- * an add, or an ecs_set that adds the component is Added, not Changed.
+ * component was added (ECS_ADDED), marked changed (ECS_CHANGED), or
+ * either (ECS_ADDED_OR_CHANGED) since the system's previous run. Added
+ * and Changed are independent: a spawn, an add, or an ecs_set that adds
+ * the component is Added, not Changed. ECS_ADDED_OR_CHANGED is one filter
+ * for "new or changed": a row that is both in one window is handed once,
+ * as with the other kinds, and it costs what ECS_CHANGED costs (both
+ * kinds of marks share the dirty lists).
  * What marks a change: ecs_set of a present component, ecs_get_mut,
  * ecs_cmd_set, a system's WRITE term (every row of every chunk it visits),
  * and ecs_iter_changed in ECS_SYSTEM_MANUAL_CHANGE_MARKS systems.
@@ -588,7 +592,7 @@ typedef struct {
  * component (not a tag), and the filter restricts matching to archetypes
  * that have it. A system's filter costs O(marked rows), not O(entities).
  */
-typedef enum { ECS_ADDED = 1, ECS_CHANGED } ecs_change_t;
+typedef enum { ECS_ADDED = 1, ECS_CHANGED, ECS_ADDED_OR_CHANGED } ecs_change_t;
 
 typedef struct {
     ecs_change_t kind;         /* 0 ends the list */
@@ -596,7 +600,8 @@ typedef struct {
     ecs_relation_t relation;   /* instead of component: pairs of this relation, as the
                                   only filter of a non-exclusive ECS_PAIRS_EACH system
                                   (role SOURCE) on the same relation; a new pair is
-                                  Added, a set on an existing one Changed */
+                                  Added, a set on an existing one Changed (any of the
+                                  three kinds) */
 } ecs_change_filter_t;
 
 typedef struct {
@@ -1021,8 +1026,9 @@ ECS_API int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t entity, ecs_component_
  * ECS_EINVAL, and ecs_get_mut returns NULL; READ, WITH and WITHOUT terms,
  * ecs_has and ecs_get work. An ECS_ADDED change filter on a marker sees
  * the entities that became a source (a target) since the system's last
- * run; ECS_CHANGED on a marker is ECS_EINVAL (no write ever marks one: a
- * change of pairs is the relation's own change filter).
+ * run; ECS_CHANGED and ECS_ADDED_OR_CHANGED on a marker are ECS_EINVAL
+ * (no write ever marks one: a change of pairs is the relation's own
+ * change filter).
  *
  * Pairs to self are refused (ECS_EINVAL). Payloads are plain data, copied
  * with memcpy. Immediate-mode calls are for use outside frames and inside

@@ -244,7 +244,7 @@ static inline void ecs__pair_batch_own(ecs__pair_batch_t *b)
 /* A walk's change window and filters: which rows of a chunk it hands. */
 typedef struct {
     uint32_t filters;         /* change filters; 0: every row */
-    bool added0;              /* the first filter tests added ticks */
+    ecs_change_t kind0;       /* the first filter's kind */
     bool scan;                /* a filtered system's first run */
     uint64_t since, this_run; /* the window, copied: callbacks may write anything */
 } ecs__walk_window_t;
@@ -305,7 +305,7 @@ static inline int32_t ecs__walk_select(ecs__walk_t *wk, const ecs__query_match_t
     const ecs__walk_window_t *win = &wk->window;
     if (!win->filters) return -1;
     if (win->filters == 1)
-        return ecs__changes_select_one(ch->trackers[match->filter_columns[0]], win->added0, ch->count, win->since,
+        return ecs__changes_select_one(ch->trackers[match->filter_columns[0]], win->kind0, ch->count, win->since,
                                        win->this_run, win->scan, wk->rows);
     return ecs__query_select(wk->q, match, ch, win->since, win->this_run, win->scan, wk->rows);
 }

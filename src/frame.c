@@ -245,7 +245,7 @@ static ecs__walk_t walk_begin(ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t
         .cmd = cmd,
         .rows = rows,
         .window = {.filters = q->change_count,
-                   .added0 = q->changes[0].kind == ECS_ADDED,
+                   .kind0 = q->changes[0].kind,
                    .scan = node->since == 0,
                    .since = node->since,
                    .this_run = node->this_run},

@@ -279,9 +279,9 @@ static bool check_changes(registration_t *r)
     const ecs_change_filter_t *f = &d->changes[0];
     r->changes = d->changes;
     if (f->kind && f->relation) {
-        if ((f->kind != ECS_ADDED && f->kind != ECS_CHANGED) || f->component || d->changes[1].kind ||
-            d->pairs.mode != ECS_PAIRS_EACH || d->pairs.role != ECS_ROLE_SOURCE || d->pairs.relation != f->relation ||
-            (d->flags & ECS_SYSTEM_EXCLUSIVE))
+        if ((f->kind != ECS_ADDED && f->kind != ECS_CHANGED && f->kind != ECS_ADDED_OR_CHANGED) || f->component ||
+            d->changes[1].kind || d->pairs.mode != ECS_PAIRS_EACH || d->pairs.role != ECS_ROLE_SOURCE ||
+            d->pairs.relation != f->relation || (d->flags & ECS_SYSTEM_EXCLUSIVE))
             return ecs__refusal_set(&r->why, "a pair change filter is the only filter of a non-exclusive "
                                              "ECS_PAIRS_EACH system (role SOURCE) on the same relation");
         r->pair_filter = f->kind;
