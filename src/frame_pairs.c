@@ -134,8 +134,8 @@ static inline bool pair_in_window(const ecs__walk_t *wk, const ecs__pair_ticks_t
 {
     const ecs__walk_window_t *win = &wk->window;
     ecs_change_t kind = wk->sys->pair_filter;
-    if (kind != ECS_CHANGED && (t->added > win->since || win->since == 0) && t->added < win->this_run) return true;
-    return kind != ECS_ADDED && t->changed > win->since && t->changed < win->this_run;
+    if ((kind & ECS_ADDED) && (t->added > win->since || win->since == 0) && t->added < win->this_run) return true;
+    return (kind & ECS_CHANGED) && t->changed > win->since && t->changed < win->this_run;
 }
 
 /* Hands the callback the batch's first n pairs (kept first, when the

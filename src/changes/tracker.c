@@ -203,11 +203,8 @@ static inline bool added_in_window(uint64_t tick, uint64_t lo, uint64_t hi)
 static inline bool test_passes(const ecs__change_test_t *c, uint32_t row, uint64_t lo, uint64_t hi)
 {
     const ecs__tracker_t *t = c->tracker;
-    switch (c->kind) {
-    case ECS_ADDED: return added_in_window(t->added[row], lo, hi);
-    case ECS_CHANGED: return in_window(t->changed[row], lo, hi);
-    default: return added_in_window(t->added[row], lo, hi) || in_window(t->changed[row], lo, hi);
-    }
+    return ((c->kind & ECS_ADDED) && added_in_window(t->added[row], lo, hi)) ||
+           ((c->kind & ECS_CHANGED) && in_window(t->changed[row], lo, hi));
 }
 
 /* Whether row passes every test listed in pending (indices into tests),
@@ -234,7 +231,7 @@ int32_t ecs__changes_select(const ecs__change_test_t *tests, uint32_t n, uint32_
     uint32_t np = 0;
     for (uint32_t i = 0; i < n; i++) {
         const ecs__tracker_t *t = tests[i].tracker;
-        bool all = tests[i].kind != ECS_ADDED &&
+        bool all = (tests[i].kind & ECS_CHANGED) &&
                    (in_window(t->chunk_changed, lo, hi) || (scan && in_window(t->chunk_retired, lo, hi)));
         if (!all) pending[np++] = (uint8_t)i;
     }
