@@ -433,6 +433,7 @@ static void build_access(registration_t *r)
     if (r->marker) r->terms[r->query_terms++] = (ecs_term_t){.component = r->marker, .access = ECS_WITH};
     *sys = (ecs__system_t){.stage = r->st->id, .flags = d->flags, .run = d->run, .ctx = d->ctx,
                            .interval = d->interval, .first_frame = r->w->run.frames, .run_if = d->run_if,
+                           .begin = d->begin, .end = d->end,
                            .removed = d->removed, .removed_pairs = d->removed_pairs,
                            .pair_relation = r->marker ? pd->relation : 0, .pair_mode = pd->mode,
                            .pair_role = pd->role, .pair_filter = r->pair_filter, .nfar_terms = r->nfar};
@@ -748,6 +749,7 @@ int ecs__plan_ensure(ecs_world_t *w, ecs__scheduler_t *s)
                 node->id = order[i];
                 node->sys = &s->systems[order[i] - 1];
                 node->slot = slot++;
+                node->hooked = node->sys->begin || node->sys->end;
                 seg->conditional |= node->sys->interval > 1 || node->sys->run_if;
             }
             seg->count = end - k;
