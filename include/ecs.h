@@ -935,16 +935,17 @@ typedef struct {
  *   everything they write to end: no synchronisation is needed between
  *   a hook and the callbacks.
  * - The commands the system records are applied at the barrier after
- *   its segment, after end: end sees the world as the callbacks saw it.
+ *   its segment, after end: end sees the world as the callbacks left it,
+ *   without their commands.
  * - What they may do: read the world as the callbacks may (a hook has no
  *   rows of its own: ECS_OTHER terms declare what it reads on any
  *   entity). Immediate-mode calls are refused as inside the system
  *   (ECS_EBUSY, ECS_NULL or NULL), and so are registrations and frames
- *   (ecs_world_destroy is ignored); hooks have no command buffer. In an EXCLUSIVE
- *   system immediate mode is open in both, and their writes take the
- *   system's tick like its callbacks' (a change-filtered EXCLUSIVE
- *   system's begin runs once the entities due to it are known, so its
- *   writes never hide a mark from the run).
+ *   (ecs_world_destroy is ignored); hooks have no command buffer. In an
+ *   EXCLUSIVE system immediate mode is open in both, and their writes
+ *   take the system's tick like its callbacks' (a change-filtered
+ *   EXCLUSIVE system's begin runs once the entities due to it are known,
+ *   so its writes never hide a mark from the run).
  * - Their time counts in the system's time_ns. A system without hooks
  *   pays nothing for them.
  */
