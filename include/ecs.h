@@ -251,20 +251,29 @@ ECS_API uint64_t ecs_world_frame(const ecs_world_t *world);
  */
 ECS_API int ecs_stage_add(ecs_world_t *world, const char *name, const char *after_stage);
 
-/** One system's figures for the last frame (rows and jobs 0 when it did not
- * run; time_ns: its last measurement). */
+/** One system's figures for the last frame (rows and jobs 0 when no
+ * callback ran: it was skipped, or nothing matched; time_ns: its last
+ * measurement), and the frames it was skipped in since registration.
+ * A system runs in every frame its run conditions (interval, run_if) let
+ * it, whether or not any row matches; it is skipped in the others, and
+ * in a frame where it cannot run for lack of memory (see
+ * ecs_world_progress). Each run calls its begin and end hooks once. */
 typedef struct {
     const char *name; /* NULL for an anonymous system */
-    uint64_t time_ns; /* time spent in its jobs (summed over jobs) */
+    uint64_t time_ns; /* time spent in its jobs (summed over jobs) and
+                         its run hooks */
     uint64_t rows;    /* rows handed to its callback */
-    uint32_t jobs;    /* jobs it was split into (0: it did not run) */
+    uint32_t jobs;    /* jobs that called its callback (0: none did) */
+    uint64_t skipped; /* frames in which it was skipped, since
+                         registration: it ran in the others */
 } ecs_system_stats_t;
 
 /** One worker's figures since the world was created, read when
  * ecs_world_stats is called outside a frame (from inside one: as they
  * were at the last call outside one). */
 typedef struct {
-    uint64_t jobs_run; /* jobs it ran */
+    uint64_t jobs_run; /* jobs it ran (worker 0: with the run hooks
+                          other workers handed it, one job each) */
     uint64_t steals;   /* of them, taken from another worker */
     uint64_t idle_ns;  /* time spent looking for work or asleep (a sleep
                           still going on included); worker 0
@@ -573,9 +582,13 @@ typedef struct {
 
 /*
  * A change filter narrows a system (or a cached query) to the rows whose
- * component was added (ECS_ADDED) or marked changed (ECS_CHANGED) since
- * the system's previous run. Added and Changed are independent: a spawn,
- * an add, or an ecs_set that adds the component is Added, not Changed.
+ * component was added (ECS_ADDED), marked changed (ECS_CHANGED), or
+ * either (ECS_ADDED_OR_CHANGED) since the system's previous run. Added
+ * and Changed are independent: a spawn, an add, or an ecs_set that adds
+ * the component is Added, not Changed. ECS_ADDED_OR_CHANGED is one filter
+ * for "new or changed": a row that is both in one window is handed once,
+ * as with the other kinds, and it costs what ECS_CHANGED costs (both
+ * kinds of marks share the dirty lists).
  * What marks a change: ecs_set of a present component, ecs_get_mut,
  * ecs_cmd_set, a system's WRITE term (every row of every chunk it visits),
  * and ecs_iter_changed in ECS_SYSTEM_MANUAL_CHANGE_MARKS systems.
@@ -590,7 +603,7 @@ typedef struct {
  * component (not a tag), and the filter restricts matching to archetypes
  * that have it. A system's filter costs O(marked rows), not O(entities).
  */
-typedef enum { ECS_ADDED = 1, ECS_CHANGED } ecs_change_t;
+typedef enum { ECS_ADDED = 1, ECS_CHANGED, ECS_ADDED_OR_CHANGED } ecs_change_t;
 
 typedef struct {
     ecs_change_t kind;         /* 0 ends the list */
@@ -598,7 +611,8 @@ typedef struct {
     ecs_relation_t relation;   /* instead of component: pairs of this relation, as the
                                   only filter of a non-exclusive ECS_PAIRS_EACH system
                                   (role SOURCE) on the same relation; a new pair is
-                                  Added, a set on an existing one Changed */
+                                  Added, a set on an existing one Changed (any of the
+                                  three kinds) */
 } ecs_change_filter_t;
 
 typedef struct {
@@ -874,6 +888,11 @@ typedef struct {
      * commands; its successors do not wait for it. */
     uint32_t interval;
     bool (*run_if)(ecs_world_t *world, void *ctx);
+    /* Run hooks, with the system's ctx: begin before its first callback,
+     * end after its last, once per run (see "Run hooks" below). NULL:
+     * none. */
+    void (*begin)(ecs_world_t *world, void *ctx);
+    void (*end)(ecs_world_t *world, void *ctx);
     /* A removal reader: the system has no terms, runs once per run, and
      * ecs_iter_removed gives it the entities that lost this component
      * (ecs_remove, despawn, their commands) since its previous run, each
@@ -902,6 +921,42 @@ typedef struct {
      * along it, roots first. 0: none. */
     ecs_relation_t cascade;
 } ecs_system_desc_t;
+
+/*
+ * Run hooks (ecs_system_desc_t.begin and .end), for what a system does
+ * once per run around its jobs: begin clears a spatial grid, the jobs fill
+ * it (synchronising among themselves), end sorts it.
+ * - When: once per run (see ecs_system_stats_t), also when nothing
+ *   matches (no callback runs between them then, which gives a grid
+ *   cleared by begin); never when the system is skipped (interval,
+ *   run_if, lack of memory). begin runs after run_if said yes, after
+ *   every system this one is ordered after (after/before, conflicting
+ *   access) has finished, its end hook included, and before this
+ *   system's first callback; end runs after its last callback (every job,
+ *   every depth of a cascade system) and before any system ordered after
+ *   it starts, begin included. Systems not ordered against it may run
+ *   at the same time on other workers.
+ * - Where: on the thread that calls ecs_world_progress, even when the
+ *   system's jobs run on workers (a worker that starts or finishes it
+ *   hands the hook to that thread and goes on with other work).
+ *   Everything begin writes is visible to the run's callbacks, and
+ *   everything they write to end: no synchronisation is needed between
+ *   a hook and the callbacks.
+ * - The commands the system records are applied at the barrier after
+ *   its segment, after end: end sees the world as the callbacks left it,
+ *   without their commands.
+ * - What they may do: read the world as the callbacks may (a hook has no
+ *   rows of its own: ECS_OTHER terms declare what it reads on any
+ *   entity). Immediate-mode calls are refused as inside the system
+ *   (ECS_EBUSY, ECS_NULL or NULL), and so are registrations and frames
+ *   (ecs_world_destroy is ignored); hooks have no command buffer. In an
+ *   EXCLUSIVE system immediate mode is open in both, and their writes
+ *   take the system's tick like its callbacks' (a change-filtered
+ *   EXCLUSIVE system's begin runs once the entities due to it are known,
+ *   so its writes never hide a mark from the run).
+ * - Their time counts in the system's time_ns. A system without hooks
+ *   pays nothing for them.
+ */
 
 /**
  * Registers a system. It runs every frame in its stage, once per
@@ -1029,8 +1084,9 @@ ECS_API int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t entity, ecs_component_
  * ECS_EINVAL, and ecs_get_mut returns NULL; READ, WITH and WITHOUT terms,
  * ecs_has and ecs_get work. An ECS_ADDED change filter on a marker sees
  * the entities that became a source (a target) since the system's last
- * run; ECS_CHANGED on a marker is ECS_EINVAL (no write ever marks one: a
- * change of pairs is the relation's own change filter).
+ * run; ECS_CHANGED and ECS_ADDED_OR_CHANGED on a marker are ECS_EINVAL
+ * (no write ever marks one: a change of pairs is the relation's own
+ * change filter).
  *
  * Pairs to self are refused (ECS_EINVAL). Payloads are plain data, copied
  * with memcpy. Immediate-mode calls are for use outside frames and inside

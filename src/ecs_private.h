@@ -36,6 +36,15 @@ typedef struct {
  * its rows in walk order, kept across frames. Opaque outside it. */
 typedef struct ecs__levels ecs__levels_t;
 
+/* A system's begin or end hook, handed to the calling thread (worker 0's
+ * mailbox) by a worker that starts or finishes the system on the pool
+ * path: the job calls the hook, then does what the worker would have done
+ * after it (starts the system's jobs, or releases its successors). */
+typedef struct {
+    ecs__job_t job; /* first: the pool sees only this */
+    struct ecs__plan_node *node;
+} ecs__hook_job_t;
+
 typedef struct {
     char *name;     /* owned; NULL for an anonymous system */
     uint32_t stage; /* the stage's id (stable when stages are inserted) */
@@ -46,6 +55,14 @@ typedef struct {
     uint32_t interval;      /* 0 or 1: every frame */
     uint64_t first_frame;   /* the frame counter when it was registered */
     bool (*run_if)(ecs_world_t *world, void *ctx);
+    /* Run hooks, on the calling thread around each run (frame.c); NULL:
+     * none. Their jobs, for the pool path (set each frame; two, not one
+     * reused: the end's may be handed over while the job that called
+     * begin still runs the system's first job). Kept here, not in the
+     * plan node, whose size every frame's loops over nodes pay for. */
+    void (*begin)(ecs_world_t *world, void *ctx);
+    void (*end)(ecs_world_t *world, void *ctx);
+    ecs__hook_job_t begin_job, end_job;
     ecs_component_t removed; /* removal reader of this component; 0: none */
     uint64_t removed_cursor; /* sequence number of its next unread removal */
     ecs_relation_t removed_pairs; /* removed-pair reader of this relation; 0: none */
@@ -109,6 +126,7 @@ struct ecs__plan_node {
     ecs_system_t id;
     uint32_t slot;   /* frame-plan slot: the command key's first part */
     uint32_t npred;  /* predecessors in its segment's DAG */
+    bool hooked;     /* its system has a begin or an end hook */
     uint32_t *succ;  /* successors (node indices), in the plan's pool */
     uint32_t nsucc;
     /* This frame. */
@@ -245,7 +263,7 @@ static inline void ecs__pair_batch_own(ecs__pair_batch_t *b)
 /* A walk's change window and filters: which rows of a chunk it hands. */
 typedef struct {
     uint32_t filters;         /* change filters; 0: every row */
-    bool added0;              /* the first filter tests added ticks */
+    ecs_change_t kind0;       /* the first filter's kind */
     bool scan;                /* a filtered system's first run */
     uint64_t since, this_run; /* the window, copied: callbacks may write anything */
 } ecs__walk_window_t;
@@ -306,7 +324,7 @@ static inline int32_t ecs__walk_select(ecs__walk_t *wk, const ecs__query_match_t
     const ecs__walk_window_t *win = &wk->window;
     if (!win->filters) return -1;
     if (win->filters == 1)
-        return ecs__changes_select_one(ch->trackers[match->filter_columns[0]], win->added0, ch->count, win->since,
+        return ecs__changes_select_one(ch->trackers[match->filter_columns[0]], win->kind0, ch->count, win->since,
                                        win->this_run, win->scan, wk->rows);
     return ecs__query_select(wk->q, match, ch, win->since, win->this_run, win->scan, wk->rows);
 }
@@ -400,10 +418,12 @@ void ecs__keep_finish(ecs__walk_t *wk);
 /*
  * EXCLUSIVE filtered systems (frame_due.c): runs walk (a walk over every
  * chunk the system visits, calling ecs__due_select for each) in passes
- * over the entities due in the window. false: out of memory before
- * anything ran (the window stays).
+ * over the entities due in the window, calling ready (the system's begin
+ * hook) once they are collected, before anything is handed: its
+ * immediate writes then cannot hide a mark from the run. false: out of
+ * memory before anything ran, ready included (the window stays).
  */
-bool ecs__due_run(ecs__walk_t *wk, void (*walk)(ecs__walk_t *));
+bool ecs__due_run(ecs__walk_t *wk, void (*walk)(ecs__walk_t *), void (*ready)(ecs__walk_t *));
 /* The rows of ch to hand in the current pass: 0 while collecting (the
  * rows are remembered, not handed), else the due rows not yet handed,
  * ascending, into wk->rows (-1: every row). */

@@ -29,6 +29,15 @@
  *
  * A per-pair system's walk is the walk of any system, except that each
  * chunk's rows are handed over as batches of pairs: frame_pairs.c.
+ *
+ * Run hooks (a system's begin and end) are called on the calling thread:
+ * begin when the system starts, before its first job, end when its last
+ * job is done, before its successors are released. A worker that starts
+ * or finishes such a system hands the hook, and what follows it, to the
+ * calling thread's mailbox, and goes on with other work. Systems without
+ * hooks pay a test of one flag where they run on the calling thread (a
+ * hooked system's walk there is a copy of its own) or where they start
+ * and finish on the pool.
  */
 #include "ecs_private.h"
 
@@ -238,12 +247,38 @@ static void run_whole(const ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *
     sys->removed_cursor = end;
 }
 
+/* A frame in which the node's system does not run (ecs_system_stats_t.
+ * skipped): counted where it is decided, off the path of systems that
+ * run. */
+static void count_skipped(ecs_world_t *w, const ecs__plan_node_t *node)
+{
+    w->run.scheduler->system_stats[node->id - 1].skipped++;
+}
+
+/* Calls a system's begin or end hook on the calling thread, with the
+ * system's ctx. Debug builds check its ecs_get calls as the callbacks'
+ * are: a hook has no rows of its own, so only what the system declared
+ * with ECS_OTHER terms (an EXCLUSIVE system's: anything). */
+static void hook_call(ecs_world_t *w, const ecs__system_t *sys, void (*hook)(ecs_world_t *, void *))
+{
+#ifndef NDEBUG
+    const ecs__read_set_t *saved = ecs__tls_reads;
+    ecs__read_set_t reads;
+    declare_reads(sys, &reads);
+    ecs__tls_reads = sys->flags & ECS_SYSTEM_EXCLUSIVE ? NULL : &reads;
+#endif
+    hook(w, sys->ctx);
+#ifndef NDEBUG
+    ecs__tls_reads = saved;
+#endif
+}
+
 /* The walk of a node's system with a query: its change window, copied
  * (callbacks may write anything), rows for its selections. list_now:
  * single-threaded, the walk lists the chunks it writes itself. The batch
  * of an ECS_PAIRS_EACH system is set by ecs__with_pair_batch. */
-static ecs__walk_t walk_begin(ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *it, ecs_commands_t *cmd,
-                              uint16_t *rows, bool list_now)
+ECS__INLINE ecs__walk_t walk_begin(ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t *it, ecs_commands_t *cmd,
+                                   uint16_t *rows, bool list_now)
 {
     const ecs__system_t *sys = node->sys;
     const ecs_query_t *q = sys->query;
@@ -256,7 +291,7 @@ static ecs__walk_t walk_begin(ecs_world_t *w, ecs__plan_node_t *node, ecs_iter_t
         .cmd = cmd,
         .rows = rows,
         .window = {.filters = q->change_count,
-                   .added0 = q->changes[0].kind == ECS_ADDED,
+                   .kind0 = q->changes[0].kind,
                    .scan = node->since == 0,
                    .since = node->since,
                    .this_run = node->this_run},
@@ -579,9 +614,10 @@ static uint32_t first_wave(const ecs__plan_node_t *node)
     return node->wave_count ? node->wave_end[0] : node->job_count;
 }
 
-/* Submits a ready node's jobs; when `keep` is non-NULL and the node may
- * run on this worker, its first job is kept back for the caller to run
- * inline. A node with nothing to run is done at once. */
+/* Submits a ready node's jobs; when `keep` is true and the node may run
+ * on this worker, its first job is kept back for the caller to run
+ * inline. A node with nothing to run is done at once. Its begin hook
+ * first, if it has one. */
 static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep);
 
 /* After the last job of a node (or at once, for a node with none): what
@@ -609,12 +645,32 @@ static void node_done(ecs__plan_node_t *node)
     sys->last_run = node->this_run;
 }
 
-/* The node finished: release its successors. Returns one job for the
+/* A run hook on the pool path, on the calling thread (worker 0), timed
+ * with the system's jobs. */
+static void hook_call_timed(frame_t *f, ecs__plan_node_t *node, void (*hook)(ecs_world_t *, void *))
+{
+    uint64_t t0 = ecs__ticks();
+    hook_call(f->world, node->sys, hook);
+    atomic_fetch_add_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
+}
+
+/* Whether a hook of a node that is to run must wait for the calling
+ * thread: then it goes to worker 0's mailbox as job hj (which holds the
+ * segment's counter up, so the segment cannot end before it has run) and
+ * this worker goes on with other work. Worker 0 waits on that counter,
+ * so it runs the job: after the job it is running, if any. */
+static bool hook_handed_over(frame_t *f, ecs__hook_job_t *hj, uint32_t worker)
+{
+    if (worker == 0) return false;
+    ecs__job_pool_submit_to(f->world->run.pool, 0, &hj->job, &f->counter);
+    return true;
+}
+
+/* Releases the successors of a finished node. Returns one job for the
  * caller to run next (or NULL). */
-static ecs__system_job_t *finish_node(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep)
+static ecs__system_job_t *release_successors(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep)
 {
     ecs__system_job_t *next = NULL;
-    node_done(node);
     for (uint32_t k = 0; k < node->nsucc; k++) {
         ecs__plan_node_t *succ = &f->nodes[node->succ[k]];
         /* acq_rel: the last predecessor to finish sees every other's
@@ -626,7 +682,22 @@ static ecs__system_job_t *finish_node(frame_t *f, ecs__plan_node_t *node, uint32
     return next;
 }
 
-static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep)
+/* The node finished: its end hook, if any (on the calling thread: from
+ * another worker, the hook and the release go there), then its
+ * successors. Returns one job for the caller to run next (or NULL). */
+static ecs__system_job_t *finish_node(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep)
+{
+    node_done(node);
+    if (ECS__UNLIKELY(node->hooked) && node->sys->end && !node->skip) {
+        if (hook_handed_over(f, &node->sys->end_job, worker)) return NULL;
+        hook_call_timed(f, node, node->sys->end);
+    }
+    return release_successors(f, node, worker, keep);
+}
+
+/* Submits the jobs of a node whose begin hook (if any) has run: see
+ * start_node. */
+static ecs__system_job_t *start_jobs(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep)
 {
     ecs__job_pool_t *pool = f->world->run.pool;
     if (node->filtered && !node->skip) {
@@ -657,6 +728,41 @@ static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_
         ecs__job_pool_submit(pool, worker, batch, n, &f->counter);
     }
     return keep ? &node->jobs[0] : NULL;
+}
+
+static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep)
+{
+    if (ECS__UNLIKELY(node->hooked) && node->sys->begin && !node->skip) {
+        if (hook_handed_over(f, &node->sys->begin_job, worker)) return NULL;
+        hook_call_timed(f, node, node->sys->begin);
+    }
+    return start_jobs(f, node, worker, keep);
+}
+
+/* A begin hook handed to the calling thread: the hook, then the node's
+ * jobs, the first of them here (a job run, like a kept successor). */
+static void begin_job_run(ecs__job_t *job, uint32_t worker)
+{
+    ecs__plan_node_t *node = ((ecs__hook_job_t *)job)->node;
+    frame_t *f = node->frame;
+    hook_call_timed(f, node, node->sys->begin);
+    ecs__system_job_t *j = start_jobs(f, node, worker, true);
+    if (!j) return;
+    ecs__job_pool_count_run(f->world->run.pool, worker);
+    system_job_run(&j->job, worker);
+}
+
+/* An end hook handed to the calling thread: the hook, then the node's
+ * successors, one of them here. */
+static void end_job_run(ecs__job_t *job, uint32_t worker)
+{
+    ecs__plan_node_t *node = ((ecs__hook_job_t *)job)->node;
+    frame_t *f = node->frame;
+    hook_call_timed(f, node, node->sys->end);
+    ecs__system_job_t *j = release_successors(f, node, worker, true);
+    if (!j) return;
+    ecs__job_pool_count_run(f->world->run.pool, worker);
+    system_job_run(&j->job, worker);
 }
 
 /* The last job of a wave finished: submits the next wave's jobs, but
@@ -734,14 +840,30 @@ static void walk_all(ecs__walk_t *wk)
     }
 }
 
+/* An EXCLUSIVE filtered system's begin hook, if any: once its due set is
+ * collected. */
+static void walk_hook_begin(ecs__walk_t *wk)
+{
+    if (wk->sys->begin) hook_call(wk->world, wk->sys, wk->sys->begin);
+}
+
+/* Whether the node's system is an EXCLUSIVE filtered one, whose walk
+ * calls its begin hook (frame_due.c). */
+static bool walk_calls_begin(const ecs__system_t *sys)
+{
+    return (sys->flags & ECS_SYSTEM_EXCLUSIVE) && sys->query && sys->query->change_count;
+}
+
 /* The inline walk of run_node_here. An EXCLUSIVE filtered system that
- * finds no room for its due set runs nothing and keeps its window. */
+ * finds no room for its due set runs nothing, its begin hook included,
+ * and keeps its window. */
 static void walk_node(ecs__walk_t *wk)
 {
     if ((wk->sys->flags & ECS_SYSTEM_EXCLUSIVE) && wk->window.filters) {
-        if (!ecs__due_run(wk, walk_all)) {
+        if (!ecs__due_run(wk, walk_all, walk_hook_begin)) {
             if (!wk->world->run.error) wk->world->run.error = ECS_ENOMEM;
             wk->node->window_kept = true;
+            count_skipped(wk->world, wk->node);
         }
     } else if (wk->node->pair_filtered) {
         ecs__walk_dirty_pairs(wk);
@@ -758,8 +880,9 @@ static void walk_node(ecs__walk_t *wk)
  * (the inline path and exclusive systems). An exclusive system may change
  * the structure while it iterates: the walk is by index, covers what
  * existed when it reached each archetype, and keeps emptied chunks alive
- * until it returns. */
-static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool exclusive)
+ * until it returns. hooks: the system's run hooks are called (a constant
+ * in each copy: see run_node_here). */
+ECS__INLINE void run_node_body(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool exclusive, bool hooks)
 {
     ecs__system_t *sys = node->sys;
     if (node->skip) {
@@ -781,6 +904,9 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
 #endif
     const ecs_query_t *q = sys->query;
     node->window_kept = false;
+    /* Before its first callback (an EXCLUSIVE filtered system: once its
+     * due set is known, in its walk). */
+    if (hooks && sys->begin && !walk_calls_begin(sys)) hook_call(w, sys, sys->begin);
     if (!q) {
         run_whole(w, node, &it);
     } else {
@@ -799,6 +925,9 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
         node->rows = wk.handed;
         if (!node->rows) node->job_count = 0; /* no callback ran */
     }
+    /* After its last callback (and an EXCLUSIVE walk's release of the
+     * chunks it emptied), before the next system and the barrier. */
+    if (hooks && sys->end && !node->window_kept) hook_call(w, sys, sys->end);
 #ifndef NDEBUG
     ecs__tls_reads = NULL;
 #endif
@@ -806,6 +935,19 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
     if (node->job_count) ecs__job_pool_count_run(w->run.pool, 0);
     if (!node->window_kept) sys->last_run = node->this_run;
     if (timed) atomic_store_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
+}
+
+/* A system with run hooks: its own copy of the walk, out of the way. */
+ECS__NOINLINE void run_node_hooked(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool exclusive)
+{
+    run_node_body(w, node, dt, exclusive, true);
+}
+
+/* The walk of a system without run hooks tests for them once. */
+static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool exclusive)
+{
+    if (ECS__UNLIKELY(node->hooked)) run_node_hooked(w, node, dt, exclusive);
+    else run_node_body(w, node, dt, exclusive, false);
 }
 
 /* Estimated work of a segment: last frame's measured time where there is
@@ -831,6 +973,7 @@ static void decide_runs(ecs_world_t *w, ecs__plan_node_t *nodes, uint32_t n)
         bool run = sys->interval <= 1 || (w->run.frames - sys->first_frame) % sys->interval == 0;
         if (run && sys->run_if) run = sys->run_if(w, sys->ctx);
         nodes[i].skip = !run;
+        if (!run) count_skipped(w, &nodes[i]);
     }
 }
 
@@ -858,9 +1001,16 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
         /* A hierarchy system's runs, on the inline path too; one that
          * cannot get memory for them does not run (the frame reports
          * ECS_ENOMEM). */
-        if (nodes[i].sys->levels && !nodes[i].skip && !ecs__levels_prepare(w, &nodes[i])) {
-            nodes[i].skip = true;
-            if (!w->run.error) w->run.error = ECS_ENOMEM;
+        if (nodes[i].sys->levels) {
+            /* Only this frame's: a segment without run conditions never
+             * clears the flag otherwise, and the system would not run
+             * again (it did not before this was seen). */
+            if (!seg->conditional) nodes[i].skip = false;
+            if (!nodes[i].skip && !ecs__levels_prepare(w, &nodes[i])) {
+                nodes[i].skip = true;
+                count_skipped(w, &nodes[i]);
+                if (!w->run.error) w->run.error = ECS_ENOMEM;
+            }
         }
     }
     /* Chunk lists only when the estimate may call for the pool: measured
@@ -885,6 +1035,10 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
     f->nodes = s->plan.nodes;
     for (uint32_t i = 0; i < seg->count; i++) {
         nodes[i].frame = f;
+        if (ECS__UNLIKELY(nodes[i].hooked)) {
+            nodes[i].sys->begin_job = (ecs__hook_job_t){.job = {begin_job_run, NULL, NULL}, .node = &nodes[i]};
+            nodes[i].sys->end_job = (ecs__hook_job_t){.job = {end_job_run, NULL, NULL}, .node = &nodes[i]};
+        }
         atomic_store_explicit(&nodes[i].preds_left, (int32_t)nodes[i].npred, memory_order_relaxed);
         atomic_store_explicit(&nodes[i].jobs_left, (int32_t)first_wave(&nodes[i]), memory_order_relaxed);
     }

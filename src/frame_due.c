@@ -9,7 +9,8 @@
  * the entities that pass its filters as the run starts (no callback), then
  * hands them over wherever they are, each once, walking again while its
  * own structural changes may have moved some: each such pass hands at
- * least one entity, so the passes end. The set is O(marked) and its map
+ * least one entity, so the passes end. Its begin hook runs between the
+ * collecting and the handing. The set is O(marked) and its map
  * keeps its capacity; clearing it costs what it held. Its room is reserved
  * first: without it the system does not run and keeps its window (the
  * frame reports ECS_ENOMEM), so its next run is handed what this one
@@ -127,7 +128,7 @@ int32_t ecs__due_select(ecs__walk_t *wk, const ecs__query_match_t *match, ecs__c
     return 0;
 }
 
-bool ecs__due_run(ecs__walk_t *wk, void (*walk)(ecs__walk_t *))
+bool ecs__due_run(ecs__walk_t *wk, void (*walk)(ecs__walk_t *), void (*ready)(ecs__walk_t *))
 {
     ecs__due_set_t *d = &wk->world->run.scheduler->due;
     if (!due_reserve(wk, d)) return false;
@@ -135,6 +136,10 @@ bool ecs__due_run(ecs__walk_t *wk, void (*walk)(ecs__walk_t *))
     wk->due = &run;
     walk(wk);
     run.collecting = false;
+    /* What it writes now takes the system's tick, like its callbacks'
+     * writes: the due set already holds every entity it is to be handed,
+     * and a due entity it moves is found as the callbacks' are. */
+    ready(wk);
     uint64_t version;
     do {
         version = wk->world->storage.structure_version;

@@ -128,13 +128,14 @@ static ecs__pair_batch_t *pair_batch_init(ecs__pair_batch_t *b, const ecs_world_
 }
 
 /* A pair-filtered system's test of one pair: its added or changed tick in
- * the window (an added test on a first run: anything added before it). */
+ * the window (an added test on a first run: anything added before it), or
+ * either for ECS_ADDED_OR_CHANGED (a pair is handed once all the same). */
 static inline bool pair_in_window(const ecs__walk_t *wk, const ecs__pair_ticks_t *t)
 {
     const ecs__walk_window_t *win = &wk->window;
-    if (wk->sys->pair_filter == ECS_ADDED)
-        return (t->added > win->since || win->since == 0) && t->added < win->this_run;
-    return t->changed > win->since && t->changed < win->this_run;
+    ecs_change_t kind = wk->sys->pair_filter;
+    if ((kind & ECS_ADDED) && (t->added > win->since || win->since == 0) && t->added < win->this_run) return true;
+    return (kind & ECS_CHANGED) && t->changed > win->since && t->changed < win->this_run;
 }
 
 /* Hands the callback the batch's first n pairs (kept first, when the

@@ -279,9 +279,9 @@ static bool check_changes(registration_t *r)
     const ecs_change_filter_t *f = &d->changes[0];
     r->changes = d->changes;
     if (f->kind && f->relation) {
-        if ((f->kind != ECS_ADDED && f->kind != ECS_CHANGED) || f->component || d->changes[1].kind ||
-            d->pairs.mode != ECS_PAIRS_EACH || d->pairs.role != ECS_ROLE_SOURCE || d->pairs.relation != f->relation ||
-            (d->flags & ECS_SYSTEM_EXCLUSIVE))
+        if ((f->kind != ECS_ADDED && f->kind != ECS_CHANGED && f->kind != ECS_ADDED_OR_CHANGED) || f->component ||
+            d->changes[1].kind || d->pairs.mode != ECS_PAIRS_EACH || d->pairs.role != ECS_ROLE_SOURCE ||
+            d->pairs.relation != f->relation || (d->flags & ECS_SYSTEM_EXCLUSIVE))
             return ecs__refusal_set(&r->why, "a pair change filter is the only filter of a non-exclusive "
                                              "ECS_PAIRS_EACH system (role SOURCE) on the same relation");
         r->pair_filter = f->kind;
@@ -439,6 +439,7 @@ static void build_access(registration_t *r)
     if (r->marker) r->terms[r->query_terms++] = (ecs_term_t){.component = r->marker, .access = ECS_WITH};
     *sys = (ecs__system_t){.stage = r->st->id, .flags = d->flags, .run = d->run, .ctx = d->ctx,
                            .interval = d->interval, .first_frame = r->w->run.frames, .run_if = d->run_if,
+                           .begin = d->begin, .end = d->end,
                            .removed = d->removed, .removed_pairs = d->removed_pairs, .events = d->events,
                            .pair_relation = r->marker ? pd->relation : 0, .pair_mode = pd->mode,
                            .pair_role = pd->role, .pair_filter = r->pair_filter, .nfar_terms = r->nfar};
@@ -758,6 +759,7 @@ int ecs__plan_ensure(ecs_world_t *w, ecs__scheduler_t *s)
                 node->id = order[i];
                 node->sys = &s->systems[order[i] - 1];
                 node->slot = slot++;
+                node->hooked = node->sys->begin || node->sys->end;
                 seg->conditional |= node->sys->interval > 1 || node->sys->run_if;
             }
             seg->count = end - k;

@@ -66,6 +66,15 @@
  * MAIN_THREAD and EXCLUSIVE systems must run on the calling thread,
  * SINGLE_THREADED ones in one job on one thread.
  *
+ * About a third of the systems (chosen from their salt) have run hooks
+ * that log their times: once per run (every frame its conditions allow,
+ * also with nothing matched; ecs_system_stats_t.skipped counts the
+ * others), on the
+ * calling thread, begin before the system's first callback and end after
+ * its last, and in the ordering check a system's span runs from its begin
+ * to its end: a system ordered after it starts (hook or callback) only
+ * after its end returned.
+ *
  * A monitor thread aborts with the round, frame and seed when a frame runs
  * past its deadline, so a deadlock fails instead of hanging. Usage:
  * scheduler [--short | --long] [--seconds <n>] (--short: a handful of
@@ -670,13 +679,17 @@ static void gen_round(round_t *rd, const scale_t *sc, uint32_t r, uint64_t seed)
     rd->spin = (!g_spin_cap || rng_below(&rng, 2) == 0) ? 0 : 1 + rng_below(&rng, g_spin_cap);
 }
 
+/* Whether the system has run hooks: about a third, from its salt (no draw
+ * of the round's generator, so the rounds a seed makes stay the same). */
+static bool has_hooks(const sys_spec_t *s) { return (s->salt >> 40) % 3 == 0; }
+
 static void describe_system(const round_t *rd, uint32_t k, char *buf, size_t cap)
 {
     const sys_spec_t *s = &rd->sys[k];
-    int n = snprintf(buf, cap, "%s%s [%s%s%s%s]:", s->named ? s->name : "anonymous ", s->named ? "" : s->name,
+    int n = snprintf(buf, cap, "%s%s [%s%s%s%s%s]:", s->named ? s->name : "anonymous ", s->named ? "" : s->name,
                      rd->stage_names[s->stage], s->flags & ECS_SYSTEM_EXCLUSIVE ? " EXCLUSIVE" : "",
                      s->flags & ECS_SYSTEM_SINGLE_THREADED ? " SINGLE_THREADED" : "",
-                     s->flags & ECS_SYSTEM_MAIN_THREAD ? " MAIN_THREAD" : "");
+                     s->flags & ECS_SYSTEM_MAIN_THREAD ? " MAIN_THREAD" : "", has_hooks(s) ? " hooks" : "");
     static const char *const acc[] = {"READ", "WRITE", "WITH", "WITHOUT"};
     for (uint32_t i = 0; i < s->nterms && n > 0 && (size_t)n < cap; i++) {
         const term_spec_t *t = &s->terms[i];
@@ -725,6 +738,14 @@ typedef struct {
     uint32_t epoch;
 } reader_state_t;
 
+/* A system's run hooks in the current frame: written by the hooks, on the
+ * calling thread, and between frames by the main thread (the same). */
+typedef struct {
+    uint32_t begins, ends;
+    uint64_t begin_t, end_t;
+    bool off_main, out_of_order;
+} hook_rec_t;
+
 static struct {
     const round_t *rd;
     ecs_component_t ids[MAX_COMPS];
@@ -734,6 +755,8 @@ static struct {
     uint32_t workers;
     uint32_t main_thread;
     wlog_t logs[MAX_TEST_WORKERS];
+    hook_rec_t hooks[MAX_SYSTEMS];
+    uint64_t skipped[MAX_SYSTEMS]; /* frames each system was not due in, so far */
     reader_state_t readers[MAX_READERS];
     /* Entities that held the probe when its reader was registered or got
      * it later (only at spawn, while the world is built). */
@@ -1300,6 +1323,32 @@ static void reader_run(ecs_iter_t *it)
 }
 
 /* ---------------------------------------------------------------------- */
+/* Run hooks                                                               */
+/* ---------------------------------------------------------------------- */
+
+static void hook_begin(ecs_world_t *w, void *ctx)
+{
+    (void)w;
+    const sys_spec_t *s = ctx;
+    hook_rec_t *h = &g_run.hooks[s->index];
+    h->off_main |= thread_no() != g_run.main_thread;
+    h->out_of_order |= h->begins != h->ends;
+    h->begins++;
+    h->begin_t = now_ns();
+}
+
+static void hook_end(ecs_world_t *w, void *ctx)
+{
+    (void)w;
+    const sys_spec_t *s = ctx;
+    hook_rec_t *h = &g_run.hooks[s->index];
+    h->off_main |= thread_no() != g_run.main_thread;
+    h->out_of_order |= h->begins != h->ends + 1;
+    h->ends++;
+    h->end_t = now_ns();
+}
+
+/* ---------------------------------------------------------------------- */
 /* Building a world from the specification                                 */
 /* ---------------------------------------------------------------------- */
 
@@ -1319,6 +1368,10 @@ static void fill_desc(const round_t *rd, const sys_spec_t *s, ecs_system_desc_t 
     d->flags = s->flags;
     d->run = s->removed ? reader_run : (s->flags & ECS_SYSTEM_EXCLUSIVE) ? exclusive_run : system_run;
     d->ctx = (void *)s;
+    if (has_hooks(s)) {
+        d->begin = hook_begin;
+        d->end = hook_end;
+    }
     if (s->removed) {
         d->removed = g_run.ids[s->removed - 1];
         d->interval = s->interval;
@@ -1568,9 +1621,10 @@ static void check_plan(ecs_world_t *w, const round_t *rd)
 }
 
 typedef struct {
-    uint64_t first, last; /* min start, max end */
+    uint64_t first, last; /* min start, max end (its run hooks included) */
     uint64_t rows;
     uint32_t calls;
+    bool active; /* a callback or a run hook ran */
     uint32_t thread, worker;
     bool many_threads, many_workers;
 } sys_frame_t;
@@ -1632,6 +1686,24 @@ static void check_frame_log(ecs_world_t *w, const round_t *rd, uint32_t main_thr
               s->name, g_run.frame, ss->jobs, ss->rows);
         CHECK(ss->rows == f->rows, "%s: stats say %" PRIu64 " rows, its callbacks saw %" PRIu64, s->name, ss->rows,
               f->rows);
+        if (!due) g_run.skipped[k]++;
+        CHECK(ss->skipped == g_run.skipped[k], "%s: stats say %" PRIu64 " frames skipped, its run conditions %" PRIu64,
+              s->name, ss->skipped, g_run.skipped[k]);
+        const hook_rec_t *h = &g_run.hooks[k];
+        if (has_hooks(s)) {
+            CHECK(h->begins == due && h->ends == due && !h->out_of_order,
+                  "%s: run hooks begin %u, end %u times in frame %" PRIu64 "%s, expected %d", s->name, h->begins,
+                  h->ends, g_run.frame, h->out_of_order ? " (out of order)" : "", due);
+            CHECK(!h->off_main, "%s: a run hook ran off the calling thread", s->name);
+            CHECK(!due || !f->calls || (h->begin_t <= f->first && h->end_t >= f->last),
+                  "%s: its callbacks ran outside its begin and end hooks", s->name);
+            if (due) {
+                sf[k].first = f->calls && f->first < h->begin_t ? f->first : h->begin_t;
+                sf[k].last = f->calls && f->last > h->end_t ? f->last : h->end_t;
+                sf[k].active = true;
+            }
+        }
+        sf[k].active |= f->calls != 0;
         if (ss->jobs > 1) totals.split++;
         if (!f->calls) continue;
         if (s->flags & (ECS_SYSTEM_MAIN_THREAD | ECS_SYSTEM_EXCLUSIVE)) {
@@ -1647,10 +1719,10 @@ static void check_frame_log(ecs_world_t *w, const round_t *rd, uint32_t main_thr
     /* Ordering: whatever the plan must order ran in that order. */
     for (uint32_t i = 0; i < rd->nsys; i++) {
         uint32_t a = rd->order[i];
-        if (!sf[a].calls) continue;
+        if (!sf[a].active) continue;
         for (uint32_t j = i + 1; j < rd->nsys; j++) {
             uint32_t b = rd->order[j];
-            if (!sf[b].calls) continue;
+            if (!sf[b].active) continue;
             const char *why = NULL;
             if (rd->segment[a] != rd->segment[b]) why = "different segments (a barrier between)";
             else if (spec_conflict(&rd->sys[a], &rd->sys[b])) why = "conflicting access";
@@ -1660,8 +1732,8 @@ static void check_frame_log(ecs_world_t *w, const round_t *rd, uint32_t main_thr
                 char da[512], db[512];
                 describe_system(rd, a, da, sizeof(da));
                 describe_system(rd, b, db, sizeof(db));
-                report("overlap: %s must run before %s (%s), but its last callback ended %" PRIu64
-                       " ns after the other's first began (first callbacks on workers %u / %u)",
+                report("overlap: %s must run before %s (%s), but its last callback (or end hook) ended %" PRIu64
+                       " ns after the other's first (or begin hook) began (first callbacks on workers %u / %u)",
                        da, db, why, sf[a].last - sf[b].first, sf[a].worker, sf[b].worker);
                 return;
             }
@@ -1673,6 +1745,7 @@ static void check_frame_log(ecs_world_t *w, const round_t *rd, uint32_t main_thr
 static void reset_logs(void)
 {
     for (uint32_t k = 0; k < MAX_TEST_WORKERS; k++) g_run.logs[k].n = 0;
+    memset(g_run.hooks, 0, sizeof(g_run.hooks));
 }
 
 /* Runs the round's world with `workers`; run 0 records, run 1 compares.
@@ -1689,6 +1762,7 @@ static bool run_world(const round_t *rd, uint32_t run, uint32_t workers, uint32_
     g_run.spawn_ok = g_run.despawn_ok = true;
     g_run.frame = 0;
     reset_logs();
+    memset(g_run.skipped, 0, sizeof(g_run.skipped));
     for (uint32_t j = 0; j < MAX_READERS; j++) {
         reader_state_t *rs = &g_run.readers[j];
         rs->hash = 0x4e3d0a1ull;

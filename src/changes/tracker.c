@@ -197,16 +197,23 @@ static inline bool added_in_window(uint64_t tick, uint64_t lo, uint64_t hi)
     return (tick > lo || lo == 0) && tick < hi;
 }
 
+/* Whether row passes test c: its added tick, its changed tick, or
+ * either (ECS_ADDED_OR_CHANGED: a row added and changed in the window
+ * passes once, like any other). */
+static inline bool test_passes(const ecs__change_test_t *c, uint32_t row, uint64_t lo, uint64_t hi)
+{
+    const ecs__tracker_t *t = c->tracker;
+    return ((c->kind & ECS_ADDED) && added_in_window(t->added[row], lo, hi)) ||
+           ((c->kind & ECS_CHANGED) && in_window(t->changed[row], lo, hi));
+}
+
 /* Whether row passes every test listed in pending (indices into tests),
  * from the first-th on. */
 static inline bool row_passes(const ecs__change_test_t *tests, const uint8_t *pending, uint32_t first, uint32_t np,
                               uint32_t row, uint64_t lo, uint64_t hi)
 {
     for (uint32_t k = first; k < np; k++) {
-        const ecs__change_test_t *c = &tests[pending[k]];
-        bool in = c->added ? added_in_window(c->tracker->added[row], lo, hi)
-                           : in_window(c->tracker->changed[row], lo, hi);
-        if (!in) return false;
+        if (!test_passes(&tests[pending[k]], row, lo, hi)) return false;
     }
     return true;
 }
@@ -215,15 +222,16 @@ int32_t ecs__changes_select(const ecs__change_test_t *tests, uint32_t n, uint32_
                             bool scan, uint16_t *rows)
 {
     ecs__assert(n <= 255, "few tests");
-    /* Tests that hold for every row drop out: a changed test whose
-     * chunk-level mark is in the window. (An added test on a first run
-     * holds for every row but the consumer's own additions: it is checked
-     * per row, in a scan, which a first run does anyway.) */
+    /* Tests that hold for every row drop out: a changed (or added-or-
+     * changed) test whose chunk-level mark is in the window. (An added
+     * test on a first run holds for every row but the consumer's own
+     * additions: it is checked per row, in a scan, which a first run does
+     * anyway.) */
     uint8_t pending[256];
     uint32_t np = 0;
     for (uint32_t i = 0; i < n; i++) {
         const ecs__tracker_t *t = tests[i].tracker;
-        bool all = !tests[i].added &&
+        bool all = (tests[i].kind & ECS_CHANGED) &&
                    (in_window(t->chunk_changed, lo, hi) || (scan && in_window(t->chunk_retired, lo, hi)));
         if (!all) pending[np++] = (uint8_t)i;
     }
@@ -239,7 +247,7 @@ int32_t ecs__changes_select(const ecs__change_test_t *tests, uint32_t n, uint32_
     /* Every listed row passes the driver's test when the list's bounds
      * lie in the window (a consumer that runs every frame, with only its
      * own kind of marks listed): then no tick of the driver is read. */
-    uint32_t first = drv->list_min[tests[pending[0]].added ? 0 : 1] > lo && drv->list_max < hi ? 1 : 0;
+    uint32_t first = ecs__tracker_list_in_window(drv, tests[pending[0]].kind, lo, hi) ? 1 : 0;
     if (drv->dirty_count <= ECS__SELECT_LIST_MAX) {
         /* A row passing the driver's test has a tick above lo, and entries
          * are pruned only below every consumer's lo: it is in the list.

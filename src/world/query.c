@@ -52,15 +52,16 @@ int ecs__changes_validate(const ecs_world_t *w, const ecs_change_filter_t *chang
     uint32_t n = 0;
     for (; n < ECS_MAX_TERMS && changes[n].kind; n++) {
         const ecs_change_filter_t *f = &changes[n];
-        if (f->kind != ECS_ADDED && f->kind != ECS_CHANGED) return ECS_EINVAL;
+        if (f->kind != ECS_ADDED && f->kind != ECS_CHANGED && f->kind != ECS_ADDED_OR_CHANGED) return ECS_EINVAL;
         /* Pair filters come with the relation stores. */
         if (f->relation) return ECS_EINVAL;
         const ecs__component_t *c = ecs__component_get(w, f->component);
         /* A tag has no column, so nothing to keep ticks beside. */
         if (!c || !c->info.size) return ECS_EINVAL;
         /* No write marks a marker (its value is the library's slot hint):
-         * a change of pairs is the relation's filter. Added works. */
-        if (f->kind == ECS_CHANGED && c->pair_marker) return ECS_EINVAL;
+         * a change of pairs is the relation's filter. Added works; a
+         * filter that also asks for Changed asks for what never comes. */
+        if (f->kind != ECS_ADDED && c->pair_marker) return ECS_EINVAL;
     }
     *count = n;
     return ECS_OK;

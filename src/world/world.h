@@ -565,7 +565,7 @@ ECS__INLINE int32_t ecs__query_select(const ecs_query_t *q, const ecs__query_mat
     ecs__change_test_t tests[ECS_MAX_TERMS];
     for (uint32_t i = 0; i < q->change_count; i++) {
         tests[i].tracker = ch->trackers[m->filter_columns[i]];
-        tests[i].added = q->changes[i].kind == ECS_ADDED;
+        tests[i].kind = q->changes[i].kind;
     }
     return ecs__changes_select(tests, q->change_count, ch->count, lo, hi, scan, rows);
 }
