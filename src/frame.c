@@ -29,6 +29,11 @@
  *
  * A per-pair system's walk is the walk of any system, except that each
  * chunk's rows are handed over as batches of pairs: frame_pairs.c.
+ *
+ * A reduction (a system that WRITEs a singleton with a merge hook) is
+ * split by its rows alone, not by the workers or its measured time, and
+ * runs those same ranges in order when its segment runs inline: its
+ * copies and their merge are frame_singletons.c's.
  */
 #include "ecs_private.h"
 
@@ -98,6 +103,8 @@ static void declare_reads(const ecs__system_t *sys, ecs__read_set_t *set)
     set->count = 0;
     set->chunk = NULL;
     for (uint8_t k = 0; k < sys->access.nothers; k++) set->components[set->count++] = sys->access.others[k];
+    set->nsingletons = 0;
+    for (uint8_t k = 0; k < sys->nsingletons; k++) set->singletons[set->nsingletons++] = sys->singletons[k].component;
 }
 #endif
 
@@ -345,6 +352,8 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
     ecs_commands_t *cmd = ecs__commands_begin(w, worker, node->slot, &j->cmd);
     ecs_iter_t it;
     iter_init(&it, w, node, cmd, dt, worker);
+    /* A reduction's job k is range k: its copies are range k's. */
+    if (sys->nsingletons) ecs__singletons_hand(w, node, (uint32_t)(j - node->jobs), &it);
 #ifndef NDEBUG
     ecs__read_set_t reads;
     declare_reads(sys, &reads);
@@ -535,7 +544,9 @@ static bool split_jobs(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers)
         node->job_count = 0; /* nothing to run */
         return true;
     }
-    if (sys->query && !(sys->flags & (ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD))) {
+    if (sys->merge_split) {
+        want = ecs__singletons_ranges(node); /* the rows alone: the reduction's result depends on the cut */
+    } else if (sys->query && !(sys->flags & (ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD))) {
         uint64_t target = node->last_ns ? (node->last_ns + TARGET_JOB_NS - 1) / TARGET_JOB_NS
                                         : (node->rows + MIN_JOB_ROWS - 1) / MIN_JOB_ROWS;
         want = (uint32_t)(target < workers * JOBS_PER_WORKER ? target : workers * JOBS_PER_WORKER);
@@ -577,10 +588,11 @@ static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_
  * its jobs could not do while they shared the dirty-chunk lists, and its
  * change window moves on. Runs before the successors are released, so
  * they see the lists complete. */
-static void node_done(ecs__plan_node_t *node)
+static void node_done(const ecs_world_t *w, ecs__plan_node_t *node)
 {
     ecs__system_t *sys = node->sys;
     if (node->skip) return;
+    if (node->merge_ranges) ecs__singletons_merge(w, node);
     if (sys->nwrite_terms) {
         for (uint32_t k = 0; k < node->chunk_count; k++) {
             const ecs__chunk_ref_t *ref = &node->chunks[k];
@@ -603,7 +615,7 @@ static void node_done(ecs__plan_node_t *node)
 static ecs__system_job_t *finish_node(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep)
 {
     ecs__system_job_t *next = NULL;
-    node_done(node);
+    node_done(f->world, node);
     for (uint32_t k = 0; k < node->nsucc; k++) {
         ecs__plan_node_t *succ = &f->nodes[node->succ[k]];
         /* acq_rel: the last predecessor to finish sees every other's
@@ -628,6 +640,9 @@ static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_
         (void)split;
         atomic_store_explicit(&node->jobs_left, (int32_t)node->job_count, memory_order_relaxed);
     }
+    /* A reduction's jobs each construct one range's copies; node_done
+     * merges that many. Nothing runs its jobs yet. */
+    node->merge_ranges = node->sys->nmerge ? node->job_count : 0;
     if (!node->job_count) return finish_node(f, node, worker, keep);
     if (node->sys->flags & ECS_SYSTEM_MAIN_THREAD) {
         if (keep && worker == 0) return &node->jobs[0];
@@ -763,6 +778,10 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
     iter_init(&it, w, node, cmd, dt, 0);
     node->rows = 0;
     node->job_count = 1;
+    /* One job: a reduction has one range (one that splits runs its ranges
+     * through run_node_ranges instead). */
+    node->merge_ranges = sys->nmerge ? 1 : 0;
+    if (sys->nsingletons) ecs__singletons_hand(w, node, 0, &it);
 #ifndef NDEBUG
     ecs__read_set_t reads;
     declare_reads(sys, &reads);
@@ -793,8 +812,34 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
 #endif
     /* One job, on the calling thread: the caller's stats count it too. */
     if (node->job_count) ecs__job_pool_count_run(w->run.pool, 0);
+    if (node->merge_ranges) ecs__singletons_merge(w, node);
     if (!node->window_kept) sys->last_run = node->this_run;
     if (timed) atomic_store_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
+}
+
+/* The inline run of a reduction that splits: its ranges, collected and
+ * cut as on the pool, run in order on the calling thread as the jobs
+ * they are, then merged; so the result is the pool's, bit for bit. Out
+ * of memory for its chunk or job list: it does not run (its window
+ * stays), and the frame reports ECS_ENOMEM. */
+static void run_node_ranges(ecs_world_t *w, ecs__plan_node_t *node, float dt)
+{
+    node->rows = 0;
+    node->job_count = 0;
+    if (node->skip) return;
+    bool ok = node->filtered ? reserve_filtered(w, node, 1) : collect_chunks(w, node);
+    if (ok && node->filtered) collect_filtered(node);
+    if (!ok || !split_jobs(w, node, 1)) {
+        node->job_count = 0;
+        if (!w->run.error) w->run.error = ECS_ENOMEM;
+        return;
+    }
+    node->merge_ranges = node->job_count;
+    for (uint32_t k = 0; k < node->job_count; k++) {
+        run_range(w, &node->jobs[k], 0, dt);
+        ecs__job_pool_count_run(w->run.pool, 0);
+    }
+    node_done(w, node);
 }
 
 /* Estimated work of a segment: last frame's measured time where there is
@@ -818,6 +863,8 @@ static void decide_runs(ecs_world_t *w, ecs__plan_node_t *nodes, uint32_t n)
     for (uint32_t i = 0; i < n; i++) {
         const ecs__system_t *sys = nodes[i].sys;
         bool run = sys->interval <= 1 || (w->run.frames - sys->first_frame) % sys->interval == 0;
+        /* An empty singleton slot no command of the segment can fill. */
+        if (run && sys->singletons_required) run = ecs__singletons_present(w, sys);
         if (run && sys->run_if) run = sys->run_if(w, sys->ctx);
         nodes[i].skip = !run;
     }
@@ -851,6 +898,11 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
             nodes[i].skip = true;
             if (!w->run.error) w->run.error = ECS_ENOMEM;
         }
+        /* A reduction's copies, likewise. */
+        if (nodes[i].sys->nmerge && !nodes[i].skip && !ecs__singletons_reserve(w, &nodes[i])) {
+            nodes[i].skip = true;
+            if (!w->run.error) w->run.error = ECS_ENOMEM;
+        }
     }
     /* Chunk lists only when the estimate may call for the pool: measured
      * times need none, first frames estimate from rows. A filtered
@@ -867,7 +919,10 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
     if (!parallel) {
         /* Plan order respects every edge, so running it in order is one
          * valid schedule of the DAG. */
-        for (uint32_t i = 0; i < seg->count; i++) run_node_here(w, &nodes[i], dt, false);
+        for (uint32_t i = 0; i < seg->count; i++) {
+            if (nodes[i].sys->merge_split) run_node_ranges(w, &nodes[i], dt);
+            else run_node_here(w, &nodes[i], dt, false);
+        }
         return;
     }
 
