@@ -131,9 +131,12 @@ typedef struct {
     uint32_t weight; /* rows expected: what job splitting balances */
 } ecs__chunk_ref_t;
 
-/* One system in the plan. Per-frame fields are rewritten each frame. */
+/* One system in the plan. Per-frame fields are rewritten each frame.
+ * Aligned to cache lines: nodes are an array whose atomics different
+ * workers write (no false sharing between two systems' counters), and a
+ * size that is a multiple of 64 makes &nodes[i] a shift. */
 struct ecs__plan_node {
-    ecs__system_t *sys;
+    _Alignas(64) ecs__system_t *sys;
     ecs_system_t id;
     uint32_t slot;   /* frame-plan slot: the command key's first part */
     uint32_t npred;  /* predecessors in its segment's DAG */
@@ -181,6 +184,7 @@ typedef struct {
     uint32_t barrier_slot; /* the slot of the flush that ends it */
     bool exclusive;
     bool conditional; /* some system has a run condition */
+    bool reductions;  /* some system is a reduction (frame_singletons.c) */
     /* Sum of its nodes' last measured times, kept by the frame's end
      * (0: some node has none yet), so deciding to stay inline costs no
      * walk over the nodes. */

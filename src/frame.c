@@ -353,7 +353,7 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
     ecs_iter_t it;
     iter_init(&it, w, node, cmd, dt, worker);
     /* A reduction's job k is range k: its copies are range k's. */
-    if (sys->nsingletons) ecs__singletons_hand(w, node, (uint32_t)(j - node->jobs), &it);
+    if (ECS__UNLIKELY(sys->nsingletons)) ecs__singletons_hand(w, node, (uint32_t)(j - node->jobs), &it);
 #ifndef NDEBUG
     ecs__read_set_t reads;
     declare_reads(sys, &reads);
@@ -778,10 +778,12 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
     iter_init(&it, w, node, cmd, dt, 0);
     node->rows = 0;
     node->job_count = 1;
-    /* One job: a reduction has one range (one that splits runs its ranges
-     * through run_node_ranges instead). */
-    node->merge_ranges = sys->nmerge ? 1 : 0;
-    if (sys->nsingletons) ecs__singletons_hand(w, node, 0, &it);
+    if (ECS__UNLIKELY(sys->nsingletons)) {
+        /* One job: a reduction has one range, merged by run_inline (one
+         * that splits runs its ranges through run_node_ranges instead). */
+        node->merge_ranges = sys->nmerge ? 1 : 0;
+        ecs__singletons_hand(w, node, 0, &it);
+    }
 #ifndef NDEBUG
     ecs__read_set_t reads;
     declare_reads(sys, &reads);
@@ -812,7 +814,6 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
 #endif
     /* One job, on the calling thread: the caller's stats count it too. */
     if (node->job_count) ecs__job_pool_count_run(w->run.pool, 0);
-    if (node->merge_ranges) ecs__singletons_merge(w, node);
     if (!node->window_kept) sys->last_run = node->this_run;
     if (timed) atomic_store_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
 }
@@ -840,6 +841,37 @@ static void run_node_ranges(ecs_world_t *w, ecs__plan_node_t *node, float dt)
         ecs__job_pool_count_run(w->run.pool, 0);
     }
     node_done(w, node);
+}
+
+/* Runs a segment in plan order on the calling thread: plan order
+ * respects every edge, so it is one valid schedule of the DAG. A segment
+ * with reductions runs theirs as on the pool: ranges, then the merge. */
+static void run_inline(ecs_world_t *w, const ecs__plan_segment_t *seg, ecs__plan_node_t *nodes, float dt)
+{
+    if (ECS__LIKELY(!seg->reductions)) {
+        for (uint32_t i = 0; i < seg->count; i++) run_node_here(w, &nodes[i], dt, false);
+        return;
+    }
+    for (uint32_t i = 0; i < seg->count; i++) {
+        ecs__plan_node_t *node = &nodes[i];
+        if (node->sys->merge_split) {
+            run_node_ranges(w, node, dt);
+            continue;
+        }
+        run_node_here(w, node, dt, false);
+        if (node->merge_ranges) ecs__singletons_merge(w, node); /* one range */
+    }
+}
+
+/* Room for the copies of a segment's reductions; one that cannot get it
+ * does not run (the frame reports ECS_ENOMEM). */
+static void reserve_reductions(ecs_world_t *w, ecs__plan_node_t *nodes, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (!nodes[i].sys->nmerge || nodes[i].skip || ecs__singletons_reserve(w, &nodes[i])) continue;
+        nodes[i].skip = true;
+        if (!w->run.error) w->run.error = ECS_ENOMEM;
+    }
 }
 
 /* Estimated work of a segment: last frame's measured time where there is
@@ -898,12 +930,8 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
             nodes[i].skip = true;
             if (!w->run.error) w->run.error = ECS_ENOMEM;
         }
-        /* A reduction's copies, likewise. */
-        if (nodes[i].sys->nmerge && !nodes[i].skip && !ecs__singletons_reserve(w, &nodes[i])) {
-            nodes[i].skip = true;
-            if (!w->run.error) w->run.error = ECS_ENOMEM;
-        }
     }
+    if (ECS__UNLIKELY(seg->reductions)) reserve_reductions(w, nodes, seg->count);
     /* Chunk lists only when the estimate may call for the pool: measured
      * times need none, first frames estimate from rows. A filtered
      * system's list waits for its start; only room is reserved now. */
@@ -917,12 +945,7 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
         if (!nodes[i].filtered || nodes[i].skip) parallel = split_jobs(w, &nodes[i], workers);
     }
     if (!parallel) {
-        /* Plan order respects every edge, so running it in order is one
-         * valid schedule of the DAG. */
-        for (uint32_t i = 0; i < seg->count; i++) {
-            if (nodes[i].sys->merge_split) run_node_ranges(w, &nodes[i], dt);
-            else run_node_here(w, &nodes[i], dt, false);
-        }
+        run_inline(w, seg, nodes, dt);
         return;
     }
 

@@ -819,6 +819,7 @@ int ecs__plan_ensure(ecs_world_t *w, ecs__scheduler_t *s)
                 node->slot = slot++;
                 /* An empty singleton slot skips a system like a run condition. */
                 seg->conditional |= node->sys->interval > 1 || node->sys->run_if || node->sys->singletons_required;
+                seg->reductions |= node->sys->nmerge != 0;
             }
             seg->count = end - k;
             /* Edges within the segment, in plan order: conflicts and the
