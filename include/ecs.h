@@ -177,8 +177,8 @@ typedef struct {
 ECS_API ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc);
 
 /**
- * Destroys the world: runs the dtor of every live component value, then
- * frees every allocation. Handles, queries and pointers obtained from the
+ * Destroys the world: runs the dtor of every live component value
+ * (singletons included), then frees every allocation. Handles, queries and pointers obtained from the
  * world are invalid afterwards.
  * The dtors run first, on the whole world: a dtor may read it (values
  * whose dtor has already run are uninitialised), and every call that
@@ -333,6 +333,8 @@ typedef struct {
  * - copy(dst, src, count): construct copies of src in uninitialised dst
  *   (ecs_set on an existing value runs dtor, then copy). ecs_cmd_set calls
  *   copy from inside systems, so copy must be thread-safe.
+ * - merge(dst, src): fold one value into another (a singleton's
+ *   reduction; see "Singletons"). Not a relocation: storage never calls it.
  * A hook runs in the middle of a structural change, so from inside one
  * every call that would change the world, run a frame, register anything
  * or destroy the world is refused as inside a system (ECS_EBUSY, ECS_NULL,
@@ -345,6 +347,12 @@ typedef struct {
     void (*move)(void *dst, void *src, int32_t count, const ecs_type_info_t *info);
     void (*copy)(void *dst, const void *src, int32_t count, const ecs_type_info_t *info);
     void *ctx;
+    /* Folds src into dst, both live values (src stays live: its dtor runs
+     * after). Used only for singletons: a system that WRITEs a singleton
+     * whose component has a merge hook is a parallel reduction (see
+     * "Singletons"). Runs on worker threads, as ctor and dtor do for the
+     * reduction's copies, so all three must be thread-safe. */
+    void (*merge)(void *dst, const void *src, const ecs_type_info_t *info);
 } ecs_type_hooks_t;
 
 typedef struct {
@@ -538,14 +546,105 @@ ECS_API const void *ecs_get(const ecs_world_t *world, ecs_entity_t entity, ecs_c
 ECS_API void *ecs_get_mut(ecs_world_t *world, ecs_entity_t entity, ecs_component_t component);
 
 /* ---------------------------------------------------------------------- */
+/* Singletons                                                              */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A singleton (a resource) is one value of a component that the world
+ * holds itself, not an entity: the clock, the team score, a spatial grid.
+ * Every data component has one slot. It is empty until the first
+ * ecs_singleton_set (or ecs_cmd_singleton_set); from then on it holds a
+ * value, until ecs_world_destroy runs its dtor. It is not an entity: no
+ * SELF term matches it, ecs_has never sees it, and a component may be a
+ * singleton and on entities at once (different data). The value never
+ * moves: a pointer to it stays valid until ecs_world_destroy.
+ *
+ * Systems (and queries) read and write singletons through terms with src
+ * ECS_SINGLETON (see ecs_term_t): READ or WRITE of a data component, at
+ * most one such term per component. ecs_field(it, term) is the value,
+ * the same pointer for every chunk. A non-optional singleton term whose
+ * slot is empty skips the system for the frame, as a run condition that
+ * says no would; an optional one hands NULL. Singleton terms count for
+ * conflicts like any term: a system that WRITEs singleton C is ordered
+ * against every system with a singleton term on C, READ or WRITE, and
+ * never against SELF, ECS_OTHER or ECS_UP terms on C (other data).
+ *
+ * A system that WRITEs a singleton runs as one job (it may still run
+ * beside systems it does not conflict with), unless the component has a
+ * merge hook: then the system is a parallel reduction. Its chunks are cut
+ * into ranges, in chunk order, by their rows alone (about 8192 rows a
+ * range, at most 64 ranges), never by the worker count or by timing. Each
+ * range is one job with its own copy of the singleton, which starts as
+ * the component's identity (ctor, else zeroes) and is what ecs_field
+ * hands for the term. When every range is done, and before any system
+ * ordered after this one starts, the copies are merged into the singleton
+ * in range order (merge(singleton, copy of range k), k = 0, 1, ...) and
+ * destroyed. The result is therefore the same at any worker count, bit
+ * for bit, a float sum included. A reduction's callback folds into its
+ * field (adds, counts, keeps a minimum): the field is an accumulator, not
+ * the singleton's value, and ecs_singleton_get still gives the value as
+ * it was before the run. Where the system runs as one job anyway
+ * (SINGLE_THREADED, MAIN_THREAD, no SELF terms, a cascade or ECS_UP
+ * system, a pair-filtered one), it has one copy, merged the same way when
+ * it ends. An EXCLUSIVE system runs alone, and its WRITE terms hand the
+ * singleton itself.
+ *
+ * Singletons have no change detection: a change filter on a component
+ * that the same system or query has as a singleton term is refused (it
+ * would test the entities' values, not the singleton).
+ */
+
+/**
+ * Sets a component's singleton: copies *value in (copy hook), over the
+ * old value if there is one (its dtor runs first).
+ * @param world      the world
+ * @param component  a registered data component (not a tag, not a
+ *                   relation marker)
+ * @param value      the value to copy; not kept. The singleton's own
+ *                   address is allowed (nothing changes)
+ * @return ECS_OK; ECS_EINVAL (NULL world or value, unknown component, a
+ *         tag, a marker); ECS_EBUSY (inside a non-exclusive system, a
+ *         run_if or a type hook); ECS_ENOMEM (a component's first set
+ *         allocates its value; nothing changed).
+ */
+ECS_API int ecs_singleton_set(ecs_world_t *world, ecs_component_t component, const void *value);
+
+/**
+ * Reads a component's singleton. From inside a system that is not
+ * EXCLUSIVE, read only the singletons the system declared with an
+ * ECS_SINGLETON term: another system may be writing the others (debug
+ * builds abort with a message on an undeclared read).
+ * @param world      the world, or NULL
+ * @param component  any component id
+ * @return the value, owned by the world, valid until ecs_world_destroy;
+ *         NULL while the slot is empty, and for a NULL world, an unknown
+ *         component or a tag.
+ */
+ECS_API const void *ecs_singleton_get(const ecs_world_t *world, ecs_component_t component);
+
+/**
+ * As ecs_singleton_get, writable. It never fills an empty slot (that is
+ * ecs_singleton_set's job), and marks nothing (singletons have no change
+ * detection).
+ * @param world      the world
+ * @param component  a data component (not a relation marker)
+ * @return the value, valid until ecs_world_destroy; NULL as
+ *         ecs_singleton_get, and also inside a non-exclusive system, a
+ *         run_if or a type hook, and for a marker.
+ */
+ECS_API void *ecs_singleton_get_mut(ecs_world_t *world, ecs_component_t component);
+
+/* ---------------------------------------------------------------------- */
 /* Queries and iteration                                                   */
 /* ---------------------------------------------------------------------- */
 
 typedef enum { ECS_READ, ECS_WRITE, ECS_WITH, ECS_WITHOUT } ecs_access_t;
 /* Where a term's component is read: on the matched entity, (ECS_OTHER)
- * on other entities through ecs_get, or (ECS_UP) on the matched entity's
- * parent in a hierarchy (see "Hierarchies"). Other values are refused. */
-typedef enum { ECS_SELF, ECS_OTHER, ECS_UP } ecs_source_t;
+ * on other entities through ecs_get, (ECS_UP) on the matched entity's
+ * parent in a hierarchy (see "Hierarchies"), or (ECS_SINGLETON) in the
+ * world's singleton of the component (see "Singletons"). Other values are
+ * refused. */
+typedef enum { ECS_SELF, ECS_OTHER, ECS_UP, ECS_SINGLETON } ecs_source_t;
 
 /**
  * One term. READ/WRITE: the entity has the component and the field is its
@@ -565,8 +664,14 @@ typedef enum { ECS_SELF, ECS_OTHER, ECS_UP } ecs_source_t;
  * are handed; optional: every row, with NULL for a root or a parent
  * without it. It counts for conflicts like an ECS_OTHER term, except in
  * a cascade system on the same relation (see "Hierarchies").
+ * src ECS_SINGLETON: the component's singleton (see "Singletons"), a READ
+ * or WRITE term of a data component that is not a relation marker, at
+ * most one per component in a list; it never restricts matching, and its
+ * field is the value (NULL for an optional term whose slot is empty).
  * A bad term (unknown component, access or source, a WRITE on a relation
- * marker, optional on WITH/WITHOUT) is refused with ECS_EINVAL / NULL / 0.
+ * marker, optional on WITH/WITHOUT, a singleton term on a tag or a marker,
+ * WITH or WITHOUT, or a second one on the same component) is refused with
+ * ECS_EINVAL / NULL / 0.
  */
 typedef struct {
     ecs_component_t component;
@@ -626,7 +731,11 @@ typedef struct {
 
 /**
  * Creates a cached query: it keeps its matching archetypes and is updated
- * when archetypes are created. A query with change filters starts
+ * when archetypes are created. Singleton terms (ECS_SINGLETON) hand the
+ * world's value in every chunk; while a non-optional one's slot is empty
+ * (checked at ecs_query_iter), the query iterates nothing. Reading or
+ * writing through them from inside a system is safe for what the system
+ * itself declared, as for any field. A query with change filters starts
  * tracking its filters' components (which allocates change-tracking state
  * beside their chunks) and supports one iteration at a time: starting a
  * new ecs_query_iter ends the previous one.
@@ -707,7 +816,8 @@ ECS_API ecs_iter_t ecs_query_iter(ecs_world_t *world, ecs_query_t *query);
 ECS_API bool ecs_query_next(ecs_iter_t *it);
 
 /**
- * Uncached one-shot query: calls fn once per non-empty matching chunk.
+ * Uncached one-shot query: calls fn once per non-empty matching chunk
+ * (never while a non-optional singleton term's slot is empty).
  * fn must not make structural changes.
  * @param world  the world
  * @param desc   terms (no change filters: they need a cached query to
@@ -725,9 +835,11 @@ ECS_API int ecs_query_each(ecs_world_t *world, const ecs_query_desc_t *desc, voi
  * @param it    the iterator
  * @param term  the term's index in its list
  * @return the column at row 0 of the chunk (index it with rows), valid
- *         until the next structural change; NULL for a tag, a
- *         WITH/WITHOUT or ECS_OTHER term, an absent optional one, a term
- *         out of range, a finished iterator or a NULL it.
+ *         until the next structural change; for an ECS_SINGLETON term
+ *         the singleton (or a reduction's copy: see "Singletons"), valid
+ *         while the iterator is; NULL for a tag, a WITH/WITHOUT or
+ *         ECS_OTHER term, an absent optional one, a term out of range, a
+ *         finished iterator or a NULL it.
  */
 ECS_API void *ecs_field(const ecs_iter_t *it, int term);
 
@@ -976,7 +1088,8 @@ typedef struct {
  * order is a stable topological sort of those edges, registration order
  * breaking ties. Systems whose declared access conflicts (one writes a
  * component the other reads or writes, including through ECS_OTHER
- * terms) run in that order; others may run at the same time. Entity sets
+ * terms; one writes a singleton the other has a singleton term on) run
+ * in that order; others may run at the same time. Entity sets
  * proven disjoint by WITH/WITHOUT terms remove a conflict, unless either
  * system reads the component through an ECS_OTHER term.
  *
@@ -984,7 +1097,8 @@ typedef struct {
  * @param desc   the system; read during the call only (names copied)
  * @return its id; 0 with one line on stderr naming the problem: bad
  *         descriptor (no run callback, unknown stage, bad terms, unknown
- *         flags, duplicate name), an after/before name that is unknown, not
+ *         flags, duplicate name, a change filter on a component it has a
+ *         singleton term on), an after/before name that is unknown, not
  *         registered yet, or in another stage, a constraint that closes a
  *         cycle, inside a frame, out of memory. Nothing is registered then.
  */
@@ -1059,6 +1173,25 @@ ECS_API int ecs_cmd_remove(ecs_commands_t *cmd, ecs_entity_t entity, ecs_compone
  */
 ECS_API int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t entity, ecs_component_t component,
                         const void *value);
+
+/**
+ * Records an ecs_singleton_set: copies *value now (copy hook); playback
+ * moves it into the singleton, over the old value (whose dtor runs), in
+ * key order like every command, so of several sets in one flush the last
+ * in key order stays.
+ * @param cmd        the job's buffer
+ * @param component  a registered data component (not a tag, not a marker)
+ * @param value      the value; not kept. A provisional handle in one of its
+ *                   entity fields must come from this buffer (playback
+ *                   patches it, as for ecs_cmd_set)
+ * @return ECS_OK; ECS_EINVAL (NULL buffer or value, unknown component, a
+ *         tag, a marker); ECS_ESTALE (another buffer's provisional handle
+ *         in an entity field); ECS_ENOMEM (nothing recorded). At playback,
+ *         a set that cannot get memory (a component's first set allocates
+ *         the value) is skipped, its value destroyed, and counted in
+ *         commands_skipped; ecs_world_progress then returns ECS_ENOMEM.
+ */
+ECS_API int ecs_cmd_singleton_set(ecs_commands_t *cmd, ecs_component_t component, const void *value);
 
 /* ---------------------------------------------------------------------- */
 /* Relations                                                               */

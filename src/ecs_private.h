@@ -20,8 +20,26 @@ typedef struct {
     ecs_component_t others[ECS__ACCESS_MAX];   /* ECS_OTHER and far-end reads */
     ecs_component_t required[ECS__ACCESS_MAX]; /* SELF terms every row has, filters */
     ecs_component_t excluded[ECS__ACCESS_MAX]; /* WITHOUT */
+    /* ECS_SINGLETON terms: other data than the entities' values, so they
+     * conflict only with each other (READ and WRITE, and WRITE alone). */
+    ecs_component_t singleton_reads[ECS_MAX_TERMS];
+    ecs_component_t singleton_writes[ECS_MAX_TERMS];
     uint8_t nreads, nwrites, nothers, nrequired, nexcluded;
+    uint8_t nsingleton_reads, nsingleton_writes;
 } ecs__access_t;
+
+/* A system's ECS_SINGLETON term (the value is the component's:
+ * world/singleton.c). */
+typedef struct {
+    ecs_component_t component;
+    uint8_t term; /* its index in the system's terms: its field */
+    bool optional;
+    /* A WRITE of a component with a merge hook, in a system that is not
+     * EXCLUSIVE: a reduction, handed a copy per range (frame_singletons.c),
+     * which sits `offset` bytes into the range's block of copies. */
+    bool merge;
+    uint32_t offset;
+} ecs__singleton_term_t;
 
 /* A per-pair system's walks kept across frames (frame_keep.c): per
  * match of its query, per chunk index. Opaque outside frame_keep.c. */
@@ -83,6 +101,17 @@ typedef struct {
     ecs_change_t pair_filter; /* a change filter on the dispatch relation's pairs; 0: none */
     ecs__pair_keeps_t pair_keeps; /* ECS_PAIRS_EACH: its walks kept across frames */
     ecs__levels_t *levels;        /* cascade or ECS_UP terms; NULL: neither */
+    /* ECS_SINGLETON terms, nmerge of them reductions; nfields: the
+     * descriptor's terms (the fields of a system without a query). A
+     * reduction's copies take merge_stride bytes per range; merge_split:
+     * it is split into ranges fixed by its rows (else it is one job with
+     * one copy). singletons_required: a non-optional term, so an empty
+     * slot skips the system. */
+    ecs__singleton_term_t singletons[ECS_MAX_TERMS];
+    uint8_t nsingletons, nmerge, nfields;
+    bool singletons_required;
+    bool merge_split;
+    uint32_t merge_stride;
     ecs__access_t access;
     ecs_system_t after[ECS_MAX_DEPS]; /* resolved explicit order */
     ecs_system_t before[ECS_MAX_DEPS];
@@ -120,9 +149,12 @@ typedef struct {
     uint32_t weight; /* rows expected: what job splitting balances */
 } ecs__chunk_ref_t;
 
-/* One system in the plan. Per-frame fields are rewritten each frame. */
+/* One system in the plan. Per-frame fields are rewritten each frame.
+ * Aligned to cache lines: nodes are an array whose atomics different
+ * workers write (no false sharing between two systems' counters), and a
+ * size that is a multiple of 64 makes &nodes[i] a shift. */
 struct ecs__plan_node {
-    ecs__system_t *sys;
+    _Alignas(64) ecs__system_t *sys;
     ecs_system_t id;
     uint32_t slot;   /* frame-plan slot: the command key's first part */
     uint32_t npred;  /* predecessors in its segment's DAG */
@@ -156,6 +188,12 @@ struct ecs__plan_node {
     uint64_t last_ns;            /* last frame's busy time */
     void *frame;                 /* the running frame (frame.c) */
     ecs_commands_t cmd;          /* buffer header when it runs as a whole */
+    /* A reduction (frame_singletons.c): its copies, one block of
+     * sys->merge_stride bytes per range, room for merge_cap ranges, kept
+     * across frames; merge_ranges: the ranges whose copies this frame's
+     * run constructs (one per job), merged when it ends. */
+    unsigned char *merge_copies;
+    uint32_t merge_cap, merge_ranges;
 };
 
 /* A run of nodes between two barriers: either plain systems (a DAG), or
@@ -165,6 +203,7 @@ typedef struct {
     uint32_t barrier_slot; /* the slot of the flush that ends it */
     bool exclusive;
     bool conditional; /* some system has a run condition */
+    bool reductions;  /* some system is a reduction (frame_singletons.c) */
     /* Sum of its nodes' last measured times, kept by the frame's end
      * (0: some node has none yet), so deciding to stay inline costs no
      * walk over the nodes. */
@@ -388,6 +427,26 @@ const uint16_t *ecs__levels_rows(const ecs__levels_t *lv);
 const void *const *const *ecs__levels_up(const ecs__levels_t *lv);
 /* The depths present: *ends gets, per depth, one past its last run. */
 uint32_t ecs__levels_depths(const ecs__levels_t *lv, const uint32_t **ends);
+
+/*
+ * ECS_SINGLETON terms in a frame (frame_singletons.c): their fields, and
+ * reductions, whose ranges are fixed by the rows alone, each with its own
+ * copies, merged in range order when the system ends.
+ */
+/* Whether every non-optional singleton of sys is set (else it skips). */
+bool ecs__singletons_present(const ecs_world_t *w, const ecs__system_t *sys);
+/* At the segment's start: room for the copies of the most ranges the
+ * node may use this frame. false on OOM (the node cannot run). */
+bool ecs__singletons_reserve(ecs_world_t *w, ecs__plan_node_t *node);
+/* How many ranges a reduction that splits cuts its chunks into: a
+ * function of its rows and chunks, never of the workers. */
+uint32_t ecs__singletons_ranges(const ecs__plan_node_t *node);
+/* Points the singleton fields of it (a job of range `range`) at the
+ * values, constructing the range's copies for a reduction's terms. */
+void ecs__singletons_hand(const ecs_world_t *w, const ecs__plan_node_t *node, uint32_t range, ecs_iter_t *it);
+/* After every range ran: merges the copies into the singletons in range
+ * order and destroys them (node->merge_ranges back to 0). */
+void ecs__singletons_merge(const ecs_world_t *w, ecs__plan_node_t *node);
 
 /*
  * Kept per-pair walks (frame_keep.c): a plain walk of a chunk whose pairs,

@@ -38,6 +38,10 @@
  * hooks pay a test of one flag where they run on the calling thread (a
  * hooked system's walk there is a copy of its own) or where they start
  * and finish on the pool.
+ * A reduction (a system that WRITEs a singleton with a merge hook) is
+ * split by its rows alone, not by the workers or its measured time, and
+ * runs those same ranges in order when its segment runs inline: its
+ * copies and their merge are frame_singletons.c's.
  */
 #include "ecs_private.h"
 
@@ -107,6 +111,8 @@ static void declare_reads(const ecs__system_t *sys, ecs__read_set_t *set)
     set->count = 0;
     set->chunk = NULL;
     for (uint8_t k = 0; k < sys->access.nothers; k++) set->components[set->count++] = sys->access.others[k];
+    set->nsingletons = 0;
+    for (uint8_t k = 0; k < sys->nsingletons; k++) set->singletons[set->nsingletons++] = sys->singletons[k].component;
 }
 #endif
 
@@ -391,6 +397,8 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
     ecs_commands_t *cmd = ecs__commands_begin(w, worker, node->slot, &j->cmd);
     ecs_iter_t it;
     iter_init(&it, w, node, cmd, dt, worker);
+    /* A reduction's job k is range k: its copies are range k's. */
+    if (ECS__UNLIKELY(sys->nsingletons)) ecs__singletons_hand(w, node, (uint32_t)(j - node->jobs), &it);
 #ifndef NDEBUG
     ecs__read_set_t reads;
     declare_reads(sys, &reads);
@@ -581,7 +589,9 @@ static bool split_jobs(ecs_world_t *w, ecs__plan_node_t *node, uint32_t workers)
         node->job_count = 0; /* nothing to run */
         return true;
     }
-    if (sys->query && !(sys->flags & (ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD))) {
+    if (sys->merge_split) {
+        want = ecs__singletons_ranges(node); /* the rows alone: the reduction's result depends on the cut */
+    } else if (sys->query && !(sys->flags & (ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD))) {
         uint64_t target = node->last_ns ? (node->last_ns + TARGET_JOB_NS - 1) / TARGET_JOB_NS
                                         : (node->rows + MIN_JOB_ROWS - 1) / MIN_JOB_ROWS;
         want = (uint32_t)(target < workers * JOBS_PER_WORKER ? target : workers * JOBS_PER_WORKER);
@@ -624,10 +634,11 @@ static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_
  * its jobs could not do while they shared the dirty-chunk lists, and its
  * change window moves on. Runs before the successors are released, so
  * they see the lists complete. */
-static void node_done(ecs__plan_node_t *node)
+static void node_done(const ecs_world_t *w, ecs__plan_node_t *node)
 {
     ecs__system_t *sys = node->sys;
     if (node->skip) return;
+    if (node->merge_ranges) ecs__singletons_merge(w, node);
     if (sys->nwrite_terms) {
         for (uint32_t k = 0; k < node->chunk_count; k++) {
             const ecs__chunk_ref_t *ref = &node->chunks[k];
@@ -687,7 +698,7 @@ static ecs__system_job_t *release_successors(frame_t *f, ecs__plan_node_t *node,
  * successors. Returns one job for the caller to run next (or NULL). */
 static ecs__system_job_t *finish_node(frame_t *f, ecs__plan_node_t *node, uint32_t worker, bool keep)
 {
-    node_done(node);
+    node_done(f->world, node);
     if (ECS__UNLIKELY(node->hooked) && node->sys->end && !node->skip) {
         if (hook_handed_over(f, &node->sys->end_job, worker)) return NULL;
         hook_call_timed(f, node, node->sys->end);
@@ -710,6 +721,9 @@ static ecs__system_job_t *start_jobs(frame_t *f, ecs__plan_node_t *node, uint32_
         (void)split;
         atomic_store_explicit(&node->jobs_left, (int32_t)node->job_count, memory_order_relaxed);
     }
+    /* A reduction's jobs each construct one range's copies; node_done
+     * merges that many. Nothing runs its jobs yet. */
+    node->merge_ranges = node->sys->nmerge ? node->job_count : 0;
     if (!node->job_count) return finish_node(f, node, worker, keep);
     if (node->sys->flags & ECS_SYSTEM_MAIN_THREAD) {
         if (keep && worker == 0) return &node->jobs[0];
@@ -897,6 +911,12 @@ ECS__INLINE void run_node_body(ecs_world_t *w, ecs__plan_node_t *node, float dt,
     iter_init(&it, w, node, cmd, dt, 0);
     node->rows = 0;
     node->job_count = 1;
+    if (ECS__UNLIKELY(sys->nsingletons)) {
+        /* One job: a reduction has one range, merged by run_inline (one
+         * that splits runs its ranges through run_node_ranges instead). */
+        node->merge_ranges = sys->nmerge ? 1 : 0;
+        ecs__singletons_hand(w, node, 0, &it);
+    }
 #ifndef NDEBUG
     ecs__read_set_t reads;
     declare_reads(sys, &reads);
@@ -926,7 +946,10 @@ ECS__INLINE void run_node_body(ecs_world_t *w, ecs__plan_node_t *node, float dt,
         if (!node->rows) node->job_count = 0; /* no callback ran */
     }
     /* After its last callback (and an EXCLUSIVE walk's release of the
-     * chunks it emptied), before the next system and the barrier. */
+     * chunks it emptied), before the next system and the barrier; after
+     * a one-range reduction's merge, so it sees the merged value (the
+     * segment's loop merges the others' after the walk). */
+    if (hooks && node->merge_ranges) ecs__singletons_merge(w, node);
     if (hooks && sys->end && !node->window_kept) hook_call(w, sys, sys->end);
 #ifndef NDEBUG
     ecs__tls_reads = NULL;
@@ -950,6 +973,65 @@ static void run_node_here(ecs_world_t *w, ecs__plan_node_t *node, float dt, bool
     else run_node_body(w, node, dt, exclusive, false);
 }
 
+/* The inline run of a reduction that splits: its ranges, collected and
+ * cut as on the pool, run in order on the calling thread as the jobs
+ * they are, then merged; so the result is the pool's, bit for bit. Out
+ * of memory for its chunk or job list: it does not run (its window
+ * stays), and the frame reports ECS_ENOMEM. */
+static void run_node_ranges(ecs_world_t *w, ecs__plan_node_t *node, float dt)
+{
+    node->rows = 0;
+    node->job_count = 0;
+    if (node->skip) return;
+    bool ok = node->filtered ? reserve_filtered(w, node, 1) : collect_chunks(w, node);
+    if (ok && node->filtered) collect_filtered(node);
+    if (!ok || !split_jobs(w, node, 1)) {
+        node->job_count = 0;
+        if (!w->run.error) w->run.error = ECS_ENOMEM;
+        return;
+    }
+    node->merge_ranges = node->job_count;
+    ecs__system_t *sys = node->sys;
+    if (node->hooked && sys->begin) hook_call(w, sys, sys->begin);
+    for (uint32_t k = 0; k < node->job_count; k++) {
+        run_range(w, &node->jobs[k], 0, dt);
+        ecs__job_pool_count_run(w->run.pool, 0);
+    }
+    node_done(w, node);
+    if (node->hooked && sys->end) hook_call(w, sys, sys->end); /* it sees the merged value */
+}
+
+/* Runs a segment in plan order on the calling thread: plan order
+ * respects every edge, so it is one valid schedule of the DAG. A segment
+ * with reductions runs theirs as on the pool: ranges, then the merge. */
+static void run_inline(ecs_world_t *w, const ecs__plan_segment_t *seg, ecs__plan_node_t *nodes, float dt)
+{
+    if (ECS__LIKELY(!seg->reductions)) {
+        for (uint32_t i = 0; i < seg->count; i++) run_node_here(w, &nodes[i], dt, false);
+        return;
+    }
+    for (uint32_t i = 0; i < seg->count; i++) {
+        ecs__plan_node_t *node = &nodes[i];
+        if (node->sys->merge_split) {
+            run_node_ranges(w, node, dt);
+            continue;
+        }
+        run_node_here(w, node, dt, false);
+        if (node->merge_ranges) ecs__singletons_merge(w, node); /* one range */
+    }
+}
+
+/* Room for the copies of a segment's reductions; one that cannot get it
+ * does not run (the frame reports ECS_ENOMEM). */
+static void reserve_reductions(ecs_world_t *w, ecs__plan_node_t *nodes, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (!nodes[i].sys->nmerge || nodes[i].skip || ecs__singletons_reserve(w, &nodes[i])) continue;
+        nodes[i].skip = true;
+        if (!w->run.error) w->run.error = ECS_ENOMEM;
+    }
+}
+
 /* Estimated work of a segment: last frame's measured time where there is
  * one, else a rows-based guess. */
 static uint64_t segment_estimate_ns(const ecs__plan_node_t *nodes, uint32_t n)
@@ -971,6 +1053,8 @@ static void decide_runs(ecs_world_t *w, ecs__plan_node_t *nodes, uint32_t n)
     for (uint32_t i = 0; i < n; i++) {
         const ecs__system_t *sys = nodes[i].sys;
         bool run = sys->interval <= 1 || (w->run.frames - sys->first_frame) % sys->interval == 0;
+        /* An empty singleton slot no command of the segment can fill. */
+        if (run && sys->singletons_required) run = ecs__singletons_present(w, sys);
         if (run && sys->run_if) run = sys->run_if(w, sys->ctx);
         nodes[i].skip = !run;
         if (!run) count_skipped(w, &nodes[i]);
@@ -1013,6 +1097,7 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
             }
         }
     }
+    if (ECS__UNLIKELY(seg->reductions)) reserve_reductions(w, nodes, seg->count);
     /* Chunk lists only when the estimate may call for the pool: measured
      * times need none, first frames estimate from rows. A filtered
      * system's list waits for its start; only room is reserved now. */
@@ -1026,9 +1111,7 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
         if (!nodes[i].filtered || nodes[i].skip) parallel = split_jobs(w, &nodes[i], workers);
     }
     if (!parallel) {
-        /* Plan order respects every edge, so running it in order is one
-         * valid schedule of the DAG. */
-        for (uint32_t i = 0; i < seg->count; i++) run_node_here(w, &nodes[i], dt, false);
+        run_inline(w, seg, nodes, dt);
         return;
     }
 

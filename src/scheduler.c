@@ -9,6 +9,9 @@
  * conflicts gets an edge in that order. The result is a DAG per segment
  * that frame.c runs on the job pool. The plan is rebuilt only when
  * systems or stages change.
+ *
+ * Singleton terms are access to other data than the entities' values:
+ * they conflict only with singleton terms on the same component.
  */
 #include "ecs_private.h"
 
@@ -139,6 +142,11 @@ static void access_from_terms(ecs__access_t *acc, const ecs_term_t *terms, uint3
     }
     for (uint32_t i = 0; i < n; i++) {
         const ecs_term_t *t = &terms[i];
+        if (t->src == ECS_SINGLETON) {
+            access_add(acc->singleton_reads, &acc->nsingleton_reads, t->component);
+            if (t->access == ECS_WRITE) access_add(acc->singleton_writes, &acc->nsingleton_writes, t->component);
+            continue;
+        }
         if (t->src != ECS_SELF) { /* ECS_OTHER, ECS_UP: reads of other entities */
             access_add(acc->others, &acc->nothers, t->component);
             access_add(acc->reads, &acc->nreads, t->component);
@@ -182,9 +190,20 @@ static bool write_conflicts(const ecs__access_t *w, const ecs__access_t *r, bool
     return false;
 }
 
+/* A singleton written by w that r has a term on (singleton_reads holds
+ * the writes too); no entity set makes that disjoint. */
+static bool singleton_conflicts(const ecs__access_t *w, const ecs__access_t *r)
+{
+    for (uint8_t i = 0; i < w->nsingleton_writes; i++) {
+        if (access_has(r->singleton_reads, r->nsingleton_reads, w->singleton_writes[i])) return true;
+    }
+    return false;
+}
+
 bool ecs__systems_conflict(const ecs__system_t *a, const ecs__system_t *b)
 {
     if ((a->flags | b->flags) & ECS_SYSTEM_EXCLUSIVE) return true;
+    if (singleton_conflicts(&a->access, &b->access) || singleton_conflicts(&b->access, &a->access)) return true;
     bool disjoint = entity_sets_disjoint(&a->access, &b->access);
     /* Writes are reads too (access_from_terms), so this covers
      * write/write as well as write/read. */
@@ -352,6 +371,17 @@ static bool check_hierarchy(registration_t *r)
     return true;
 }
 
+/* Singleton terms (validated with the other terms) and the change
+ * filters: a filter tests entities' values, so one on a component the
+ * system reads as a singleton would not do what it says. */
+static bool check_singletons(registration_t *r)
+{
+    if (ecs__changes_on_singletons(r->desc->terms, r->term_count, r->changes, r->change_count))
+        return ecs__refusal_set(&r->why, "a change filter on a component the system has a singleton term on "
+                                         "(singletons have no change detection)");
+    return true;
+}
+
 static bool only_other_terms(const registration_t *r)
 {
     for (uint32_t i = 0; i < r->term_count; i++) {
@@ -397,6 +427,7 @@ static bool check_removals(registration_t *r)
  * the filters). */
 static bool (*const checks[])(registration_t *) = {
     check_call, check_identity, check_terms, check_changes, check_pairs, check_removals, check_hierarchy,
+    check_singletons,
 };
 
 /* Whether the system writes a component on its own rows that it also
@@ -425,6 +456,38 @@ static bool reads_own_writes_elsewhere(const registration_t *r)
     return false;
 }
 
+/* The system's singleton terms. A WRITE of a component with a merge hook
+ * makes it a reduction (not in an EXCLUSIVE system, which runs alone and
+ * writes the value itself), whose copies get their own 64-byte lines. A
+ * WRITE without one runs the system as one job; so does a reduction
+ * whose walk is not a plain split over chunks (cascade or ECS_UP terms,
+ * a pair filter): one range. */
+static void build_singletons(registration_t *r, ecs__system_t *sys)
+{
+    const ecs_term_t *terms = r->desc->terms;
+    bool exclusive = (sys->flags & ECS_SYSTEM_EXCLUSIVE) != 0, whole = false;
+    sys->nfields = (uint8_t)r->term_count;
+    for (uint32_t i = 0; i < r->term_count; i++) {
+        const ecs_term_t *t = &terms[i];
+        if (t->src != ECS_SINGLETON) continue;
+        const ecs__component_t *c = r->w->registry.components[t->component];
+        ecs__singleton_term_t *s = &sys->singletons[sys->nsingletons++];
+        *s = (ecs__singleton_term_t){.component = t->component, .term = (uint8_t)i, .optional = t->optional};
+        sys->singletons_required |= !t->optional;
+        if (t->access != ECS_WRITE || exclusive) continue;
+        if (!c->hooks.merge) {
+            whole = true;
+            continue;
+        }
+        s->merge = true;
+        s->offset = sys->merge_stride;
+        sys->merge_stride += (uint32_t)ecs__align_up(c->info.size, 64);
+        sys->nmerge++;
+    }
+    if (sys->nmerge && (r->levels || r->pair_filter)) whole = true;
+    if (whole) sys->flags |= ECS_SYSTEM_SINGLE_THREADED;
+}
+
 /* The system as the publish stores it, but for what the commit allocates
  * and the removal cursors: its query's terms (the descriptor's, then the
  * implied marker term, past the user's so their field indices stay), its
@@ -444,6 +507,7 @@ static void build_access(registration_t *r)
                            .pair_relation = r->marker ? pd->relation : 0, .pair_mode = pd->mode,
                            .pair_role = pd->role, .pair_filter = r->pair_filter, .nfar_terms = r->nfar};
     if (reads_own_writes_elsewhere(r)) sys->flags |= ECS_SYSTEM_SINGLE_THREADED;
+    build_singletons(r, sys);
     access_from_terms(&sys->access, r->terms, r->query_terms, r->changes, r->change_count);
     /* Far-end terms read other entities: like ECS_OTHER terms. */
     for (uint32_t i = 0; i < r->nfar; i++) {
@@ -622,6 +686,10 @@ static ecs_system_t commit_publish(registration_t *r)
     sys->name = r->name;
     sys->query = r->query;
     sys->levels = r->walk;
+    /* A reduction is cut into ranges where a plain system would be split
+     * into jobs: it iterates chunks and may be split. */
+    sys->merge_split = sys->nmerge && sys->query &&
+                       !(sys->flags & (ECS_SYSTEM_SINGLE_THREADED | ECS_SYSTEM_MAIN_THREAD | ECS_SYSTEM_EXCLUSIVE));
     if (sys->removed) {
         sys->removed_cursor = ecs__removals_watch(w, sys->removed);
         s->removal_readers++;
@@ -673,6 +741,7 @@ void ecs__plan_fini(ecs_world_t *w, ecs__plan_t *plan)
         ecs__free(&w->allocator, plan->nodes[i].chunks);
         ecs__free(&w->allocator, plan->nodes[i].jobs);
         ecs__free(&w->allocator, plan->nodes[i].wave_end);
+        ecs__free(&w->allocator, plan->nodes[i].merge_copies);
     }
     ecs__free(&w->allocator, plan->nodes);
     ecs__free(&w->allocator, plan->segments);
@@ -760,7 +829,9 @@ int ecs__plan_ensure(ecs_world_t *w, ecs__scheduler_t *s)
                 node->sys = &s->systems[order[i] - 1];
                 node->slot = slot++;
                 node->hooked = node->sys->begin || node->sys->end;
-                seg->conditional |= node->sys->interval > 1 || node->sys->run_if;
+                /* An empty singleton slot skips a system like a run condition. */
+                seg->conditional |= node->sys->interval > 1 || node->sys->run_if || node->sys->singletons_required;
+                seg->reductions |= node->sys->nmerge != 0;
             }
             seg->count = end - k;
             /* Edges within the segment, in plan order: conflicts and the

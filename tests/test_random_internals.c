@@ -1210,7 +1210,8 @@ static void model_init(model_t *m, uint64_t seed)
         d.name = comp_name[k];
         d.size = comp_size[k];
         d.align = comp_align[k];
-        if (k == KHOOK) d.hooks = (ecs_type_hooks_t){hook_ctor, hook_dtor, hook_move, hook_copy, NULL};
+        if (k == KHOOK)
+            d.hooks = (ecs_type_hooks_t){.ctor = hook_ctor, .dtor = hook_dtor, .move = hook_move, .copy = hook_copy};
         m->id[k] = ecs_component_register(w, &d);
         assert_true(m->id[k] != 0);
     }
@@ -1350,7 +1351,7 @@ static void world_set_from_own_value_with_move_hook(void **state)
     atomic_store(&hook_errors, 0);
     ecs_world_t *w = ecs_world_create(NULL);
     assert_non_null(w);
-    ecs_type_hooks_t hooks = {hook_ctor, hook_dtor, hook_move, hook_copy, NULL};
+    ecs_type_hooks_t hooks = {.ctor = hook_ctor, .dtor = hook_dtor, .move = hook_move, .copy = hook_copy};
     ecs_component_t cur = ecs_component_register(
         w, &(ecs_component_desc_t){.name = "Cur", .size = sizeof(hooked_t), .hooks = hooks});
     ecs_component_t prev = ecs_component_register(

@@ -89,6 +89,16 @@ static void tag_dtor(void *ptr, int32_t count, const ecs_type_info_t *info)
     (void)info;
 }
 
+static void tag_merge(void *dst, const void *src, const ecs_type_info_t *info)
+{
+    (void)dst;
+    (void)src;
+    (void)info;
+}
+
+/* A singleton term (src ECS_SINGLETON) of component c. */
+#define TSING(c, acc) {.component = (c), .access = (acc), .src = ECS_SINGLETON}
+
 /* A world with two data components, a tag, a relation with markers, one
  * without, and systems "first" (Update) and "late" (PostUpdate). */
 typedef struct {
@@ -233,6 +243,7 @@ static void component_refusals_name_their_reason(void **state)
         {{.name = "Wide", .size = 128, .align = 128}, "Wide", "alignment 128 is not a power of two up to 64"},
         {{.name = "Ragged", .size = 6, .align = 4}, "Ragged", "size 6 is not a multiple of alignment 4"},
         {{.name = "HookedTag", .hooks = {.dtor = tag_dtor}}, "HookedTag", "hooks on a tag"},
+        {{.name = "MergedTag", .hooks = {.merge = tag_merge}}, "MergedTag", "hooks on a tag"},
         {{.name = "Short", .size = 12, .entity_fields = {6}}, "Short",
          "entity field 0 (offset 5) does not fit an ecs_entity_t in the 12-byte value"},
         {{.name = "Outside", .size = 16, .entity_fields = {1, 17}}, "Outside", "entity field 1 (offset 16)"},
@@ -365,6 +376,14 @@ static void system_refusals_name_their_reason(void **state)
          "invalid term"},
         {{.name = "s", .run = nop, .changes = {{.kind = ECS_CHANGED, .relation = f.likes}}}, "s",
          "a pair change filter is the only filter of a non-exclusive ECS_PAIRS_EACH system"},
+        {{.name = "s", .run = nop, .terms = {TSING(f.tag, ECS_READ)}}, "s", "invalid term"},
+        {{.name = "s", .run = nop, .terms = {TSING(f.pos, ECS_WITH)}}, "s", "invalid term"},
+        {{.name = "s", .run = nop, .terms = {TSING(f.pos, ECS_READ), TSING(f.pos, ECS_WRITE)}}, "s", "invalid term"},
+        {{.name = "s", .run = nop, .terms = {TSING(ecs_relation_source_marker(f.w, f.likes), ECS_READ)}}, "s",
+         "invalid term"},
+        {{.name = "s", .run = nop, .terms = {TR(f.pos), TSING(f.vel, ECS_READ)},
+          .changes = {{.kind = ECS_CHANGED, .component = f.vel}}},
+         "s", "a change filter on a component the system has a singleton term on"},
         {{.name = "s", .run = nop, .changes = {{.kind = ECS_CHANGED, .component = f.tag}}}, "s",
          "invalid change filter"},
         {{.name = "s", .run = nop, .pairs = {.mode = ECS_PAIRS_EACH, .relation = 99}}, "s",
@@ -466,6 +485,9 @@ static void query_refusals_name_their_reason(void **state)
         {{.terms = {{.component = f.pos, .access = ECS_WITH, .optional = true}}}, "invalid term"},
         {{.terms = {TR(f.pos)}, .changes = {{.kind = ECS_CHANGED, .component = f.tag}}}, "invalid change filter"},
         {{.terms = {TR(f.pos)}, .changes = {{.kind = ECS_ADDED, .relation = f.likes}}}, "invalid change filter"},
+        {{.terms = {TSING(f.tag, ECS_READ)}}, "invalid term"},
+        {{.terms = {TR(f.pos), TSING(f.vel, ECS_WRITE)}, .changes = {{.kind = ECS_ADDED, .component = f.vel}}},
+         "a change filter on a component read as a singleton"},
     };
     for (size_t k = 0; k < COUNT_OF(cases); k++) expect_refused(&reg_query, f.w, &cases[k].desc, "", cases[k].reason);
     expect_refused(&reg_query, NULL, &(ecs_query_desc_t){.terms = {TR(f.pos)}}, "", "NULL world or descriptor");

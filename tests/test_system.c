@@ -272,7 +272,7 @@ static void system_register_rejects_invalid_terms(void **state)
         {.component = 999},
         {.component = f.tag + 1},
         {.component = f.pos, .access = (ecs_access_t)9},
-        {.component = f.pos, .src = (ecs_source_t)(ECS_UP + 1)},
+        {.component = f.pos, .src = (ecs_source_t)(ECS_SINGLETON + 1)},
         {.component = f.pos, .relation = 1}, /* a relation on a term that is not ECS_UP */
         {.component = f.pos, .access = ECS_WITH, .optional = true},
         {.component = f.pos, .access = ECS_WITHOUT, .optional = true},

@@ -22,7 +22,18 @@
 /* First capacity of a buffer's spawned-id array (doubled when full). */
 #define SPAWNED_MIN 16
 
-enum { CMD_SPAWN, CMD_DESPAWN, CMD_ADD, CMD_REMOVE, CMD_SET, CMD_PAIR_SET, CMD_PAIR_REMOVE, CMD_PARENT_SET, CMD_EMIT };
+enum {
+    CMD_SPAWN,
+    CMD_DESPAWN,
+    CMD_ADD,
+    CMD_REMOVE,
+    CMD_SET,
+    CMD_PAIR_SET,
+    CMD_PAIR_REMOVE,
+    CMD_PARENT_SET,
+    CMD_SINGLETON_SET, /* no entity: a singleton's value */
+    CMD_EMIT,          /* an event; `component` holds the event type */
+};
 
 struct ecs__cmd {
     ecs__cmd_t *next;
@@ -30,7 +41,8 @@ struct ecs__cmd {
     ecs_entity_t target; /* a pair's target, real or provisional */
     ecs_component_t component; /* or a pair's relation */
     uint32_t kind;
-    void *value; /* CMD_SET: the recorded copy, in the arena; NULL once consumed.
+    void *value; /* CMD_SET, CMD_SINGLETON_SET: the recorded copy, in the arena;
+                    NULL once consumed.
                     CMD_PAIR_SET: the payload (plain data), or NULL */
 };
 
@@ -83,7 +95,7 @@ static void for_each_pending(ecs_world_t *w, void (*fn)(ecs_world_t *, ecs__cmd_
 
 static void drop_value(ecs_world_t *w, ecs__cmd_t *c)
 {
-    if (c->kind == CMD_SET && c->value) {
+    if ((c->kind == CMD_SET || c->kind == CMD_SINGLETON_SET) && c->value) {
         ecs__value_fini(w->registry.components[c->component], c->value, 1);
         c->value = NULL;
     }
@@ -248,18 +260,29 @@ static int check_entity_fields(const ecs_commands_t *cmd, const uint32_t *fields
     return ECS_OK;
 }
 
-int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t e, ecs_component_t c, const void *value)
+/* Records a copy of *value for component c (kind CMD_SET on entity e, or
+ * CMD_SINGLETON_SET), after the checks both share. */
+static int cmd_value(ecs_commands_t *cmd, uint32_t kind, ecs_entity_t e, ecs_component_t c, const void *value)
 {
-    int err = check_buffer(cmd, e);
-    if (err) return err;
     const ecs__component_t *comp = ecs__component_writable(cmd->world, c);
     if (!comp || !comp->info.size || !value) return ECS_EINVAL;
-    err = check_entity_fields(cmd, comp->entity_fields, comp->entity_field_count, value);
+    int err = check_entity_fields(cmd, comp->entity_fields, comp->entity_field_count, value);
     if (err) return err;
-    ecs__cmd_t *c_ = cmd_append(cmd, CMD_SET, e, c, comp->info.size, comp->info.align);
+    ecs__cmd_t *c_ = cmd_append(cmd, kind, e, c, comp->info.size, comp->info.align);
     if (!c_) return ECS_ENOMEM;
     ecs__value_copy(comp, c_->value, value, 1);
     return ECS_OK;
+}
+
+int ecs_cmd_set(ecs_commands_t *cmd, ecs_entity_t e, ecs_component_t c, const void *value)
+{
+    int err = check_buffer(cmd, e);
+    return err ? err : cmd_value(cmd, CMD_SET, e, c, value);
+}
+
+int ecs_cmd_singleton_set(ecs_commands_t *cmd, ecs_component_t c, const void *value)
+{
+    return cmd ? cmd_value(cmd, CMD_SINGLETON_SET, ECS_NULL, c, value) : ECS_EINVAL;
 }
 
 int ecs_cmd_emit(ecs_commands_t *cmd, ecs_event_t ev, ecs_entity_t about, const void *payload)
@@ -425,6 +448,16 @@ static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, pl
         ecs_entity_t e = ecs__entity_create_empty(w);
         owner->spawned[provisional_ordinal(c->entity)] = e;
         if (!e) skip(pb, ECS_ENOMEM);
+        return;
+    }
+    if (c->kind == CMD_SINGLETON_SET) {
+        /* No entity to find: only memory (the first value) can fail. */
+        ecs__component_t *comp = w->registry.components[c->component];
+        patch_entity_fields(owner, comp, c->value);
+        int err = ecs__singleton_write(w, comp, c->value, true);
+        if (err == ECS_OK) c->value = NULL; /* moved into the singleton */
+        drop_value(w, c);
+        if (err) skip(pb, err);
         return;
     }
     ecs_entity_t e = resolve(owner, c->entity);

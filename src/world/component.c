@@ -36,7 +36,7 @@ void ecs__value_copy(const ecs__component_t *c, void *dst, const void *src, int3
 
 static bool hooks_empty(const ecs_type_hooks_t *h)
 {
-    return !h->ctor && !h->dtor && !h->move && !h->copy;
+    return !h->ctor && !h->dtor && !h->move && !h->copy && !h->merge;
 }
 
 /* FNV-1a over the name, never 0 (the map's empty key). */

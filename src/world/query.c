@@ -13,8 +13,37 @@
  * lists, so it never holds their pruning back, and its window is its
  * previous ecs_query_iter. Systems' filters take the O(marked) path in
  * frame.c.
+ *
+ * An ECS_SINGLETON term matches no archetype and restricts none: its
+ * field is the world's value (singleton.c), set once per iteration by
+ * the iterator's owner and left alone per chunk (ECS__COLUMN_FIXED).
  */
 #include "world/world.h"
+
+/* Singleton term n: READ or WRITE of a data component that can have a
+ * singleton (not a marker), the only singleton term on it so far (one
+ * field per value: a READ and a WRITE of a reduction would differ). */
+static bool singleton_term_ok(const ecs_world_t *w, const ecs_term_t *terms, uint32_t n)
+{
+    const ecs_term_t *t = &terms[n];
+    const ecs__component_t *c = ecs__component_writable(w, t->component);
+    if (!c || !c->info.size || (t->access != ECS_READ && t->access != ECS_WRITE)) return false;
+    for (uint32_t k = 0; k < n; k++) {
+        if (terms[k].src == ECS_SINGLETON && terms[k].component == t->component) return false;
+    }
+    return true;
+}
+
+bool ecs__changes_on_singletons(const ecs_term_t *terms, uint32_t n, const ecs_change_filter_t *changes, uint32_t nc)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (terms[i].src != ECS_SINGLETON) continue;
+        for (uint32_t k = 0; k < nc; k++) {
+            if (changes[k].component == terms[i].component) return true;
+        }
+    }
+    return false;
+}
 
 int ecs__terms_validate(const ecs_world_t *w, const ecs_term_t *terms, uint32_t *count)
 {
@@ -25,13 +54,15 @@ int ecs__terms_validate(const ecs_world_t *w, const ecs_term_t *terms, uint32_t 
         if ((unsigned)t->access > ECS_WITHOUT) return ECS_EINVAL;
         /* A marker is read, matched or excluded, never written. */
         if (t->access == ECS_WRITE && !ecs__component_writable(w, t->component)) return ECS_EINVAL;
-        if (t->src != ECS_SELF && t->src != ECS_OTHER && t->src != ECS_UP) return ECS_EINVAL; /* an unknown source */
+        if (t->src != ECS_SELF && t->src != ECS_OTHER && t->src != ECS_UP && t->src != ECS_SINGLETON)
+            return ECS_EINVAL; /* an unknown source */
         /* A relation names what an UP term reads through (the scheduler
          * checks the rest of an UP term, with reasons). */
         if (t->relation && t->src != ECS_UP) return ECS_EINVAL;
         if (t->optional && t->access != ECS_READ && t->access != ECS_WRITE) return ECS_EINVAL;
         /* ECS_OTHER declares reads of other entities: read-only, never optional. */
         if (t->src == ECS_OTHER && (t->access != ECS_READ || t->optional)) return ECS_EINVAL;
+        if (t->src == ECS_SINGLETON && !singleton_term_ok(w, terms, n)) return ECS_EINVAL;
     }
     *count = n;
     return ECS_OK;
@@ -72,7 +103,7 @@ bool ecs__query_match(const ecs_query_t *q, ecs__archetype_t *a, ecs__query_matc
     int32_t *columns = m->columns;
     for (uint32_t i = 0; i < q->term_count; i++) {
         const ecs_term_t *t = &q->terms[i];
-        columns[i] = -1;
+        columns[i] = t->src == ECS_SINGLETON ? ECS__COLUMN_FIXED : -1;
         if (t->src != ECS_SELF) continue;
         int32_t ti = ecs__archetype_type_index(a, t->component);
         switch (t->access) {
@@ -234,6 +265,9 @@ ecs_query_t *ecs_query_create(ecs_world_t *w, const ecs_query_desc_t *desc)
     else if (terms_have_up(desc->terms, n)) ecs__refusal_set(&why, "ECS_UP terms are for systems");
     else if (ecs__changes_validate(w, desc->changes, &nc) != ECS_OK)
         ecs__refusal_set(&why, "invalid change filter (a registered data component, no relation)");
+    else if (ecs__changes_on_singletons(desc->terms, n, desc->changes, nc))
+        ecs__refusal_set(&why, "a change filter on a component read as a singleton (singletons have no change "
+                               "detection)");
     else if (!(q = query_commit(w, desc, n, nc))) ecs__refusal_set(&why, "out of memory");
     /* A query has no name: "ecs_query_create(): ..." */
     if (!q) ecs__refusal_report("ecs_query_create", "", &why);
@@ -262,8 +296,21 @@ void ecs__iter_set_chunk(ecs_iter_t *it, const ecs_query_t *q, const ecs__query_
     it->priv_.chunk = ch;
     for (uint32_t i = 0; i < q->term_count; i++) {
         int32_t col = m->columns[i];
-        it->priv_.fields[i] = col < 0 ? NULL : ecs__chunk_column(ch, (uint32_t)col);
+        if (ECS__LIKELY(col >= 0)) it->priv_.fields[i] = ecs__chunk_column(ch, (uint32_t)col);
+        else if (col != ECS__COLUMN_FIXED) it->priv_.fields[i] = NULL;
     }
+}
+
+bool ecs__iter_set_singletons(ecs_iter_t *it, const ecs_query_t *q)
+{
+    for (uint32_t i = 0; i < q->term_count; i++) {
+        const ecs_term_t *t = &q->terms[i];
+        if (t->src != ECS_SINGLETON) continue;
+        void *value = q->world->registry.components[t->component]->singleton;
+        if (!value && !t->optional) return false;
+        it->priv_.fields[i] = value;
+    }
+    return true;
 }
 
 ecs_iter_t ecs_query_iter(ecs_world_t *w, ecs_query_t *q)
@@ -285,6 +332,10 @@ ecs_iter_t ecs_query_iter(ecs_world_t *w, ecs_query_t *q)
          * system's own change filters are the way (an EXCLUSIVE system
          * may iterate it). */
         it.priv_.query = NULL;
+        return it;
+    }
+    if (!ecs__iter_set_singletons(&it, q)) {
+        it.priv_.query = NULL; /* a required singleton is empty: nothing matches */
         return it;
     }
     it.priv_.version = w->storage.structure_version;
@@ -405,6 +456,7 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
     it.ctx = ctx;
     it.priv_.query = &q;
     it.priv_.field_count = (int32_t)q.term_count;
+    if (!ecs__iter_set_singletons(&it, &q)) return ECS_OK; /* a required singleton is empty */
     /* fn is told not to change the structure; if it does anyway (possible
      * only where immediate mode is open), walking by index with chunk
      * releases deferred keeps this loop memory-safe (entities may then be

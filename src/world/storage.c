@@ -1,7 +1,8 @@
 /*
  * storage.c: brings the world's storage up and down as one unit: entity
  * index, component registry, archetypes (the empty one first), the
- * built-in relations, custom events, cached queries and command memory.
+ * built-in relations, custom events, cached queries, command memory and
+ * singletons.
  * Teardown runs every live value's dtor before it frees anything.
  */
 #include "world/world.h"
@@ -22,6 +23,7 @@ int ecs__world_storage_init(ecs_world_t *w, uint32_t workers)
 void ecs__world_storage_drop_values(ecs_world_t *w)
 {
     ecs__commands_drop_values(w);
+    ecs__singletons_drop_values(w);
     ecs__archetypes_drop_values(w);
 }
 
@@ -33,6 +35,7 @@ void ecs__world_storage_fini(ecs_world_t *w)
     w->queries.live = NULL;
     w->queries.cap = 0;
     ecs__commands_fini(w); /* before the components its values need */
+    ecs__singletons_fini(w); /* likewise */
     ecs__relations_fini(w);
     ecs__events_fini(w);
     ecs__archetypes_fini(w);

@@ -186,6 +186,9 @@ typedef struct {
     uint32_t filter_systems;
     uint32_t filter_queries;
     uint64_t prune_min; /* scratch of the frame's pruning */
+    /* The component's singleton (singleton.c): its value, allocated at
+     * the first set and never moved until teardown; NULL: not set. */
+    void *singleton;
 } ecs__component_t;
 
 static inline ecs__component_t *ecs__component_get(const ecs_world_t *w, ecs_component_t c);
@@ -511,9 +514,14 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
 /* Queries                                                                 */
 /* ---------------------------------------------------------------------- */
 
+/* A match's column for a term whose field does not come from the chunk
+ * (an ECS_SINGLETON term): ecs__iter_set_chunk leaves that field as the
+ * iterator's owner set it. */
+#define ECS__COLUMN_FIXED (-2)
+
 typedef struct {
     ecs__archetype_t *archetype;
-    int32_t columns[ECS_MAX_TERMS];        /* column per term, -1: NULL field */
+    int32_t columns[ECS_MAX_TERMS];        /* column per term, -1: NULL field, ECS__COLUMN_FIXED */
     int32_t filter_columns[ECS_MAX_TERMS]; /* column per change filter */
 } ecs__query_match_t;
 
@@ -547,6 +555,9 @@ enum {
 int ecs__terms_validate(const ecs_world_t *w, const ecs_term_t *terms, uint32_t *count);
 /* Validates change filters (data components, no relation) and counts them. */
 int ecs__changes_validate(const ecs_world_t *w, const ecs_change_filter_t *changes, uint32_t *count);
+/* Whether a change filter names a component that a term reads as a
+ * singleton (refused: singletons have no change detection). */
+bool ecs__changes_on_singletons(const ecs_term_t *terms, uint32_t n, const ecs_change_filter_t *changes, uint32_t nc);
 /* Whether archetype a matches; fills m (archetype and columns) when it does. */
 bool ecs__query_match(const ecs_query_t *q, ecs__archetype_t *a, ecs__query_match_t *m);
 /* Creates a query with validated terms and filters (the scheduler uses it
@@ -554,7 +565,8 @@ bool ecs__query_match(const ecs_query_t *q, ecs__archetype_t *a, ecs__query_matc
 ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t term_count,
                                const ecs_change_filter_t *changes, uint32_t change_count);
 void ecs__query_free(ecs_query_t *q);
-/* Fills it's fields, entities and count for chunk ch of match m. */
+/* Fills it's fields, entities and count for chunk ch of match m (but the
+ * fields of ECS__COLUMN_FIXED terms). */
 void ecs__iter_set_chunk(ecs_iter_t *it, const ecs_query_t *q, const ecs__query_match_t *m,
                          const ecs__chunk_t *ch);
 /* The rows of chunk ch (of match m) that pass every change filter of q
@@ -569,6 +581,30 @@ ECS__INLINE int32_t ecs__query_select(const ecs_query_t *q, const ecs__query_mat
     }
     return ecs__changes_select(tests, q->change_count, ch->count, lo, hi, scan, rows);
 }
+
+/* Points it's ECS_SINGLETON fields at the world's values; false when a
+ * non-optional one is empty (the query then iterates nothing). */
+bool ecs__iter_set_singletons(ecs_iter_t *it, const ecs_query_t *q);
+
+/* ---------------------------------------------------------------------- */
+/* Singletons (singleton.c)                                                */
+/* ---------------------------------------------------------------------- */
+
+/* How many components hold a singleton value, and whether teardown has
+ * run their dtors. */
+typedef struct {
+    uint32_t count;
+    bool dropped;
+} ecs__singletons_t;
+
+/* Writes c's singleton (a data component, not a marker): *value moved in
+ * (dead afterwards) when move is true, copied otherwise, over the old
+ * value (destroyed first). The first write allocates: ECS_ENOMEM, with
+ * nothing changed and *value untouched. */
+int ecs__singleton_write(ecs_world_t *w, ecs__component_t *c, void *value, bool move);
+/* Runs every singleton's dtor, once (teardown), and frees them. */
+void ecs__singletons_drop_values(ecs_world_t *w);
+void ecs__singletons_fini(ecs_world_t *w);
 
 /* ---------------------------------------------------------------------- */
 /* Change tracking (tracking.c)                                            */
@@ -925,6 +961,7 @@ struct ecs_world {
     ecs__events_t events;
     ecs__spawn_cache_t spawn_cache;
     ecs__cmd_state_t cmd;
+    ecs__singletons_t singletons;
     ecs__world_run_t run;
     bool values_dropped; /* every live value's dtor has run (teardown) */
 };
@@ -978,13 +1015,16 @@ static inline bool ecs__pairs_involved(const ecs_world_t *w, ecs_entity_t e)
 
 #ifndef NDEBUG
 /* Debug builds: what the system running on this thread may read on any
- * entity with ecs_get (its ECS_OTHER reads, far-end terms included), and
- * the chunk it is on (its own rows are always fine). Set by the scheduler
- * around a system's callbacks. */
+ * entity with ecs_get (its ECS_OTHER reads, far-end terms included), the
+ * chunk it is on (its own rows are always fine), and the singletons it
+ * may read with ecs_singleton_get. Set by the scheduler around a
+ * system's callbacks. */
 typedef struct {
     ecs_component_t components[3 * ECS_MAX_TERMS + 1];
     uint32_t count;
     const ecs__chunk_t *chunk;
+    ecs_component_t singletons[ECS_MAX_TERMS]; /* its ECS_SINGLETON terms */
+    uint32_t nsingletons;
 } ecs__read_set_t;
 extern _Thread_local const ecs__read_set_t *ecs__tls_reads;
 #endif
