@@ -128,6 +128,7 @@ static ecs__archetype_t *archetype_alloc(ecs_world_t *w, const ecs_component_t *
     a->hash = hash;
     if (count) memcpy(a->types, types, count * sizeof(ecs_component_t));
     ecs__removals_watch_archetype(w, a);
+    ecs__observers_watch_archetype(w, a);
     for (uint32_t i = 0; i < count; i++) {
         ecs__component_t *c = w->registry.components[types[i]];
         if (!c->info.size) {

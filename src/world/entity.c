@@ -8,6 +8,12 @@
  * are both sorted by component id, in one merge: shared values move,
  * dropped ones are destroyed, new ones are constructed; then the source
  * row is swap-removed. The command playback in commands.c reuses these.
+ *
+ * Observers: each write tests the observed mask of what it changes (the
+ * component's, or the archetype's for spawns and despawns) and, only when
+ * it is set, takes a slow path that calls them (observer_calls.c): ON_REMOVE
+ * once the change is secured and before anything goes, ON_ADD and ON_SET
+ * after it, then, in immediate mode, applies what they recorded.
  */
 #include "world/world.h"
 
@@ -241,6 +247,27 @@ ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_
     return ECS_OK;
 }
 
+/* move_to with observers of c to call: ON_REMOVE before the move (once
+ * it is secured), ON_ADD after. */
+ECS__NOINLINE int toggle_observed(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__archetype_t *b,
+                                         const ecs__edge_t *edge, const ecs__component_t *comp, bool add)
+{
+    ecs_component_t c = comp->info.id;
+    if (add) {
+        int err = move_to(w, e, rec, b, edge);
+        if (err) return err;
+        ecs__observers_emit1(w, ECS_ON_ADD, comp, rec->chunk, ecs__archetype_column(b, c), rec->row);
+    } else {
+        ecs__chunk_t *ch = ecs__removals_reserve(w, rec->chunk->archetype, b) ? ecs__archetype_chunk_with_room(w, b) : NULL;
+        if (!ch) return ECS_ENOMEM;
+        ecs__observers_emit1(w, ECS_ON_REMOVE, comp, rec->chunk, ecs__archetype_column(rec->chunk->archetype, c),
+                             rec->row);
+        ecs__entity_move_step(w, e, rec, ch, edge, NULL, false);
+    }
+    ecs__observers_settle(w);
+    return ECS_OK;
+}
+
 /* Adds (add true) or removes component c: a no-op when there is nothing
  * to do, else one move to the neighbouring archetype. */
 ECS__INLINE int entity_toggle(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c, bool add)
@@ -249,7 +276,17 @@ ECS__INLINE int entity_toggle(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec
     ecs__archetype_t *a = rec->chunk->archetype;
     ecs__edge_t *edge;
     ecs__archetype_t *b = ecs__archetype_step(w, a, c, add, &edge);
-    int err = !b ? ECS_ENOMEM : b == a ? ECS_OK : move_to(w, e, rec, b, edge);
+    int err;
+    if (!b) {
+        err = ECS_ENOMEM;
+    } else if (b == a) {
+        err = ECS_OK;
+    } else {
+        const ecs__component_t *comp = w->registry.components[c];
+        if (ECS__UNLIKELY(comp->observed & (add ? ECS_ON_ADD : ECS_ON_REMOVE)))
+            err = toggle_observed(w, e, rec, b, edge, comp, add);
+        else err = move_to(w, e, rec, b, edge);
+    }
     if (ECS__UNLIKELY(err)) ecs__archetypes_rollback(w, mark);
     return err;
 }
@@ -264,6 +301,23 @@ int ecs__entity_remove(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_c
     return entity_toggle(w, e, rec, c, false);
 }
 
+/* ON_SET of a value written in place. */
+ECS__NOINLINE void set_observed(ecs_world_t *w, const ecs__component_t *comp, ecs__chunk_t *ch, int32_t col,
+                                       uint32_t row)
+{
+    ecs__observers_emit1(w, ECS_ON_SET, comp, ch, col, row);
+    ecs__observers_settle(w);
+}
+
+/* ON_ADD, then ON_SET, of a component just added with its value. */
+ECS__NOINLINE void added_observed(ecs_world_t *w, const ecs__component_t *comp, const ecs__record_t *rec)
+{
+    int32_t col = ecs__archetype_column(rec->chunk->archetype, comp->info.id);
+    if (comp->observed & ECS_ON_ADD) ecs__observers_emit1(w, ECS_ON_ADD, comp, rec->chunk, col, rec->row);
+    if (comp->observed & ECS_ON_SET) ecs__observers_emit1(w, ECS_ON_SET, comp, rec->chunk, col, rec->row);
+    ecs__observers_settle(w);
+}
+
 int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c, void *value, bool move)
 {
     ecs__chunk_t *ch = rec->chunk;
@@ -273,10 +327,12 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
         const ecs__column_t *c_ = &a->columns[col];
         void *dst = column_row(ch, (uint32_t)col, rec->row);
         ecs__chunk_mark_changed(w, ch, (uint32_t)col, rec->row);
-        if (dst == value) return ECS_OK; /* set to itself: still a write */
-        value_fini1(c_, dst);
-        if (move) value_move1(c_, dst, value);
-        else value_copy1(c_, dst, value);
+        if (dst != value) { /* set to itself: still a write */
+            value_fini1(c_, dst);
+            if (move) value_move1(c_, dst, value);
+            else value_copy1(c_, dst, value);
+        }
+        if (ECS__UNLIKELY(c_->comp->observed & ECS_ON_SET)) set_observed(w, c_->comp, ch, col, rec->row);
         return ECS_OK;
     }
     /* Absent: one add along the cached edge, with the value in place of
@@ -291,6 +347,26 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
     }
     ecs__init_t init = {c, value};
     ecs__entity_move_step(w, e, rec, dst, edge, &init, move);
+    const ecs__component_t *comp = w->registry.components[c];
+    if (ECS__UNLIKELY(comp->observed & (ECS_ON_ADD | ECS_ON_SET))) added_observed(w, comp, rec);
+    return ECS_OK;
+}
+
+/* ON_REMOVE of every observed component of an entity about to die, then
+ * its death. */
+ECS__NOINLINE void destroy_observed(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
+{
+    ecs__observers_emit_lost(w, rec->chunk, rec->row, NULL);
+    ecs__entity_destroy(w, e, rec);
+    ecs__observers_settle(w);
+}
+
+int ecs__entity_despawn(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
+{
+    if (ECS__UNLIKELY(w->rel.count) && ecs__pairs_involved(w, e)) return ecs__pairs_despawn(w, e);
+    if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL)) return ECS_ENOMEM;
+    if (ECS__UNLIKELY(rec->chunk->archetype->observed & ECS_ON_REMOVE)) destroy_observed(w, e, rec);
+    else ecs__entity_destroy(w, e, rec);
     return ECS_OK;
 }
 
@@ -375,6 +451,28 @@ static int archetype_from_ids(ecs_world_t *w, int count, const ecs_component_t *
     return ECS_OK;
 }
 
+/* A spawn as observers see it: into a, with values given to the data
+ * components whose value (values[origin[t]]) is not NULL. */
+static void spawn_change(const ecs__archetype_t *a, const void *const *values, const int32_t *origin,
+                         ecs__change_t *k)
+{
+    k->src = NULL;
+    k->dst = (ecs__archetype_t *)a;
+    k->nsets = 0;
+    for (uint32_t t = 0; values && t < a->type_count && k->nsets < ECS__CHANGE_SETS; t++) {
+        if (a->type_columns[t] >= 0 && values[origin[t]]) k->sets[k->nsets++] = a->types[t];
+    }
+}
+
+/* ON_ADD and ON_SET of spawned entities, at pieces of a's chunks. */
+ECS__NOINLINE void spawned_observed(ecs_world_t *w, const ecs__archetype_t *a, const void *const *values,
+                                           const int32_t *origin, const ecs__piece_t *pieces, uint32_t n)
+{
+    ecs__change_t k;
+    spawn_change(a, values, origin, &k);
+    ecs__observers_emit_change(w, &k, pieces, n);
+}
+
 ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *ids, const void *const *values)
 {
     if (!w || !ecs__world_immediate_ok(w)) return ECS_NULL;
@@ -410,7 +508,10 @@ ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *id
             value_construct1(&a->columns[col], column_row(ch, (uint32_t)col, row), v, false);
         }
         ecs__chunk_mark_added(w, ch, row, 1);
+        bool observed = ECS__UNLIKELY(a->observed & (ECS_ON_ADD | ECS_ON_SET));
+        if (observed) spawned_observed(w, a, values, origin, &(ecs__piece_t){ch, row, 1}, 1);
         if (s.types) scratch_fini(w, &s);
+        if (observed) ecs__observers_settle(w);
         return e;
     }
     ecs__archetypes_rollback(w, mark);
@@ -433,7 +534,12 @@ int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids
         scratch_fini(w, &s);
         return ECS_OK;
     }
-    if (!ecs__entity_index_reserve(&w->entity_index, &w->allocator, (uint32_t)n) ||
+    /* Observers get each chunk filled: room for one piece per chunk the
+     * batch may fill (those with room now, and new ones), first. */
+    bool observed = ECS__UNLIKELY(a->observed & (ECS_ON_ADD | ECS_ON_SET));
+    uint32_t npieces = 0;
+    if ((observed && !ecs__observers_pieces_reserve(w, a->chunk_count + (uint32_t)n / a->capacity + 1)) ||
+        !ecs__entity_index_reserve(&w->entity_index, &w->allocator, (uint32_t)n) ||
         !ecs__archetype_reserve_rows(w, a, (uint32_t)n)) {
         ecs__archetypes_rollback(w, mark);
         scratch_fini(w, &s);
@@ -456,9 +562,12 @@ int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids
             else ecs__value_init(c->comp, dst, (int32_t)k);
         }
         ecs__chunk_mark_added(w, ch, base, k);
+        if (observed) w->obs.batch.pieces[npieces++] = (ecs__piece_t){ch, base, k};
         done += k;
     }
+    if (observed) spawned_observed(w, a, values, s.origin, w->obs.batch.pieces, npieces);
     scratch_fini(w, &s);
+    if (observed) ecs__observers_settle(w);
     return ECS_OK;
 }
 
@@ -468,10 +577,7 @@ int ecs_despawn(ecs_world_t *w, ecs_entity_t e)
     if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return ECS_ESTALE;
-    if (ECS__UNLIKELY(w->rel.count) && ecs__pairs_involved(w, e)) return ecs__pairs_despawn(w, e);
-    if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL)) return ECS_ENOMEM;
-    ecs__entity_destroy(w, e, rec);
-    return ECS_OK;
+    return ecs__entity_despawn(w, e, rec);
 }
 
 bool ecs_is_alive(const ecs_world_t *w, ecs_entity_t e)

@@ -1,14 +1,15 @@
 /*
  * storage.c: brings the world's storage up and down as one unit: entity
  * index, component registry, archetypes (the empty one first), the
- * built-in relations, cached queries and command memory. Teardown runs every live value's dtor
+ * built-in relations, cached queries, command memory and observers. Teardown runs every live value's dtor
  * before it frees anything.
  */
 #include "world/world.h"
 
-int ecs__world_storage_init(ecs_world_t *w, uint32_t workers)
+int ecs__world_storage_init(ecs_world_t *w, uint32_t workers, uint32_t observer_depth)
 {
     ecs__entity_index_init(&w->entity_index);
+    ecs__observers_init(w, observer_depth);
     w->run.tick_now = 1; /* 0 means "never marked" */
     if (!ecs__commands_init(w, workers)) return ECS_ENOMEM;
     w->storage.root = ecs__archetype_ensure(w, NULL, 0);
@@ -33,6 +34,7 @@ void ecs__world_storage_fini(ecs_world_t *w)
     w->queries.live = NULL;
     w->queries.cap = 0;
     ecs__commands_fini(w); /* before the components its values need */
+    ecs__observers_fini(w); /* its lists hang from components and relations */
     ecs__relations_fini(w);
     ecs__archetypes_fini(w);
     ecs__components_fini(w);
