@@ -779,12 +779,30 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
     if (observed) run_observe_end(w, &change, e);
 }
 
+/* Whether a lone add, remove or set (not folded: its run is c alone)
+ * makes a change alike the pending batch's, so that it may extend it: its
+ * entity in the batch's source archetype, the cached edge of the command
+ * leading to the batch's destination, the same value given. Only the
+ * cached edge is read: the guess creates no archetype. The write's slow
+ * path then joins the batch (entity.c, ecs__observers_changed). */
+static bool single_extends(const ecs_world_t *w, const ecs_commands_t *owner, const ecs__cmd_t *c)
+{
+    const ecs__change_t *k = &w->obs.batch.key;
+    const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, resolve(owner, c->entity));
+    if (!rec || rec->chunk->archetype != k->src) return false; /* a spawns' batch has no source */
+    uint32_t nsets = c->kind == CMD_SET;
+    if (k->nsets != nsets || (nsets && k->sets[0] != c->component)) return false;
+    const ecs__archetype_t *a = rec->chunk->archetype;
+    const ecs__edge_t *edge = ecs__edge_get(c->kind == CMD_REMOVE ? &a->remove_edges : &a->add_edges, c->component);
+    return edge && edge->dst == k->dst;
+}
+
 /* Applies segments in order: linked by sort_next (a flush's, sorted by
  * key) or by next (one observer buffer's, in recording order). A despawn
  * is applied alone; a run of add/remove/set on one entity is folded,
- * together with the spawn it may follow. While observers are registered,
- * a lone add, remove or set is a run of one too, so that every change
- * they see goes through the same batching (run_observe_begin). */
+ * together with the spawn it may follow. While a batch of observed
+ * changes is pending, each command ends it first unless it may extend it:
+ * a run decides in apply_run (run_observe_begin), a lone command here. */
 static void play(ecs_world_t *w, ecs__cmd_segment_t *seg, bool sorted, playback_t *pb)
 {
     const bool observing = w->obs.live != 0;
@@ -799,8 +817,11 @@ static void play(ecs_world_t *w, ecs__cmd_segment_t *seg, bool sorted, playback_
             bool structural = is_structural(first);
             ecs__cmd_t *end = structural ? run_end(first, &len) : first->next;
             /* A batch goes on only through the command right after it. */
-            if (ECS__UNLIKELY(observing) && w->obs.batch.npieces) ecs__observers_batch_step(w, structural);
-            if (spawn || len > 1 || (ECS__UNLIKELY(observing) && structural)) {
+            if (ECS__UNLIKELY(observing) && w->obs.batch.npieces) {
+                bool folded = spawn || len > 1;
+                ecs__observers_batch_step(w, structural && (folded || single_extends(w, seg->owner, first)));
+            }
+            if (spawn || len > 1) {
                 apply_run(w, seg->owner, spawn, first, end, len, pb);
             } else {
                 apply(w, seg->owner, first, pb);

@@ -13,7 +13,9 @@
  * component's, or the archetype's for spawns and despawns) and, only when
  * it is set, takes a slow path that calls them (observer_calls.c): ON_REMOVE
  * once the change is secured and before anything goes, ON_ADD and ON_SET
- * after it, then, in immediate mode, applies what they recorded.
+ * after it, then, in immediate mode, applies what they recorded. In a
+ * flush (a lone command's playback) a move joins the flush's batch
+ * instead, which the playback decided it may extend.
  */
 #include "world/world.h"
 
@@ -254,9 +256,15 @@ ECS__NOINLINE int toggle_observed(ecs_world_t *w, ecs_entity_t e, ecs__record_t 
 {
     ecs_component_t c = comp->info.id;
     if (add) {
+        const ecs__archetype_t *a = rec->chunk->archetype;
         int err = move_to(w, e, rec, b, edge);
         if (err) return err;
-        ecs__observers_emit1(w, ECS_ON_ADD, comp, rec->chunk, ecs__archetype_column(b, c), rec->row);
+        if (w->run.phase == ECS__PHASE_FLUSH) {
+            ecs__change_t k = {.src = a, .dst = b};
+            ecs__observers_changed(w, &k, rec->chunk, rec->row);
+        } else {
+            ecs__observers_emit1(w, ECS_ON_ADD, comp, rec->chunk, ecs__archetype_column(b, c), rec->row);
+        }
     } else {
         ecs__chunk_t *ch = ecs__removals_reserve(w, rec->chunk->archetype, b) ? ecs__archetype_chunk_with_room(w, b) : NULL;
         if (!ch) return ECS_ENOMEM;
@@ -301,17 +309,16 @@ int ecs__entity_remove(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_c
     return entity_toggle(w, e, rec, c, false);
 }
 
-/* ON_SET of a value written in place. */
-ECS__NOINLINE void set_observed(ecs_world_t *w, const ecs__component_t *comp, ecs__chunk_t *ch, int32_t col,
-                                       uint32_t row)
+/* ON_ADD, then ON_SET, of a component just added with its value, which
+ * moved the entity from a. */
+ECS__NOINLINE void added_observed(ecs_world_t *w, const ecs__component_t *comp, const ecs__archetype_t *a,
+                                  const ecs__record_t *rec)
 {
-    ecs__observers_emit1(w, ECS_ON_SET, comp, ch, col, row);
-    ecs__observers_settle(w);
-}
-
-/* ON_ADD, then ON_SET, of a component just added with its value. */
-ECS__NOINLINE void added_observed(ecs_world_t *w, const ecs__component_t *comp, const ecs__record_t *rec)
-{
+    if (w->run.phase == ECS__PHASE_FLUSH) {
+        ecs__change_t k = {.src = a, .dst = rec->chunk->archetype, .nsets = 1, .sets = {comp->info.id}};
+        ecs__observers_changed(w, &k, rec->chunk, rec->row);
+        return;
+    }
     int32_t col = ecs__archetype_column(rec->chunk->archetype, comp->info.id);
     if (comp->observed & ECS_ON_ADD) ecs__observers_emit1(w, ECS_ON_ADD, comp, rec->chunk, col, rec->row);
     if (comp->observed & ECS_ON_SET) ecs__observers_emit1(w, ECS_ON_SET, comp, rec->chunk, col, rec->row);
@@ -332,7 +339,7 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
             if (move) value_move1(c_, dst, value);
             else value_copy1(c_, dst, value);
         }
-        if (ECS__UNLIKELY(c_->comp->observed & ECS_ON_SET)) set_observed(w, c_->comp, ch, col, rec->row);
+        if (ECS__UNLIKELY(c_->comp->observed & ECS_ON_SET)) ecs__observers_set1(w, c_->comp, ch, col, rec->row);
         return ECS_OK;
     }
     /* Absent: one add along the cached edge, with the value in place of
@@ -348,7 +355,7 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
     ecs__init_t init = {c, value};
     ecs__entity_move_step(w, e, rec, dst, edge, &init, move);
     const ecs__component_t *comp = w->registry.components[c];
-    if (ECS__UNLIKELY(comp->observed & (ECS_ON_ADD | ECS_ON_SET))) added_observed(w, comp, rec);
+    if (ECS__UNLIKELY(comp->observed & (ECS_ON_ADD | ECS_ON_SET))) added_observed(w, comp, a, rec);
     return ECS_OK;
 }
 

@@ -41,13 +41,13 @@ static bool observer_match(const ecs__observer_t *o, const ecs__archetype_t *a, 
     return true;
 }
 
-/* Calls o for count rows of ch from row (ch NULL: an event about no
- * entity), with the given event and pair view (NULL: none). */
-static void call(ecs_world_t *w, ecs__observer_t *o, uint32_t event, ecs__chunk_t *ch, uint32_t row, uint32_t count,
-                 const int32_t *cols, const ecs__pair_view_t *view)
+/* The iterator of a call to o for count rows of ch from row (ch NULL: an
+ * event about no entity), with the given event and pair view (NULL:
+ * none), but its fields. */
+ECS__INLINE ecs_iter_t *call_prepare(ecs_world_t *w, ecs__observer_t *o, uint32_t event, ecs__chunk_t *ch, uint32_t row,
+                                     uint32_t count, const ecs__pair_view_t *view)
 {
     ecs_iter_t *it = &w->obs.it;
-    uint32_t n = o->query.term_count;
     it->world = w;
     it->count = (int)count;
     it->rows = NULL;
@@ -56,26 +56,44 @@ static void call(ecs_world_t *w, ecs__observer_t *o, uint32_t event, ecs__chunk_
     it->delta_time = 0;
     it->worker = 0;
     it->ctx = o->ctx;
-    for (uint32_t k = 0; k < n; k++) {
-        int32_t c = ch ? cols[k] : -1;
-        it->priv_.fields[k] =
-            c < 0 ? NULL : (unsigned char *)ch->cols[c] + (size_t)row * ch->archetype->columns[c].size;
-    }
-    it->priv_.field_count = (int32_t)n;
+    it->priv_.field_count = (int32_t)o->query.term_count;
     it->priv_.query = &o->query;
     it->priv_.chunk = ch;
     it->priv_.pairs = view;
     it->priv_.event = event;
-    /* Each call records into a segment of its own: a run of its commands
-     * on one entity folds, as a system chunk's does. */
+    return it;
+}
+
+/* Runs the callback. Each call records into a segment of its own: a run
+ * of its commands on one entity folds, as a system chunk's does. The
+ * world is closed to it as inside a type hook: immediate-mode calls,
+ * registrations and frames are refused; reads and commands work. */
+ECS__INLINE void call_run(ecs_world_t *w, ecs__observer_t *o, ecs_iter_t *it)
+{
     ecs__commands_set_chunk(it->commands, ++w->obs.calls);
-    /* Closed as inside a type hook: immediate-mode calls, registrations
-     * and frames are refused; reads and commands work. */
     ecs__tls_in_hook++;
     w->obs.callback_hooks = ecs__tls_in_hook;
     o->run(it);
     w->obs.callback_hooks = 0;
     ecs__tls_in_hook--;
+}
+
+/* Calls o for count rows of ch from row, its terms' columns in cols. */
+ECS__INLINE void call(ecs_world_t *w, ecs__observer_t *o, uint32_t event, ecs__chunk_t *ch, uint32_t row,
+                      uint32_t count, const int32_t *cols, const ecs__pair_view_t *view)
+{
+    ecs_iter_t *it = call_prepare(w, o, event, ch, row, count, view);
+    uint32_t n = o->query.term_count;
+    if (ch) {
+        const ecs__column_t *columns = ch->archetype->columns;
+        for (uint32_t k = 0; k < n; k++) {
+            int32_t c = cols[k];
+            it->priv_.fields[k] = c < 0 ? NULL : (unsigned char *)ch->cols[c] + (size_t)row * columns[c].size;
+        }
+    } else {
+        for (uint32_t k = 0; k < n; k++) it->priv_.fields[k] = NULL;
+    }
+    call_run(w, o, it);
 }
 
 /* The live observers of list whose filters match archetype a, each over
@@ -88,8 +106,8 @@ static void run_list(ecs_world_t *w, uint32_t event, const ecs__observer_list_t 
         ecs__observer_t *o = &w->obs.slots[list->slots[i]];
         if (!o->live) continue;
         int32_t cols[ECS_MAX_TERMS];
-        cols[0] = o->component && o->query.terms[0].access == ECS_READ ? col0 : -1;
-        if (o->query.term_count > 1 && !observer_match(o, a, cols)) continue;
+        cols[0] = o->query.terms[0].access == ECS_READ ? col0 : -1;
+        if (!o->simple && !observer_match(o, a, cols)) continue;
         /* o may unregister itself (or be unregistered) in a call. */
         for (uint32_t p = 0; p < npieces && o->live; p++)
             call(w, o, event, pieces[p].chunk, pieces[p].row, pieces[p].count, cols, NULL);
@@ -108,13 +126,44 @@ static inline void dispatch_end(ecs_world_t *w)
 /* Components                                                              */
 /* ---------------------------------------------------------------------- */
 
+/* kind of c at row of ch, as ecs__observers_emit1 (inlined in the set
+ * path). A kind with one observer without filters (the common case, and
+ * what a write pays for) calls it straight, its field the value. */
+ECS__INLINE void emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col,
+                       uint32_t row)
+{
+    uint32_t k = ecs__event_index(kind);
+    uint32_t only = c->observers->only[k];
+    void *value = col < 0 ? NULL : (unsigned char *)ch->cols[col] + (size_t)row * c->info.size;
+    dispatch_begin(w);
+    if (ECS__LIKELY(only)) {
+        ecs__observer_t *o = &w->obs.slots[only - 1];
+        ecs_iter_t *it = call_prepare(w, o, kind, ch, row, 1, NULL);
+        it->priv_.fields[0] = o->query.terms[0].access == ECS_READ ? value : NULL;
+        call_run(w, o, it);
+        dispatch_end(w);
+        return;
+    }
+    const ecs__observer_list_t *list = &c->observers->on[k];
+    for (uint32_t i = 0; i < list->count; i++) {
+        ecs__observer_t *o = &w->obs.slots[list->slots[i]];
+        if (!o->live) continue;
+        if (o->simple) {
+            ecs_iter_t *it = call_prepare(w, o, kind, ch, row, 1, NULL);
+            it->priv_.fields[0] = o->query.terms[0].access == ECS_READ ? value : NULL;
+            call_run(w, o, it);
+        } else {
+            const ecs__piece_t piece = {ch, row, 1};
+            run_list(w, kind, &(ecs__observer_list_t){&list->slots[i], 1, 1}, ch->archetype, col, &piece, 1);
+        }
+    }
+    dispatch_end(w);
+}
+
 void ecs__observers_emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col,
                           uint32_t row)
 {
-    const ecs__piece_t piece = {ch, row, 1};
-    dispatch_begin(w);
-    run_list(w, kind, &c->observers->on[ecs__event_index(kind)], ch->archetype, col, &piece, 1);
-    dispatch_end(w);
+    emit1(w, kind, c, ch, col, row);
 }
 
 void ecs__observers_emit_lost(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row, const ecs__archetype_t *dst)
@@ -131,6 +180,15 @@ void ecs__observers_emit_lost(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row, co
         if (c->observed & ECS_ON_REMOVE) run_list(w, ECS_ON_REMOVE, &c->observers->on[1], a, a->type_columns[i], &piece, 1);
     }
     dispatch_end(w);
+}
+
+void ecs__observers_set1(ecs_world_t *w, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col, uint32_t row)
+{
+    /* In a flush, a change in place ends the batch (the playback did not
+     * let it extend one). */
+    if (ECS__UNLIKELY(w->obs.batch.npieces)) ecs__observers_batch_end(w);
+    emit1(w, ECS_ON_SET, c, ch, col, row);
+    ecs__observers_settle(w);
 }
 
 /* Calls fn(w, k, i, c) for each type i of k->dst that k->src lacks and
@@ -191,6 +249,19 @@ void ecs__observers_emit_change(ecs_world_t *w, const ecs__change_t *k, const ec
             run_list(w, ECS_ON_SET, &c->observers->on[2], k->dst, ecs__archetype_column(k->dst, k->sets[s]), pieces, n);
     }
     dispatch_end(w);
+}
+
+void ecs__observers_changed(ecs_world_t *w, const ecs__change_t *k, ecs__chunk_t *ch, uint32_t row)
+{
+    if (w->run.phase == ECS__PHASE_FLUSH) {
+        if (k->src != k->dst) {
+            ecs__observers_batch_add(w, k, ch, row);
+            return;
+        }
+        ecs__observers_batch_end(w);
+    }
+    const ecs__piece_t piece = {ch, row, 1};
+    ecs__observers_emit_change(w, k, &piece, 1);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -48,6 +48,15 @@ void ecs__observers_fini(ecs_world_t *w)
     memset(&w->obs, 0, sizeof(w->obs));
 }
 
+/* Each kind's lone observer, when it is one without filters. */
+static void observed_only(const ecs__observers_t *os, ecs__observed_t *o)
+{
+    for (uint32_t k = 0; k < 3; k++) {
+        const ecs__observer_list_t *l = &o->on[k];
+        o->only[k] = l->count == 1 && os->slots[l->slots[0]].simple ? l->slots[0] + 1 : 0;
+    }
+}
+
 /* The kinds a component's observers watch, from its lists. */
 static uint32_t observed_kinds(const ecs__observed_t *o)
 {
@@ -213,6 +222,7 @@ static ecs_observer_t observer_commit(ecs_world_t *w, const ecs_observer_desc_t 
     o->component = d->relation || d->event ? 0 : d->terms[0].component;
     o->run = d->run;
     o->ctx = d->ctx;
+    o->simple = o->component && nterms == 1;
     o->query.world = w;
     o->query.term_count = nterms;
     memcpy(o->query.terms, d->terms, nterms * sizeof(ecs_term_t));
@@ -225,6 +235,7 @@ static ecs_observer_t observer_commit(ecs_world_t *w, const ecs_observer_desc_t 
         for (uint32_t k = 0; k < 3; k++) {
             if (d->events & (1u << k)) od->on[k].slots[od->on[k].count++] = slot;
         }
+        observed_only(os, od);
         if (d->relation) ecs__relation_get(w, d->relation)->observed |= d->events;
         else {
             ecs__component_t *c = w->registry.components[o->component];
@@ -275,10 +286,12 @@ void ecs__observers_compact(ecs_world_t *w)
         } else if (o->relation) {
             ecs__relation_t *r = ecs__relation_get(w, o->relation);
             for (uint32_t k = 0; k < 3; k++) list_compact(os, &r->observers->on[k]);
+            observed_only(os, r->observers);
             r->observed = observed_kinds(r->observers);
         } else {
             ecs__component_t *c = w->registry.components[o->component];
             for (uint32_t k = 0; k < 3; k++) list_compact(os, &c->observers->on[k]);
+            observed_only(os, c->observers);
             component_kinds_set(w, c, observed_kinds(c->observers));
         }
         o->run = NULL; /* free: in no list */

@@ -835,9 +835,12 @@ typedef struct {
     uint32_t count, cap;
 } ecs__observer_list_t;
 
-/* The observers of a component, a relation's pairs: one list per kind. */
+/* The observers of a component, a relation's pairs: one list per kind;
+ * and per kind, when its list holds one observer only and that one has no
+ * filter (the common case), its slot + 1, which a write calls straight. */
 typedef struct ecs__observed {
     ecs__observer_list_t on[3];
+    uint32_t only[3];
 } ecs__observed_t;
 
 typedef struct {
@@ -848,6 +851,7 @@ typedef struct {
     uint32_t generation; /* its handle's */
     bool live;           /* false once unregistered (and in no list after compaction) */
     uint32_t events;     /* ECS_ON_* (0 for a custom event) */
+    bool simple;         /* a component's, its one term the observed one: no filter */
     ecs_event_t event;
     ecs_component_t component; /* the observed one (0: a relation's or an event's) */
     ecs_relation_t relation;
@@ -922,6 +926,9 @@ void ecs__observers_compact(ecs_world_t *w);
 /* kind of component c (whose column in ch is col, -1 for a tag) at row. */
 void ecs__observers_emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col,
                           uint32_t row);
+/* ON_SET of c written in place at row (ecs_set, ecs_cmd_set of a present
+ * component), then, in immediate mode, what they recorded. */
+void ecs__observers_set1(ecs_world_t *w, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col, uint32_t row);
 /* ON_REMOVE of the types of ch's archetype that dst (NULL: none) lacks,
  * for the entity at row, which is about to go there. */
 void ecs__observers_emit_lost(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row, const ecs__archetype_t *dst);
@@ -930,6 +937,10 @@ void ecs__observers_emit_lost(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row, co
 void ecs__observers_emit_change(ecs_world_t *w, const ecs__change_t *k, const ecs__piece_t *pieces, uint32_t n);
 /* Whether change k has ON_ADD or ON_SET calls to make. */
 bool ecs__observers_change_observed(const ecs_world_t *w, const ecs__change_t *k);
+/* Change k of one entity, now at row of ch: in a flush it joins (or
+ * starts) the batch, a change in place ends it and calls its observers;
+ * in immediate mode its ON_ADD and ON_SET observers run now. */
+void ecs__observers_changed(ecs_world_t *w, const ecs__change_t *k, ecs__chunk_t *ch, uint32_t row);
 /* kind of r's pair src -> tgt (src live), its payload at payload. */
 void ecs__observers_emit_pair(ecs_world_t *w, uint32_t kind, const ecs__relation_t *r, ecs_entity_t src,
                               ecs_entity_t tgt, const void *payload);
