@@ -139,10 +139,16 @@ static void observers_masks_follow_registrations(void **state)
         w, &(ecs_observer_desc_t){.events = ECS_ON_REMOVE | ECS_ON_SET, .terms = {TR(a)}, .run = count_call, .ctx = &o});
     assert_int_equal(ca->observed, ECS_ON_ADD | ECS_ON_REMOVE | ECS_ON_SET);
     assert_int_equal(ab->observed, ECS_ON_ADD | ECS_ON_REMOVE | ECS_ON_SET);
+    /* The column's copy, which a set in place tests. */
+    const ecs__column_t *col_a = &ab->columns[ecs__archetype_column(ab, a)];
+    const ecs__column_t *col_b = &ab->columns[ecs__archetype_column(ab, b)];
+    assert_int_equal(col_a->observed, ECS_ON_ADD | ECS_ON_REMOVE | ECS_ON_SET);
+    assert_int_equal(col_b->observed, 0);
     /* An archetype made later holds a: it is observed from its creation. */
     ecs_entity_t f = ecs_spawn_with(w, 1, &a, NULL);
-    assert_int_equal(ecs__record_from_entity(&w->entity_index, f)->chunk->archetype->observed,
-                     ECS_ON_ADD | ECS_ON_REMOVE | ECS_ON_SET);
+    const ecs__archetype_t *fa = ecs__record_from_entity(&w->entity_index, f)->chunk->archetype;
+    assert_int_equal(fa->observed, ECS_ON_ADD | ECS_ON_REMOVE | ECS_ON_SET);
+    assert_int_equal(fa->columns[ecs__archetype_column(fa, a)].observed, ECS_ON_ADD | ECS_ON_REMOVE | ECS_ON_SET);
     /* Archetypes without a are not. */
     ecs_entity_t g = ecs_spawn_with(w, 1, &b, NULL);
     assert_int_equal(ecs__record_from_entity(&w->entity_index, g)->chunk->archetype->observed, 0);
@@ -150,9 +156,11 @@ static void observers_masks_follow_registrations(void **state)
     assert_int_equal(ca->observed, ECS_ON_REMOVE | ECS_ON_SET);
     assert_int_equal(ab->observed, ECS_ON_REMOVE | ECS_ON_SET);
     assert_int_equal(ca->observers->on[0].count, 0);
+    assert_int_equal(col_a->observed, ECS_ON_REMOVE | ECS_ON_SET);
     assert_int_equal(ecs_observer_unregister(w, h2), ECS_OK);
     assert_int_equal(ca->observed, 0);
     assert_int_equal(ab->observed, 0);
+    assert_int_equal(col_a->observed, 0);
     /* A relation's. */
     ecs_relation_t r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R", .size = 4});
     ecs_observer_t h3 =

@@ -334,12 +334,13 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
         const ecs__column_t *c_ = &a->columns[col];
         void *dst = column_row(ch, (uint32_t)col, rec->row);
         ecs__chunk_mark_changed(w, ch, (uint32_t)col, rec->row);
-        if (dst != value) { /* set to itself: still a write */
+        uint32_t observed = c_->observed;
+        if (ECS__LIKELY(dst != value)) { /* set to itself: still a write */
             value_fini1(c_, dst);
             if (move) value_move1(c_, dst, value);
             else value_copy1(c_, dst, value);
         }
-        if (ECS__UNLIKELY(c_->comp->observed & ECS_ON_SET)) ecs__observers_set1(w, c_->comp, ch, col, rec->row);
+        if (ECS__UNLIKELY(observed & ECS_ON_SET)) ecs__observers_set1(w, c_->comp, ch, col, rec->row);
         return ECS_OK;
     }
     /* Absent: one add along the cached edge, with the value in place of

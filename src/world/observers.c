@@ -73,7 +73,8 @@ static uint32_t archetype_kinds(const ecs_world_t *w, const ecs__archetype_t *a)
 
 void ecs__observers_watch_archetype(const ecs_world_t *w, ecs__archetype_t *a) { a->observed = archetype_kinds(w, a); }
 
-/* c's mask changed: every archetype holding c follows. */
+/* c's mask changed: every archetype holding c follows, and c's column
+ * there (its copy). */
 static void component_kinds_set(ecs_world_t *w, ecs__component_t *c, uint32_t kinds)
 {
     if (c->observed == kinds) return;
@@ -82,6 +83,7 @@ static void component_kinds_set(ecs_world_t *w, ecs__component_t *c, uint32_t ki
     for (uint32_t k = 0; k < c->archetype_count; k++) {
         ecs__archetype_t *a = c->archetypes[k].archetype;
         a->observed = grew ? a->observed | kinds : archetype_kinds(w, a);
+        if (c->archetypes[k].column >= 0) a->columns[c->archetypes[k].column].observed = kinds;
     }
 }
 

@@ -229,6 +229,9 @@ typedef struct {
     uint32_t size;
     uint32_t bytes; /* one chunk's column: capacity * size, 64-byte aligned */
     uint32_t hooks; /* ECS__HOOK_* present */
+    /* The component's observed kinds (observers.c keeps the copy): what
+     * a set in place tests, beside the size and hooks it reads. */
+    uint32_t observed;
     /* While the component is tracked with dirty lists: the chunks whose
      * tracker for this column has marks, in the order they got them (see
      * tracking.c). Room for every chunk the archetype can list, so listing
