@@ -126,15 +126,15 @@ static inline void dispatch_end(ecs_world_t *w)
 /* Components                                                              */
 /* ---------------------------------------------------------------------- */
 
-/* kind of c at row of ch, as ecs__observers_emit1 (inlined in the set
- * path). A kind with one observer without filters (the common case, and
- * what a write pays for) calls it straight, its field the value. */
+/* kind of c at row of ch (its column col, value its value there: NULL
+ * for a tag), as ecs__observers_emit1 (inlined in the set path). A kind
+ * with one observer without filters (the common case, and what a write
+ * pays for) calls it straight, its field the value. */
 ECS__INLINE void emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col,
-                       uint32_t row)
+                       uint32_t row, void *value)
 {
     uint32_t k = ecs__event_index(kind);
     uint32_t only = c->observers->only[k];
-    void *value = col < 0 ? NULL : (unsigned char *)ch->cols[col] + (size_t)row * c->info.size;
     dispatch_begin(w);
     if (ECS__LIKELY(only)) {
         ecs__observer_t *o = &w->obs.slots[only - 1];
@@ -163,7 +163,7 @@ ECS__INLINE void emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c,
 void ecs__observers_emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col,
                           uint32_t row)
 {
-    emit1(w, kind, c, ch, col, row);
+    emit1(w, kind, c, ch, col, row, col < 0 ? NULL : (unsigned char *)ch->cols[col] + (size_t)row * c->info.size);
 }
 
 void ecs__observers_emit_lost(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row, const ecs__archetype_t *dst)
@@ -182,12 +182,13 @@ void ecs__observers_emit_lost(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row, co
     dispatch_end(w);
 }
 
-void ecs__observers_set1(ecs_world_t *w, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col, uint32_t row)
+void ecs__observers_set1(ecs_world_t *w, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col, uint32_t row,
+                         void *value)
 {
     /* In a flush, a change in place ends the batch (the playback did not
      * let it extend one). */
     if (ECS__UNLIKELY(w->obs.batch.npieces)) ecs__observers_batch_end(w);
-    emit1(w, ECS_ON_SET, c, ch, col, row);
+    emit1(w, ECS_ON_SET, c, ch, col, row, value);
     ecs__observers_settle(w);
 }
 

@@ -929,9 +929,11 @@ void ecs__observers_compact(ecs_world_t *w);
 /* kind of component c (whose column in ch is col, -1 for a tag) at row. */
 void ecs__observers_emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col,
                           uint32_t row);
-/* ON_SET of c written in place at row (ecs_set, ecs_cmd_set of a present
- * component), then, in immediate mode, what they recorded. */
-void ecs__observers_set1(ecs_world_t *w, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col, uint32_t row);
+/* ON_SET of c written in place at row, its value at value (ecs_set,
+ * ecs_cmd_set of a present component), then, in immediate mode, what
+ * they recorded. */
+void ecs__observers_set1(ecs_world_t *w, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col, uint32_t row,
+                         void *value);
 /* ON_REMOVE of the types of ch's archetype that dst (NULL: none) lacks,
  * for the entity at row, which is about to go there. */
 void ecs__observers_emit_lost(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row, const ecs__archetype_t *dst);
@@ -1120,7 +1122,7 @@ static inline ecs__relation_t *ecs__relation_get(const ecs_world_t *w, ecs_relat
 }
 
 /* Whether e takes part in any pair (as source or target), or has slices. */
-static inline bool ecs__pairs_involved(const ecs_world_t *w, ecs_entity_t e)
+ECS__INLINE bool ecs__pairs_involved(const ecs_world_t *w, ecs_entity_t e)
 {
     for (uint32_t i = 0; i < w->rel.count; i++) {
         /* A relation nobody uses (ChildOf in a world without hierarchy)
