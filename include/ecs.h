@@ -34,7 +34,8 @@
  *   ecs_world_progress() and inside ECS_SYSTEM_EXCLUSIVE systems. From any
  *   other system they fail and change nothing (ECS_EBUSY, ECS_NULL or NULL);
  *   such systems use it->commands instead. From inside a type hook
- *   (ctor, dtor, move, copy) they fail the same way.
+ *   (ctor, dtor, move, copy) or an observer's callback they fail the same
+ *   way.
  */
 #ifndef ECS_H
 #define ECS_H
@@ -198,8 +199,8 @@ ECS_API ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc);
  * would change it, run a frame or destroy it is refused as inside a system
  * (ECS_EBUSY, ECS_NULL, 0 or NULL).
  * @param world  the world; NULL is ignored, and so is a call from inside
- *               ecs_world_progress() or an ecs_query_each() callback
- *               (nothing is freed then)
+ *               ecs_world_progress(), an ecs_query_each() callback, a type
+ *               hook or an observer's callback (nothing is freed then)
  */
 ECS_API void ecs_world_destroy(ecs_world_t *world);
 
@@ -225,8 +226,8 @@ ECS_API void ecs_world_destroy(ecs_world_t *world);
  *         ECS_EINVAL for a NULL world or a NaN or infinite delta_time (no
  *         system runs);
  *         ECS_EBUSY when called from inside a system, an ecs_query_each()
- *         callback or a type hook (a dtor run by ecs_world_destroy
- *         included);
+ *         callback, a type hook (a dtor run by ecs_world_destroy
+ *         included) or an observer's callback;
  *         ECS_ELOOP when commands recorded by observers went on for more
  *         rounds than the world's observer_depth in one of the frame's
  *         flushes (what was left was dropped and counted in

@@ -250,11 +250,11 @@ static bool build(run_t *r, obs_ctx_t *ctx, uint64_t seed, uint32_t n, uint32_t 
     ok = ok && observe(r, ctx, OBS_C_CHAIN, ECS_ON_SET, r->c, 0);
     ok = ok && observe(r, ctx, OBS_T, ECS_ON_ADD | ECS_ON_REMOVE, r->t, 0);
     ok = ok && ecs_system_register(w, &(ecs_system_desc_t){.name = "churn", .run = churn, .ctx = r,
-                                                           .terms = {{r->a, ECS_READ}}}) != 0;
+                                                           .terms = {{.component = r->a, .access = ECS_READ}}}) != 0;
     ok = ok && ecs_system_register(w, &(ecs_system_desc_t){.name = "tally", .run = tally, .ctx = r, .flags = flags,
-                                                           .terms = {{r->b, ECS_READ}}}) != 0;
+                                                           .terms = {{.component = r->b, .access = ECS_READ}}}) != 0;
     ok = ok && ecs_system_register(w, &(ecs_system_desc_t){.name = "noise", .run = noise, .ctx = r,
-                                                           .terms = {{r->noise, ECS_WRITE}}}) != 0;
+                                                           .terms = {{.component = r->noise, .access = ECS_WRITE}}}) != 0;
     if (exclusive)
         ok = ok && ecs_system_register(w, &(ecs_system_desc_t){.name = "direct", .stage = "PostUpdate", .run = direct,
                                                                .ctx = r, .flags = ECS_SYSTEM_EXCLUSIVE}) != 0;
@@ -302,10 +302,10 @@ static uint64_t world_hash(run_t *r)
 {
     hash_t k = {r, 0};
     ecs_query_each(r->w,
-                   &(ecs_query_desc_t){.terms = {{r->noise, ECS_READ, .optional = true},
-                                                 {r->b, ECS_READ, .optional = true},
-                                                 {r->c, ECS_READ, .optional = true},
-                                                 {r->a, ECS_READ, .optional = true}}},
+                   &(ecs_query_desc_t){.terms = {{.component = r->noise, .access = ECS_READ, .optional = true},
+                                                 {.component = r->b, .access = ECS_READ, .optional = true},
+                                                 {.component = r->c, .access = ECS_READ, .optional = true},
+                                                 {.component = r->a, .access = ECS_READ, .optional = true}}},
                    hash_row, &k);
     ecs_world_stats_t st;
     ecs_world_stats(r->w, &st);

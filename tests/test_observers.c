@@ -292,6 +292,9 @@ static void busy_callback(ecs_iter_t *it)
     if (ecs_spawn_batch(w, 2, 0, NULL, NULL, NULL) != ECS_EBUSY) g_busy.bad++;
     if (ecs_pair_set(w, ecs_childof(w), e, g_busy.other, NULL) != ECS_EBUSY) g_busy.bad++;
     if (ecs_world_progress(w, 0.0f) != ECS_EBUSY) g_busy.bad++;
+    ecs_world_destroy(w); /* ignored: the world lives on */
+    if (ecs_stage_add(w, "Late", NULL) != ECS_EBUSY) g_busy.bad++;
+    if (ecs_relation_register(w, &(ecs_relation_desc_t){.name = "LateR"}) != 0) g_busy.bad++;
     if (ecs_component_register(w, &(ecs_component_desc_t){.name = "Late", .size = 4}) != 0) g_busy.bad++;
     if (ecs_observer_register(w, &(ecs_observer_desc_t){.events = ECS_ON_ADD, .terms = {TR(g_busy.b)}, .run = record}))
         g_busy.bad++;
