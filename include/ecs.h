@@ -34,7 +34,8 @@
  *   ecs_world_progress() and inside ECS_SYSTEM_EXCLUSIVE systems. From any
  *   other system they fail and change nothing (ECS_EBUSY, ECS_NULL or NULL);
  *   such systems use it->commands instead. From inside a type hook
- *   (ctor, dtor, move, copy) they fail the same way.
+ *   (ctor, dtor, move, copy) or an observer's callback they fail the same
+ *   way.
  */
 #ifndef ECS_H
 #define ECS_H
@@ -66,7 +67,8 @@ extern "C" {
     XX(ENOMEM, -3, "out of memory")                                            \
     XX(EBUSY, -4, "not allowed while systems are running")                     \
     XX(ENOTFOUND, -5, "not found")                                             \
-    XX(EEXIST, -6, "already exists")
+    XX(EEXIST, -6, "already exists")                                           \
+    XX(ELOOP, -7, "observer commands nested deeper than the world's limit")
 
 enum {
     ECS_OK = 0,
@@ -95,6 +97,10 @@ typedef uint32_t ecs_component_t;
 typedef uint32_t ecs_system_t;
 /** A relation type id, 1-based; 0 is never valid. */
 typedef uint32_t ecs_relation_t;
+/** An observer: low 32 bits its slot + 1, high 32 bits a generation
+ * (bumped when it is unregistered, so a stale handle is detected); 0
+ * reports a failed registration. */
+typedef uint64_t ecs_observer_t;
 /** A custom event type id, 1-based; 0 is never valid. */
 typedef uint32_t ecs_event_t;
 
@@ -155,13 +161,20 @@ typedef struct {
  *   there means no spinning phase). Default 50. With spinning, a worker
  *   also checks its wake-up word about a thousand times before the futex
  *   sleep; without, it sleeps at once.
+ * - observer_depth: how many rounds of commands recorded by observers one
+ *   flush (or one immediate-mode call) applies: commands recorded by the
+ *   observers of round k's changes form round k + 1 (see "Observers").
+ *   Default 64, at most ECS_MAX_OBSERVER_DEPTH; no environment variable.
  * A malformed environment value is reported on stderr and ignored.
  */
 typedef struct {
     int workers;
     int spin_us;
     ecs_allocator_t allocator; /* zero: C library */
+    int observer_depth;        /* 0: 64 */
 } ecs_world_desc_t;
+
+#define ECS_MAX_OBSERVER_DEPTH 65536
 
 #define ECS_MAX_WORKERS 256
 
@@ -171,8 +184,9 @@ typedef struct {
  * @return the world, the caller's until ecs_world_destroy; NULL, with one
  *         line on stderr naming the problem (as ecs_system_register does),
  *         when out of memory, when threads cannot be started, or for a
- *         descriptor with workers or spin_us out of range or a half-filled
- *         allocator (alloc or free missing, or a ctx without them).
+ *         descriptor with workers, spin_us or observer_depth out of range
+ *         or a half-filled allocator (alloc or free missing, or a ctx
+ *         without them).
  */
 ECS_API ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc);
 
@@ -185,8 +199,8 @@ ECS_API ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc);
  * would change it, run a frame or destroy it is refused as inside a system
  * (ECS_EBUSY, ECS_NULL, 0 or NULL).
  * @param world  the world; NULL is ignored, and so is a call from inside
- *               ecs_world_progress() or an ecs_query_each() callback
- *               (nothing is freed then)
+ *               ecs_world_progress(), an ecs_query_each() callback, a type
+ *               hook or an observer's callback (nothing is freed then)
  */
 ECS_API void ecs_world_destroy(ecs_world_t *world);
 
@@ -212,8 +226,13 @@ ECS_API void ecs_world_destroy(ecs_world_t *world);
  *         ECS_EINVAL for a NULL world or a NaN or infinite delta_time (no
  *         system runs);
  *         ECS_EBUSY when called from inside a system, an ecs_query_each()
- *         callback or a type hook (a dtor run by ecs_world_destroy
- *         included);
+ *         callback, a type hook (a dtor run by ecs_world_destroy
+ *         included) or an observer's callback;
+ *         ECS_ELOOP when commands recorded by observers went on for more
+ *         rounds than the world's observer_depth in one of the frame's
+ *         flushes (what was left was dropped and counted in
+ *         observer_commands_dropped; see "Observers"); it takes
+ *         precedence over ECS_ENOMEM;
  *         ECS_ENOMEM when a deferred command could not be applied for lack
  *         of memory (that command is skipped, the others are applied), when
  *         a relation marker could not be moved at a flush's end (tried
@@ -292,6 +311,11 @@ typedef struct {
     uint32_t chunks;           /* chunks allocated, retained empty ones included */
     uint32_t systems;          /* registered systems */
     uint32_t queries;          /* live cached queries, systems' own included */
+    uint32_t observers;        /* registered observers */
+    uint64_t observer_commands_dropped; /* commands recorded by observers and
+                                  dropped, unapplied, because their chain went
+                                  deeper than observer_depth (all frames and
+                                  immediate-mode calls) */
     /* Per system, indexed by ecs_system_t - 1 (`systems` entries), as of
      * the end of the last frame, and per worker (`workers` entries, see
      * ecs_worker_stats_t). Owned
@@ -1695,6 +1719,176 @@ ECS_API int ecs_cmd_emit(ecs_commands_t *cmd, ecs_event_t ev, ecs_entity_t about
  * @return their count (0 in any other iterator); ECS_EINVAL for a NULL it.
  */
 ECS_API int ecs_iter_events(const ecs_iter_t *it, const ecs_entity_t **about, const void **payloads);
+
+/* ---------------------------------------------------------------------- */
+/* Observers                                                               */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * An observer is a callback run when a component is added to, removed
+ * from or set on an entity (or a pair of a relation is made, removed or
+ * given a payload). Unlike type hooks, which run for every value of a type
+ * and cannot see the world, an observer is registered per use, sees the
+ * entities, reads the world, and may record commands.
+ *
+ * Events (ecs_observer_desc_t.events, a mask):
+ * - ECS_ON_ADD: the component was added (ecs_add, ecs_set of an absent
+ *   component, ecs_spawn_with, ecs_spawn_batch, their commands). The
+ *   callback sees the new value.
+ * - ECS_ON_SET: a value was given (ecs_set, ecs_cmd_set, a value passed to
+ *   ecs_spawn_with or ecs_spawn_batch). A write that gives a value to a
+ *   component the entity lacked emits ON_ADD, then ON_SET; an add without
+ *   a value emits ON_ADD only; a set of a present component ON_SET only.
+ *   ecs_get_mut and systems' WRITE terms emit nothing (change filters see
+ *   those). Never for a tag.
+ * - ECS_ON_REMOVE: the component is about to go (ecs_remove, ecs_despawn,
+ *   a cascade despawn, their commands). The callback runs before the value
+ *   is destroyed and reads it; a despawn emits ON_REMOVE for each observed
+ *   component of each entity it takes (the root, then the rest of a
+ *   cascade in the order they die), before any of them goes.
+ * For a relation (ecs_observer_desc_t.relation): ON_ADD when a pair is
+ * made (ecs_pair_set, ecs_parent_set, commands), ON_SET when it is given a
+ * payload (every pair set of a relation with a payload; a NULL payload is
+ * the zero value), ON_REMOVE before a pair goes (ecs_pair_remove, an
+ * exclusive relation's replacement, a despawn of either end under
+ * ECS_RELEASE_TARGET or of its source, commands), its payload readable.
+ *
+ * What a callback gets (a batch of rows of one chunk, like a system's):
+ * - it->count rows, it->entities (it->count entries), it->rows NULL.
+ * - ecs_field(it, 0): the observed component's values at those rows (NULL
+ *   for a tag); ecs_field(it, k): term k's (READ terms; NULL for WITH,
+ *   WITHOUT and absent optional terms). Fields are read-only: write
+ *   through commands. They are valid during the callback.
+ * - ecs_iter_event_kind(it): which event fired.
+ * - it->commands: a command buffer (see "Deferred commands") applied
+ *   after the change that fired the observer (below).
+ * - it->ctx: the descriptor's ctx; it->worker 0, it->delta_time 0.
+ * A relation observer gets one call per pair today (it->count 1), with the
+ * per-pair accessors of "Relations": ecs_pair_row(it, i) indexes
+ * it->entities and the fields (the source's), ecs_pair_source_of,
+ * ecs_pair_target_of and ecs_pair_field (the payload; NULL without one)
+ * give the pair. Its terms, all of them, are read on the source.
+ *
+ * Batches: ecs_spawn_batch calls each observer once per chunk it filled;
+ * in a flush, consecutive commands that make alike changes (spawns into
+ * the same archetype, or moves from one archetype to the same other one,
+ * with values given to the same components) are one batch, whose ON_ADD
+ * and ON_SET calls come when the batch ends (its ON_REMOVE calls come as
+ * each change is applied). Any other change is one call per entity.
+ *
+ * Order: for one change, ON_REMOVE calls first (before it), then ON_ADD,
+ * then ON_SET (after it); within an event, components in ascending id
+ * order; for one component and event, observers in registration order;
+ * an observer gets a batch's chunks in order. The sequence is the same at
+ * any worker count: changes made by commands are applied in their fixed
+ * order.
+ *
+ * When they run, and what they may do:
+ * - Immediate-mode changes (outside frames, in EXCLUSIVE systems): on the
+ *   calling thread, before the call returns.
+ * - Changes made by a command flush: inside the flush, on the flushing
+ *   thread, in the flush's order.
+ * - An observer cannot change the world directly: immediate-mode calls
+ *   from its callback fail as inside a system (ECS_EBUSY, ECS_NULL, 0 or
+ *   NULL), and so do registrations and frames. Reads work. It records
+ *   commands into it->commands instead. In a flush they are applied in
+ *   the same flush, after the commands that fired the observer; in
+ *   immediate mode, before the immediate call returns (a small flush of
+ *   their own: so an ecs_set may return with the entity already changed
+ *   further, or despawned, by an observer's commands). They may fire
+ *   observers in turn, whose commands form the next round, and so on
+ *   until none are left. A chain of more rounds than the world's
+ *   observer_depth (ecs_world_desc_t, default 64) stops there: what is
+ *   left is dropped (set values destroyed), counted in
+ *   ecs_world_stats().observer_commands_dropped, and the frame's
+ *   ecs_world_progress returns ECS_ELOOP. An immediate-mode call still
+ *   returns its own result (its change was made); outside frames, the
+ *   drop (and observer commands skipped for lack of memory) shows only in
+ *   the stats.
+ * - Observers see changes made after their registration; destroying the
+ *   world runs none.
+ * - Relation markers are synced at a flush's end: during a flush an
+ *   observer may see a marker as it was before the flush (terms may not
+ *   name markers, see ecs_observer_register).
+ */
+
+enum {
+    ECS_ON_ADD = 1u << 0,    /* a component (a pair) was added */
+    ECS_ON_REMOVE = 1u << 1, /* a component (a pair) is about to be removed */
+    ECS_ON_SET = 1u << 2,    /* a value (a payload) was given */
+};
+
+typedef struct {
+    const char *name; /* optional, used in messages only */
+    /* ECS_ON_* mask (not 0), or 0 with `event` set. */
+    uint32_t events;
+    /* A custom event instead of `events` (see "Custom events"). Not both.
+     * Its observers are called at each delivery (ecs_emit at once,
+     * ecs_cmd_emit in the flush, in command order), one row per event:
+     * it->entities[0] the entity it is about (ECS_NULL for none: then only
+     * observers without terms are called), ecs_iter_event its payload. */
+    ecs_event_t event;
+    /* The first term's component is the observed one (READ, or WITH for a
+     * field-less term); the rest filter the entity with WITH / WITHOUT
+     * and give READ fields (optional ones included). With `relation`, or
+     * for a custom event, every term filters the entity instead (the
+     * pair's source, the event's entity). */
+    ecs_term_t terms[ECS_MAX_TERMS];
+    /* Instead of a component: the pairs of this relation. */
+    ecs_relation_t relation;
+    void (*run)(ecs_iter_t *it); /* required */
+    void *ctx;                   /* passed as it->ctx */
+} ecs_observer_desc_t;
+
+/**
+ * Registers an observer (see "Observers").
+ * @param world  the world
+ * @param desc   the observer; read during the call only
+ * @return its handle; 0, with one line on stderr naming the problem (as
+ *         ecs_system_register does), when nothing was registered: NULL
+ *         world or desc, no run callback, events 0 without an event,
+ *         unknown event bits, both events and event, an unknown
+ *         component, relation or event, no observed component or
+ *         relation, a relation with a custom event, ECS_ON_SET on a tag
+ *         or on a relation without a payload, a relation marker observed
+ *         or in a term, a bad term (unknown component or access, WRITE, a
+ *         source other than ECS_SELF, optional on WITH/WITHOUT; a first
+ *         term, the observed component's, that is optional or not READ
+ *         or WITH), called from inside a system that is not EXCLUSIVE, a
+ *         type hook or an observer, out of memory.
+ */
+ECS_API ecs_observer_t ecs_observer_register(ecs_world_t *world, const ecs_observer_desc_t *desc);
+
+/**
+ * Unregisters an observer: it is never called again, from this call on
+ * (an observer may unregister itself, or another, from its callback: the
+ * calls of the event being dispatched skip it).
+ * @param world     the world
+ * @param observer  a handle from ecs_observer_register
+ * @return ECS_OK; ECS_EINVAL (NULL world, a handle that is not a
+ *         registered observer's: never given, or unregistered already);
+ *         ECS_EBUSY (inside a system that is not EXCLUSIVE or a type
+ *         hook).
+ */
+ECS_API int ecs_observer_unregister(ecs_world_t *world, ecs_observer_t observer);
+
+/**
+ * @param it  an iterator
+ * @return the event an observer's callback runs for: ECS_ON_ADD,
+ *         ECS_ON_REMOVE or ECS_ON_SET; 0 for a custom event and for any
+ *         other iterator (a system's, a query's, NULL).
+ */
+ECS_API uint32_t ecs_iter_event_kind(const ecs_iter_t *it);
+
+/**
+ * @param it  an iterator
+ * @param i   a row, 0 .. it->count - 1
+ * @return in an observer's callback for a custom event, row i's payload
+ *         (the event type's size bytes, read-only, valid during the
+ *         callback; NULL for a payload-less type); NULL in any other
+ *         iterator or for a row out of range.
+ */
+ECS_API const void *ecs_iter_event(const ecs_iter_t *it, int i);
 
 /*
  * The second part of <ecs/private.h>: the bodies of the per-pair accessors

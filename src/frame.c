@@ -150,6 +150,8 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *no
     it->priv_.pairs = NULL;
     it->priv_.up = NULL;
     it->priv_.up_at = 0;
+    it->priv_.event = 0;
+    it->priv_.event_payload = NULL;
 }
 
 const void *const *ecs_field_up(const ecs_iter_t *it, int term)
@@ -1147,7 +1149,8 @@ static void barrier(ecs_world_t *w, uint64_t tick, ecs__phase_t resume)
     int err = ecs__commands_flush(w);
     ecs__archetypes_trim(w);
     w->run.phase = resume;
-    if (!w->run.error) w->run.error = err;
+    /* A chain of observer commands cut short is the one to report. */
+    if (err && (err == ECS_ELOOP || !w->run.error)) w->run.error = err;
 }
 
 static void record_stats(ecs__scheduler_t *s)

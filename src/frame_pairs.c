@@ -459,7 +459,9 @@ void ecs__walk_dirty_pairs(ecs__walk_t *wk)
  * it (the view is the library's, const only to the callback). */
 static ecs__pair_batch_t *batch_any(const ecs_iter_t *it)
 {
-    return it ? (ecs__pair_batch_t *)it->priv_.pairs : NULL;
+    /* An observer's pair view is only a view: it has no system behind
+     * it, and holds everything the accessors can answer. */
+    return it && !it->priv_.event ? (ecs__pair_batch_t *)it->priv_.pairs : NULL;
 }
 
 /* ... and the same only when pair i is in it. */

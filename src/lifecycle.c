@@ -1,6 +1,6 @@
 /*
  * lifecycle.c: the world's lifecycle: create with every setting resolved in
- * one place (allocator hook, worker count, spin time), destroy everything
+ * one place (allocator hook, worker count, spin time, observer depth), destroy everything
  * (threads joined, every live value's dtor run), and the figures
  * ecs_world_stats reports.
  */
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #define ECS__DEFAULT_SPIN_US 50
+#define ECS__DEFAULT_OBSERVER_DEPTH 64
 #define ECS__MAX_SPIN_US 1000000 /* one second: anything longer is a mistake */
 
 /* Reads a non-negative decimal integer of at most max from the
@@ -39,9 +40,13 @@ static uint32_t online_cpus(void)
 /* The one place defaults are resolved: a non-zero descriptor field wins,
  * else a well-formed environment variable, else the built-in default.
  * false, with the reason, for descriptor values out of range. */
-static bool resolve_settings(const ecs_world_desc_t *desc, uint32_t *workers, uint32_t *spin_us, ecs__refusal_t *why)
+static bool resolve_settings(const ecs_world_desc_t *desc, uint32_t *workers, uint32_t *spin_us, uint32_t *depth,
+                             ecs__refusal_t *why)
 {
-    int dw = desc ? desc->workers : 0, ds = desc ? desc->spin_us : 0;
+    int dw = desc ? desc->workers : 0, ds = desc ? desc->spin_us : 0, dd = desc ? desc->observer_depth : 0;
+    if (dd < 0 || dd > ECS_MAX_OBSERVER_DEPTH)
+        return ecs__refusal_set(why, "observer_depth %d out of range (0 to %d)", dd, ECS_MAX_OBSERVER_DEPTH);
+    *depth = dd ? (uint32_t)dd : ECS__DEFAULT_OBSERVER_DEPTH;
     if (dw < 0 || dw > ECS_MAX_WORKERS)
         return ecs__refusal_set(why, "workers %d out of range (0 to %d)", dw, ECS_MAX_WORKERS);
     if (ds < -1 || ds > ECS__MAX_SPIN_US)
@@ -59,8 +64,8 @@ static bool resolve_settings(const ecs_world_desc_t *desc, uint32_t *workers, ui
 
 static ecs_world_t *world_create(const ecs_world_desc_t *desc, ecs__refusal_t *why)
 {
-    uint32_t workers = 0, spin_us = 0; /* set by resolve_settings when it succeeds */
-    if (!resolve_settings(desc, &workers, &spin_us, why)) return NULL;
+    uint32_t workers = 0, spin_us = 0, depth = 0; /* set by resolve_settings when it succeeds */
+    if (!resolve_settings(desc, &workers, &spin_us, &depth, why)) return NULL;
     ecs_allocator_t a;
     if (!ecs__allocator_resolve(&a, desc ? &desc->allocator : NULL)) {
         ecs__refusal_set(why, "half-filled allocator hook (alloc and free go together, and ctx needs them)");
@@ -72,7 +77,7 @@ static ecs_world_t *world_create(const ecs_world_desc_t *desc, ecs__refusal_t *w
     memset(w, 0, sizeof(*w));
     w->allocator = a;
     w->run.phase = ECS__PHASE_IDLE;
-    if (ecs__world_storage_init(w, workers) != ECS_OK) {
+    if (ecs__world_storage_init(w, workers, depth) != ECS_OK) {
         ecs__free(&a, w);
         return NULL;
     }
@@ -135,6 +140,8 @@ int ecs_world_stats(const ecs_world_t *w, ecs_world_stats_t *out)
     out->chunks = w->storage.chunk_count;
     out->systems = w->run.scheduler->system_count;
     out->queries = w->queries.count;
+    out->observers = w->obs.live;
+    out->observer_commands_dropped = w->obs.dropped;
     out->system_stats = w->run.scheduler->system_stats;
     out->workers = ecs__job_pool_workers(w->run.pool);
     /* Read from the pool here, not at every frame's end: an idle worker's

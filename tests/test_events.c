@@ -437,6 +437,95 @@ static void events_out_of_memory(void **state)
     alloc_hook_expect_clean(&c);
 }
 
+/* Observers of a custom event: one call per delivery, about its entity
+ * (ECS_NULL: only observers without terms), the payload through
+ * ecs_iter_event; commands delivered in command order inside the flush;
+ * an observer's own ecs_cmd_emit is delivered in the next round. */
+typedef struct {
+    int calls;
+    ecs_entity_t about[64];
+    float amount[64];
+    uint32_t kinds;
+    ecs_event_t ev;
+    bool chain; /* re-emit about nothing, once, from the callback */
+} ev_obs_t;
+
+static void ev_observer(ecs_iter_t *it)
+{
+    ev_obs_t *o = it->ctx;
+    assert_int_equal(it->count, 1);
+    const Damage *d = ecs_iter_event(it, 0);
+    assert_non_null(d);
+    assert_null(ecs_iter_event(it, 1));
+    o->kinds |= ecs_iter_event_kind(it);
+    if (o->calls < 64) {
+        o->about[o->calls] = it->entities[0];
+        o->amount[o->calls] = d->amount;
+    }
+    o->calls++;
+    assert_int_equal(ecs_emit(it->world, o->ev, ECS_NULL, d), ECS_EBUSY);
+    if (o->chain && d->amount > 0.0f)
+        assert_int_equal(ecs_cmd_emit(it->commands, o->ev, ECS_NULL, &(Damage){ECS_NULL, -d->amount}), ECS_OK);
+}
+
+static void cmd_emitter(ecs_iter_t *it)
+{
+    ecs_event_t ev = *(const ecs_event_t *)it->ctx;
+    if (ecs_world_frame(it->world) != 0) return;
+    for (int i = 0; i < it->count; i++)
+        assert_int_equal(ecs_cmd_emit(it->commands, ev, it->entities[i], &(Damage){ECS_NULL, (float)(i + 1)}), ECS_OK);
+}
+
+static void events_reach_their_observers(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_create_on(2, NULL);
+    ecs_event_t ev = damage_event(w);
+    ecs_component_t hp = ecs_component_register(w, &(ecs_component_desc_t){.name = "Hp", .size = sizeof(float)});
+    ev_obs_t any = {.ev = ev, .chain = true}, with_hp = {.ev = ev};
+    assert_true(ecs_observer_register(w, &(ecs_observer_desc_t){.event = ev, .run = ev_observer, .ctx = &any}));
+    assert_true(ecs_observer_register(
+        w, &(ecs_observer_desc_t){.event = ev, .terms = {TR(hp), {0}}, .run = ev_observer, .ctx = &with_hp}));
+    reader_t r;
+    reader_on(w, ev, &r, "PostUpdate", 0);
+
+    /* Immediate: about nothing, then about an entity without and with Hp.
+     * `any` re-emits each positive amount negated: a command of its own,
+     * applied (and observed) before ecs_emit returns. */
+    ecs_entity_t bare = ecs_spawn(w), hurt = ecs_spawn(w);
+    assert_int_equal(ecs_set(w, hurt, hp, &(float){10.0f}), ECS_OK);
+    assert_int_equal(ecs_emit(w, ev, ECS_NULL, &(Damage){ECS_NULL, 1.0f}), ECS_OK);
+    assert_int_equal(any.calls, 2);
+    assert_true(any.about[0] == ECS_NULL && any.amount[0] == 1.0f);
+    assert_true(any.about[1] == ECS_NULL && any.amount[1] == -1.0f);
+    assert_int_equal(with_hp.calls, 0);
+    assert_int_equal(ecs_emit(w, ev, bare, &(Damage){ECS_NULL, 2.0f}), ECS_OK);
+    assert_int_equal(with_hp.calls, 0);
+    assert_int_equal(ecs_emit(w, ev, hurt, &(Damage){ECS_NULL, 3.0f}), ECS_OK);
+    assert_int_equal(with_hp.calls, 1);
+    assert_true(with_hp.about[0] == hurt && with_hp.amount[0] == 3.0f);
+    assert_int_equal(any.calls, 6);
+    assert_int_equal(any.kinds, 0); /* a custom event: kind 0 */
+
+    /* Deferred: a system's commands, delivered in command order in the
+     * flush, each followed (next round) by the observer's re-emits. */
+    any.calls = with_hp.calls = 0;
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){.terms = {TR(hp), {0}}, .run = cmd_emitter, .ctx = &ev}));
+    ecs_entity_t more[3];
+    for (int i = 0; i < 3; i++) {
+        more[i] = ecs_spawn(w);
+        assert_int_equal(ecs_set(w, more[i], hp, &(float){1.0f}), ECS_OK);
+    }
+    any.chain = false;
+    frame(w);
+    assert_int_equal(with_hp.calls, 4);
+    assert_int_equal(any.calls, 4);
+    for (int i = 0; i < 4; i++) assert_true(any.about[i] == (i ? more[i - 1] : hurt));
+    /* The reader got everything delivered, observed or not, in order. */
+    assert_int_equal(r.count, 6 + 4);
+    ecs_world_destroy(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -450,6 +539,7 @@ int main(void)
         cmocka_unit_test(events_from_exclusive_systems),
         cmocka_unit_test(events_unread_keep_nothing),
         cmocka_unit_test(events_out_of_memory),
+        cmocka_unit_test(events_reach_their_observers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,7 +33,7 @@
 
 /* The iterator's private state: where it is in its query, and what the
  * calls that take an iterator (ecs_field, ecs_iter_removed, ecs_iter_changed,
- * the per-pair accessors) read. Filled by the library. */
+ * the per-pair accessors, ecs_iter_event_kind) read. Filled by the library. */
 typedef struct ecs__iter_priv {
     void *fields[ECS_MAX_TERMS];
     const void *query;
@@ -53,7 +53,14 @@ typedef struct ecs__iter_priv {
      * rows start in them. */
     const void *const *const *up;
     uint32_t up_at;
+    /* An observer's call (0: any other iterator): the ECS_ON_* bit that
+     * fired, or ECS__EVENT_CUSTOM | the event id; and a custom event's
+     * payload. */
+    uint32_t event;
+    const void *event_payload;
 } ecs__iter_priv_t;
+
+#define ECS__EVENT_CUSTOM (1u << 31)
 
 /*
  * The part of a per-pair batch (it->priv_.pairs) that the inline accessors

@@ -165,7 +165,7 @@ static inline ecs__source_slice_t *ecs__store_sources(const ecs__store_t *st, ec
 
 /* Whether e has a slice (maybe empty) on either side; a store nobody
  * uses answers from two counts. */
-static inline bool ecs__store_keyed(const ecs__store_t *st, ecs_entity_t e)
+ECS__INLINE bool ecs__store_keyed(const ecs__store_t *st, ecs_entity_t e)
 {
     if ((st->forward.count || st->forward_over.count) && ecs__store_targets_slot(st, e)) return true;
     return (st->reverse.count || st->reverse_over.count) && ecs__store_sources_slot(st, e);

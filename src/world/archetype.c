@@ -128,6 +128,7 @@ static ecs__archetype_t *archetype_alloc(ecs_world_t *w, const ecs_component_t *
     a->hash = hash;
     if (count) memcpy(a->types, types, count * sizeof(ecs_component_t));
     ecs__removals_watch_archetype(w, a);
+    ecs__observers_watch_archetype(w, a);
     for (uint32_t i = 0; i < count; i++) {
         ecs__component_t *c = w->registry.components[types[i]];
         if (!c->info.size) {
@@ -138,7 +139,8 @@ static ecs__archetype_t *archetype_alloc(ecs_world_t *w, const ecs_component_t *
                          (c->hooks.move ? ECS__HOOK_MOVE : 0) | (c->hooks.copy ? ECS__HOOK_COPY : 0);
         a->type_columns[i] = (int32_t)a->column_count;
         a->columns[a->column_count] =
-            (ecs__column_t){.comp = c, .id = types[i], .size = (uint32_t)c->info.size, .hooks = hooks};
+            (ecs__column_t){.comp = c, .id = types[i], .size = (uint32_t)c->info.size, .hooks = hooks,
+                            .observed = c->observed};
         a->tracked_columns += c->track_level != ECS__TRACK_NONE;
         a->column_count++;
         a->hooks |= hooks;

@@ -14,6 +14,11 @@
  * Provisional handles (world.h, ECS__PROVISIONAL_*): only the buffer that
  * issued one accepts it; playback maps it through that buffer's table of
  * real ids.
+ *
+ * Observers' commands (observer_calls.c) go to a buffer of their own, in
+ * an arena of their own, and are applied after the flush's commands, in
+ * rounds: what the observers of one round's changes record is the next
+ * round, up to the world's depth ("Observer rounds" below).
  */
 #include "world/world.h"
 
@@ -56,6 +61,33 @@ struct ecs__cmd_segment {
     ecs__cmd_t *first, *last;
 };
 
+/* An empty observer buffer. Its tags have bit 38 set: system buffers,
+ * tagged by a per-worker counter, reach it only after 2^38 / workers
+ * buffers, the bound provisional handles already live with. */
+static void observer_buffer_open(ecs_world_t *w, ecs_commands_t *cmd)
+{
+    ecs__cmd_worker_t *wk = &w->cmd.observer;
+    cmd->world = w;
+    cmd->worker = wk;
+    cmd->next = NULL;
+    cmd->seg_first = cmd->seg_last = NULL;
+    cmd->chunk_order = 0;
+    cmd->spawned = NULL;
+    cmd->spawn_count = cmd->spawned_cap = 0;
+    cmd->slot = 0;
+    cmd->seg_count = 0;
+    cmd->tag = (1ull << 38) | (++wk->tag_counter & ((1ull << 38) - 1));
+}
+
+/* Both observer buffers empty, their arena rewound. */
+static void observer_buffers_reset(ecs_world_t *w)
+{
+    ecs__arena_reset(&w->cmd.observer.arena);
+    observer_buffer_open(w, &w->cmd.observer_bufs[0]);
+    observer_buffer_open(w, &w->cmd.observer_bufs[1]);
+    w->cmd.observer_rec = 0;
+}
+
 bool ecs__commands_init(ecs_world_t *w, uint32_t workers)
 {
     ecs__cmd_state_t *s = &w->cmd;
@@ -65,6 +97,10 @@ bool ecs__commands_init(ecs_world_t *w, uint32_t workers)
     s->worker_count = workers;
     ecs__arena_pool_init(&s->arena_pool, &w->allocator, 0);
     for (uint32_t i = 0; i < workers; i++) ecs__arena_init_pooled(&s->workers[i].arena, &s->arena_pool);
+    /* Standalone: it keeps its blocks, and the pool's bound (sized from
+     * what systems record) does not count it. */
+    ecs__arena_init(&s->observer.arena, &w->allocator, 0);
+    observer_buffers_reset(w);
     return true;
 }
 
@@ -80,17 +116,25 @@ static inline uint32_t provisional_ordinal(ecs_entity_t e)
     return (uint32_t)(e & ((1u << ECS__PROVISIONAL_ORDINAL_BITS) - 1));
 }
 
-/* Calls fn on every recorded command of every open buffer. */
+/* Calls fn on every command of cmd. */
+static uint64_t for_each_command(ecs_world_t *w, ecs_commands_t *cmd, void (*fn)(ecs_world_t *, ecs__cmd_t *))
+{
+    uint64_t n = 0;
+    for (ecs__cmd_segment_t *seg = cmd->seg_first; seg; seg = seg->next) {
+        for (ecs__cmd_t *c = seg->first; c; c = c->next, n++) fn(w, c);
+    }
+    return n;
+}
+
+/* Calls fn on every recorded command of every open buffer (observers'
+ * included). */
 static void for_each_pending(ecs_world_t *w, void (*fn)(ecs_world_t *, ecs__cmd_t *))
 {
     ecs__cmd_state_t *s = &w->cmd;
     for (uint32_t i = 0; i < s->worker_count; i++) {
-        for (ecs_commands_t *cmd = s->workers[i].first; cmd; cmd = cmd->next) {
-            for (ecs__cmd_segment_t *seg = cmd->seg_first; seg; seg = seg->next) {
-                for (ecs__cmd_t *c = seg->first; c; c = c->next) fn(w, c);
-            }
-        }
+        for (ecs_commands_t *cmd = s->workers[i].first; cmd; cmd = cmd->next) for_each_command(w, cmd, fn);
     }
+    for_each_command(w, ecs__commands_observer(w), fn);
 }
 
 static void drop_value(ecs_world_t *w, ecs__cmd_t *c)
@@ -109,6 +153,7 @@ void ecs__commands_fini(ecs_world_t *w)
     ecs__cmd_state_t *s = &w->cmd;
     ecs__commands_drop_values(w); /* values never flushed are still owned here */
     for (uint32_t i = 0; i < s->worker_count; i++) ecs__arena_fini(&s->workers[i].arena);
+    ecs__arena_fini(&s->observer.arena);
     ecs__arena_pool_fini(&s->arena_pool);
     ecs__free(&w->allocator, s->workers);
     ecs__free(&w->allocator, s->run_types);
@@ -476,15 +521,7 @@ static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, pl
     if (rec) {
         switch (c->kind) {
         case CMD_DESPAWN:
-            if (w->rel.count && ecs__pairs_involved(w, e)) {
-                if (ecs__pairs_despawn(w, e) != ECS_OK) skip(pb, ECS_ENOMEM);
-                return;
-            }
-            if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL)) {
-                skip(pb, ECS_ENOMEM);
-                return;
-            }
-            ecs__entity_destroy(w, e, rec);
+            if (ecs__entity_despawn(w, e, rec) != ECS_OK) skip(pb, ECS_ENOMEM);
             return;
         case CMD_PAIR_SET:
         case CMD_PAIR_REMOVE: {
@@ -673,6 +710,47 @@ static void run_mark_changed(ecs_world_t *w, const run_t *r, ecs_entity_t e)
     }
 }
 
+/* The run as observers see it: from a (NULL: a spawn) to b, with the
+ * values its sets give (ascending ids). Ends a pending batch the run does
+ * not extend, and calls ON_REMOVE for what it takes, before the change.
+ * false: nothing to observe. */
+static bool run_observe_begin(ecs_world_t *w, const run_t *r, const ecs__archetype_t *a, ecs__archetype_t *b,
+                              const ecs__record_t *rec, ecs__change_t *k)
+{
+    if (!((a ? a->observed : 0) | b->observed) && !w->obs.batch.npieces) return false;
+    k->src = a;
+    k->dst = b;
+    k->nsets = 0;
+    for (uint32_t i = 0; i < r->count; i++) {
+        if (r->entries[i].state != RUN_SET) continue;
+        ecs_component_t c = r->entries[i].component;
+        uint32_t at = k->nsets++;
+        while (at > 0 && k->sets[at - 1] > c) {
+            k->sets[at] = k->sets[at - 1];
+            at--;
+        }
+        k->sets[at] = c;
+    }
+    /* In place (a set, remove then add) is never batched: its entity may
+     * come again in the next command. */
+    if (w->obs.batch.npieces && (a == b || !ecs__observers_batch_matches(w, k))) ecs__observers_batch_end(w);
+    if (a && a != b && (a->observed & ECS_ON_REMOVE)) ecs__observers_emit_lost(w, rec->chunk, rec->row, b);
+    return true;
+}
+
+/* After the change: a move or a spawn joins the batch (or starts one);
+ * a change in place calls its ON_SET observers now. */
+static void run_observe_end(ecs_world_t *w, const ecs__change_t *k, ecs_entity_t e)
+{
+    const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
+    if (k->src != k->dst) {
+        ecs__observers_batch_add(w, k, rec->chunk, rec->row);
+    } else {
+        const ecs__piece_t piece = {rec->chunk, rec->row, 1};
+        ecs__observers_emit_change(w, k, &piece, 1);
+    }
+}
+
 /* Applies the run [first, end) of n >= 1 commands, after spawn when spawn
  * is not NULL (the run then targets the spawned entity). */
 static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *spawn, ecs__cmd_t *first,
@@ -715,6 +793,8 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
     if (ok && (spawn || b != a)) ok = (ch = ecs__archetype_chunk_with_room(w, b)) != NULL;
     if (!ok) {
         ecs__archetypes_rollback(w, mark);
+        /* One by one, each change calls its observers as it is made. */
+        if (ECS__UNLIKELY(w->obs.batch.npieces)) ecs__observers_batch_end(w);
         if (spawn) apply(w, owner, spawn, pb);
         apply_each(w, owner, first, end, pb);
         return;
@@ -736,6 +816,8 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
         }
         inits[ninit++] = (ecs__init_t){en->component, value};
     }
+    ecs__change_t change;
+    bool observed = ECS__UNLIKELY(w->obs.live != 0) && run_observe_begin(w, &run, spawn ? NULL : a, b, rec, &change);
     if (spawn) {
         /* The id first (in key order, like any spawn), then the values,
          * whose entity fields may name it. */
@@ -766,6 +848,96 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
         }
     }
     drop_values(w, first, end); /* the superseded ones */
+    if (observed) run_observe_end(w, &change, e);
+}
+
+/* Whether a lone add, remove or set (not folded: its run is c alone)
+ * makes a change alike the pending batch's, so that it may extend it: its
+ * entity in the batch's source archetype, the cached edge of the command
+ * leading to the batch's destination, the same value given. Only the
+ * cached edge is read: the guess creates no archetype. The write's slow
+ * path then joins the batch (entity.c, ecs__observers_changed). */
+static bool single_extends(const ecs_world_t *w, const ecs_commands_t *owner, const ecs__cmd_t *c)
+{
+    const ecs__change_t *k = &w->obs.batch.key;
+    const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, resolve(owner, c->entity));
+    if (!rec || rec->chunk->archetype != k->src) return false; /* a spawns' batch has no source */
+    uint32_t nsets = c->kind == CMD_SET;
+    if (k->nsets != nsets || (nsets && k->sets[0] != c->component)) return false;
+    const ecs__archetype_t *a = rec->chunk->archetype;
+    const ecs__edge_t *edge = ecs__edge_get(c->kind == CMD_REMOVE ? &a->remove_edges : &a->add_edges, c->component);
+    return edge && edge->dst == k->dst;
+}
+
+/* Applies segments in order: linked by sort_next (a flush's, sorted by
+ * key) or by next (one observer buffer's, in recording order). A despawn
+ * is applied alone; a run of add/remove/set on one entity is folded,
+ * together with the spawn it may follow. While a batch of observed
+ * changes is pending, each command ends it first unless it may extend it:
+ * a run decides in apply_run (run_observe_begin), a lone command here. */
+static void play(ecs_world_t *w, ecs__cmd_segment_t *seg, bool sorted, playback_t *pb)
+{
+    const bool observing = w->obs.live != 0;
+    for (; seg; seg = sorted ? seg->sort_next : seg->next) {
+        for (ecs__cmd_t *c = seg->first; c;) {
+            ecs__cmd_t *spawn = NULL, *first = c;
+            if (c->kind == CMD_SPAWN && c->next && is_structural(c->next) && c->next->entity == c->entity) {
+                spawn = c;
+                first = c->next;
+            }
+            uint32_t len = 0;
+            bool structural = is_structural(first);
+            ecs__cmd_t *end = structural ? run_end(first, &len) : first->next;
+            /* A batch goes on only through the command right after it. */
+            if (ECS__UNLIKELY(observing) && w->obs.batch.npieces) {
+                bool folded = spawn || len > 1;
+                ecs__observers_batch_step(w, structural && (folded || single_extends(w, seg->owner, first)));
+            }
+            if (spawn || len > 1) {
+                apply_run(w, seg->owner, spawn, first, end, len, pb);
+            } else {
+                apply(w, seg->owner, first, pb);
+            }
+            c = end;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Observer rounds                                                         */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * What observer callbacks record during a flush (or an immediate-mode
+ * call) is applied once the changes that fired them are done: the
+ * recording buffer becomes the round being applied, and a fresh one takes
+ * what that round's observers record, which is the next round. Rounds go
+ * on until one records nothing. Past the world's depth, a round is
+ * dropped whole (its set values destroyed), so a chain of observers that
+ * keep recording ends. Within a round, commands apply in recording order,
+ * which is the order of the calls: the same at any worker count.
+ */
+int ecs__commands_flush_observers(ecs_world_t *w)
+{
+    ecs__cmd_state_t *s = &w->cmd;
+    playback_t pb = {0, ECS_OK};
+    bool dropped = false;
+    ecs__observers_batch_end(w); /* the changes before: their calls first */
+    for (uint32_t round = 1; ecs__commands_observer_pending(w); round++) {
+        ecs_commands_t *cmd = ecs__commands_observer(w);
+        s->observer_rec ^= 1;
+        observer_buffer_open(w, ecs__commands_observer(w));
+        if (round > w->obs.depth) {
+            w->obs.dropped += for_each_command(w, cmd, drop_value);
+            dropped = true;
+            continue; /* nothing was applied: nothing was recorded */
+        }
+        play(w, cmd->seg_first, false, &pb);
+        ecs__observers_batch_end(w);
+    }
+    s->skipped += pb.skipped;
+    observer_buffers_reset(w);
+    return dropped ? ECS_ELOOP : pb.result;
 }
 
 int ecs__commands_flush(ecs_world_t *w)
@@ -785,28 +957,17 @@ int ecs__commands_flush(ecs_world_t *w)
     }
     *tail = NULL;
     playback_t pb = {0, ECS_OK};
-    for (ecs__cmd_segment_t *seg = seg_sort(list); seg; seg = seg->sort_next) {
-        for (ecs__cmd_t *c = seg->first; c;) {
-            /* A despawn is applied alone; a run of add/remove/set on one
-             * entity is folded, together with the spawn it may follow. */
-            ecs__cmd_t *spawn = NULL, *first = c;
-            if (c->kind == CMD_SPAWN && c->next && is_structural(c->next) && c->next->entity == c->entity) {
-                spawn = c;
-                first = c->next;
-            }
-            uint32_t len = 0;
-            ecs__cmd_t *end = is_structural(first) ? run_end(first, &len) : first->next;
-            if (spawn || len > 1) {
-                apply_run(w, seg->owner, spawn, first, end, len, &pb);
-            } else {
-                apply(w, seg->owner, first, &pb);
-            }
-            c = end;
-        }
-    }
+    play(w, seg_sort(list), true, &pb);
     w->cmd.skipped += pb.skipped;
+    /* What observers recorded meanwhile, in rounds; a dropped chain wins
+     * over a skipped command in what the flush reports. */
+    if (ECS__UNLIKELY(w->obs.batch.npieces || ecs__commands_observer_pending(w))) {
+        int err = ecs__commands_flush_observers(w);
+        if (err == ECS_ELOOP || !pb.result) pb.result = err;
+    }
     /* Markers the flush's pair changes call for: one move per entity. */
-    if (w->rel.pending_count && ecs__pairs_flush_markers(w) != ECS_OK) pb.result = ECS_ENOMEM;
+    if (w->rel.pending_count && ecs__pairs_flush_markers(w) != ECS_OK && pb.result != ECS_ELOOP)
+        pb.result = ECS_ENOMEM;
     size_t bytes = 0;
     for (uint32_t i = 0; i < s->worker_count; i++) {
         const ecs__arena_t *ar = &s->workers[i].arena;

@@ -8,6 +8,14 @@
  * are both sorted by component id, in one merge: shared values move,
  * dropped ones are destroyed, new ones are constructed; then the source
  * row is swap-removed. The command playback in commands.c reuses these.
+ *
+ * Observers: each write tests the observed mask of what it changes (the
+ * component's, or the archetype's for spawns and despawns) and, only when
+ * it is set, takes a slow path that calls them (observer_calls.c): ON_REMOVE
+ * once the change is secured and before anything goes, ON_ADD and ON_SET
+ * after it, then, in immediate mode, applies what they recorded. In a
+ * flush (a lone command's playback) a move joins the flush's batch
+ * instead, which the playback decided it may extend.
  */
 #include "world/world.h"
 
@@ -240,10 +248,46 @@ ECS__INLINE int move_to(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_
     return ECS_OK;
 }
 
+/* entity_toggle with observers of c to call: ON_REMOVE before the move
+ * (once it is secured), ON_ADD after (in a flush, the move joins the
+ * batch). Apart from the unobserved path, whose code stays as it was
+ * without observers. */
+ECS__NOINLINE int toggle_observed(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, const ecs__component_t *comp,
+                                  bool add)
+{
+    ecs_component_t c = comp->info.id;
+    uint32_t mark = ecs__archetypes_mark(w);
+    ecs__archetype_t *a = rec->chunk->archetype;
+    ecs__edge_t *edge;
+    ecs__archetype_t *b = ecs__archetype_step(w, a, c, add, &edge);
+    if (b == a) return ECS_OK;
+    ecs__chunk_t *ch = b && ecs__removals_reserve(w, a, b) ? ecs__archetype_chunk_with_room(w, b) : NULL;
+    if (!ch) {
+        ecs__archetypes_rollback(w, mark);
+        return ECS_ENOMEM;
+    }
+    if (add) {
+        ecs__entity_move_step(w, e, rec, ch, edge, NULL, false);
+        if (w->run.phase == ECS__PHASE_FLUSH) {
+            ecs__change_t k = {.src = a, .dst = b};
+            ecs__observers_changed(w, &k, rec->chunk, rec->row);
+        } else {
+            ecs__observers_emit1(w, ECS_ON_ADD, comp, rec->chunk, ecs__archetype_column(b, c), rec->row);
+        }
+    } else {
+        ecs__observers_emit1(w, ECS_ON_REMOVE, comp, rec->chunk, ecs__archetype_column(a, c), rec->row);
+        ecs__entity_move_step(w, e, rec, ch, edge, NULL, false);
+    }
+    ecs__observers_settle(w);
+    return ECS_OK;
+}
+
 /* Adds (add true) or removes component c: a no-op when there is nothing
  * to do, else one move to the neighbouring archetype. */
 ECS__INLINE int entity_toggle(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c, bool add)
 {
+    const ecs__component_t *comp = w->registry.components[c];
+    if (ECS__UNLIKELY(comp->observed & (add ? ECS_ON_ADD : ECS_ON_REMOVE))) return toggle_observed(w, e, rec, comp, add);
     uint32_t mark = ecs__archetypes_mark(w);
     ecs__archetype_t *a = rec->chunk->archetype;
     ecs__edge_t *edge;
@@ -263,19 +307,54 @@ int ecs__entity_remove(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_c
     return entity_toggle(w, e, rec, c, false);
 }
 
+/* The add of a component with its value (the move to dst_chunk), then
+ * its ON_ADD and ON_SET observers. Apart from the unobserved path, whose
+ * code stays as it was without observers. */
+ECS__NOINLINE void set_adding_observed(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__chunk_t *dst_chunk,
+                                       const ecs__edge_t *edge, const ecs__init_t *init, bool move,
+                                       const ecs__component_t *comp)
+{
+    const ecs__archetype_t *a = rec->chunk->archetype;
+    ecs__entity_move_step(w, e, rec, dst_chunk, edge, init, move);
+    if (w->run.phase == ECS__PHASE_FLUSH) {
+        ecs__change_t k = {.src = a, .dst = rec->chunk->archetype, .nsets = 1, .sets = {comp->info.id}};
+        ecs__observers_changed(w, &k, rec->chunk, rec->row);
+        return;
+    }
+    int32_t col = ecs__archetype_column(rec->chunk->archetype, comp->info.id);
+    if (comp->observed & ECS_ON_ADD) ecs__observers_emit1(w, ECS_ON_ADD, comp, rec->chunk, col, rec->row);
+    if (comp->observed & ECS_ON_SET) ecs__observers_emit1(w, ECS_ON_SET, comp, rec->chunk, col, rec->row);
+    ecs__observers_settle(w);
+}
+
+/* A set of a present component: the value replaced in place, marked
+ * changed. Returns where it is. */
+ECS__INLINE void *set_in_place(ecs_world_t *w, ecs__chunk_t *ch, uint32_t col, uint32_t row, void *value, bool move)
+{
+    const ecs__column_t *c_ = &ch->archetype->columns[col];
+    void *dst = column_row(ch, col, row);
+    ecs__chunk_mark_changed(w, ch, col, row);
+    if (dst == value) return dst; /* set to itself: still a write */
+    value_fini1(c_, dst);
+    if (move) value_move1(c_, dst, value);
+    else value_copy1(c_, dst, value);
+    return dst;
+}
+
 int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c, void *value, bool move)
 {
     ecs__chunk_t *ch = rec->chunk;
     ecs__archetype_t *a = ch->archetype;
     int32_t col = ecs__archetype_column(a, c);
     if (col >= 0) {
-        const ecs__column_t *c_ = &a->columns[col];
-        void *dst = column_row(ch, (uint32_t)col, rec->row);
-        ecs__chunk_mark_changed(w, ch, (uint32_t)col, rec->row);
-        if (dst == value) return ECS_OK; /* set to itself: still a write */
-        value_fini1(c_, dst);
-        if (move) value_move1(c_, dst, value);
-        else value_copy1(c_, dst, value);
+        /* Observed: the same write, then its ON_SET observers, on a path
+         * of its own, so that the unobserved one is as without observers. */
+        if (ECS__UNLIKELY(a->columns[col].observed & ECS_ON_SET)) {
+            void *dst = set_in_place(w, ch, (uint32_t)col, rec->row, value, move);
+            ecs__observers_set1(w, a->columns[col].comp, ch, col, rec->row, dst);
+            return ECS_OK;
+        }
+        set_in_place(w, ch, (uint32_t)col, rec->row, value, move);
         return ECS_OK;
     }
     /* Absent: one add along the cached edge, with the value in place of
@@ -289,9 +368,35 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
         return ECS_ENOMEM;
     }
     ecs__init_t init = {c, value};
+    const ecs__component_t *comp = w->registry.components[c];
+    if (ECS__UNLIKELY(comp->observed & (ECS_ON_ADD | ECS_ON_SET))) {
+        set_adding_observed(w, e, rec, dst, edge, &init, move, comp);
+        return ECS_OK;
+    }
     ecs__entity_move_step(w, e, rec, dst, edge, &init, move);
     return ECS_OK;
 }
+
+/* ON_REMOVE of every observed component of an entity about to die, then
+ * its death. */
+ECS__NOINLINE void destroy_observed(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
+{
+    ecs__observers_emit_lost(w, rec->chunk, rec->row, NULL);
+    ecs__entity_destroy(w, e, rec);
+    ecs__observers_settle(w);
+}
+
+/* ecs__entity_despawn, inlined in ecs_despawn. */
+ECS__INLINE int entity_despawn(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
+{
+    if (ECS__UNLIKELY(w->rel.count) && ecs__pairs_involved(w, e)) return ecs__pairs_despawn(w, e);
+    if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL)) return ECS_ENOMEM;
+    if (ECS__UNLIKELY(rec->chunk->archetype->observed & ECS_ON_REMOVE)) destroy_observed(w, e, rec);
+    else ecs__entity_destroy(w, e, rec);
+    return ECS_OK;
+}
+
+int ecs__entity_despawn(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec) { return entity_despawn(w, e, rec); }
 
 /* ---------------------------------------------------------------------- */
 /* Public API                                                              */
@@ -374,6 +479,64 @@ static int archetype_from_ids(ecs_world_t *w, int count, const ecs_component_t *
     return ECS_OK;
 }
 
+/* A spawn as observers see it: into a, with values given to the data
+ * components whose value (values[origin[t]]) is not NULL. */
+static void spawn_change(const ecs__archetype_t *a, const void *const *values, const int32_t *origin,
+                         ecs__change_t *k)
+{
+    k->src = NULL;
+    k->dst = (ecs__archetype_t *)a;
+    k->nsets = 0;
+    for (uint32_t t = 0; values && t < a->type_count && k->nsets < ECS__CHANGE_SETS; t++) {
+        if (a->type_columns[t] >= 0 && values[origin[t]]) k->sets[k->nsets++] = a->types[t];
+    }
+}
+
+/* ON_ADD and ON_SET of spawned entities, at pieces of a's chunks. */
+ECS__NOINLINE void spawned_observed(ecs_world_t *w, const ecs__archetype_t *a, const void *const *values,
+                                           const int32_t *origin, const ecs__piece_t *pieces, uint32_t n)
+{
+    ecs__change_t k;
+    spawn_change(a, values, origin, &k);
+    ecs__observers_emit_change(w, &k, pieces, n);
+}
+
+/* A new entity in a row of ch (which has room; its id reserved), with
+ * its values copied from values[origin[t]] (NULL: defaults). */
+ECS__INLINE ecs_entity_t spawn_in(ecs_world_t *w, const ecs__archetype_t *a, ecs__chunk_t *ch,
+                                  const void *const *values, const int32_t *origin, uint32_t *row)
+{
+    ecs_entity_t e = entity_new_row(w, ch, row);
+    for (uint32_t t = 0; t < a->type_count; t++) {
+        int32_t col = a->type_columns[t];
+        if (col < 0) continue;
+        void *v = values ? (void *)values[origin[t]] : NULL; /* copied, never written */
+        value_construct1(&a->columns[col], column_row(ch, (uint32_t)col, *row), v, false);
+    }
+    ecs__chunk_mark_added(w, ch, *row, 1);
+    return e;
+}
+
+/* ecs_spawn_with's placement into a, then its observers: apart from the
+ * unobserved path, whose code stays as it was without observers. */
+ECS__NOINLINE ecs_entity_t spawn_with_observed(ecs_world_t *w, ecs__archetype_t *a, const void *const *values,
+                                               const int32_t *origin, type_scratch_t *s, uint32_t mark)
+{
+    ecs__chunk_t *ch = NULL;
+    if (ecs__entity_index_reserve(&w->entity_index, &w->allocator, 1)) ch = ecs__archetype_chunk_with_room(w, a);
+    if (!ch) {
+        ecs__archetypes_rollback(w, mark);
+        if (s->types) scratch_fini(w, s);
+        return ECS_NULL;
+    }
+    uint32_t row;
+    ecs_entity_t e = spawn_in(w, a, ch, values, origin, &row);
+    spawned_observed(w, a, values, origin, &(ecs__piece_t){ch, row, 1}, 1);
+    if (s->types) scratch_fini(w, s);
+    ecs__observers_settle(w);
+    return e;
+}
+
 ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *ids, const void *const *values)
 {
     if (!w || !ecs__world_immediate_ok(w)) return ECS_NULL;
@@ -397,18 +560,12 @@ ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *id
             w->spawn_cache.archetype = a;
         }
     }
+    if (ECS__UNLIKELY(a->observed & (ECS_ON_ADD | ECS_ON_SET))) return spawn_with_observed(w, a, values, origin, &s, mark);
     ecs__chunk_t *ch = NULL;
     if (ecs__entity_index_reserve(&w->entity_index, &w->allocator, 1)) ch = ecs__archetype_chunk_with_room(w, a);
     if (ch) {
         uint32_t row;
-        ecs_entity_t e = entity_new_row(w, ch, &row);
-        for (uint32_t t = 0; t < a->type_count; t++) {
-            int32_t col = a->type_columns[t];
-            if (col < 0) continue;
-            void *v = values ? (void *)values[origin[t]] : NULL; /* copied, never written */
-            value_construct1(&a->columns[col], column_row(ch, (uint32_t)col, row), v, false);
-        }
-        ecs__chunk_mark_added(w, ch, row, 1);
+        ecs_entity_t e = spawn_in(w, a, ch, values, origin, &row);
         if (s.types) scratch_fini(w, &s);
         return e;
     }
@@ -432,7 +589,12 @@ int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids
         scratch_fini(w, &s);
         return ECS_OK;
     }
-    if (!ecs__entity_index_reserve(&w->entity_index, &w->allocator, (uint32_t)n) ||
+    /* Observers get each chunk filled: room for one piece per chunk the
+     * batch may fill (those with room now, and new ones), first. */
+    bool observed = ECS__UNLIKELY(a->observed & (ECS_ON_ADD | ECS_ON_SET));
+    uint32_t npieces = 0;
+    if ((observed && !ecs__observers_pieces_reserve(w, a->chunk_count + (uint32_t)n / a->capacity + 1)) ||
+        !ecs__entity_index_reserve(&w->entity_index, &w->allocator, (uint32_t)n) ||
         !ecs__archetype_reserve_rows(w, a, (uint32_t)n)) {
         ecs__archetypes_rollback(w, mark);
         scratch_fini(w, &s);
@@ -455,9 +617,12 @@ int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids
             else ecs__value_init(c->comp, dst, (int32_t)k);
         }
         ecs__chunk_mark_added(w, ch, base, k);
+        if (observed) w->obs.batch.pieces[npieces++] = (ecs__piece_t){ch, base, k};
         done += k;
     }
+    if (observed) spawned_observed(w, a, values, s.origin, w->obs.batch.pieces, npieces);
     scratch_fini(w, &s);
+    if (observed) ecs__observers_settle(w);
     return ECS_OK;
 }
 
@@ -467,10 +632,7 @@ int ecs_despawn(ecs_world_t *w, ecs_entity_t e)
     if (!ecs__world_immediate_ok(w)) return ECS_EBUSY;
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return ECS_ESTALE;
-    if (ECS__UNLIKELY(w->rel.count) && ecs__pairs_involved(w, e)) return ecs__pairs_despawn(w, e);
-    if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL)) return ECS_ENOMEM;
-    ecs__entity_destroy(w, e, rec);
-    return ECS_OK;
+    return entity_despawn(w, e, rec);
 }
 
 bool ecs_is_alive(const ecs_world_t *w, ecs_entity_t e)

@@ -4,7 +4,8 @@
  * (or about nothing) to the systems that read the event, through the
  * event's log: the same sequence-numbered log as the removal logs, with
  * the payloads packed beside the entities, so that a reader gets two flat
- * arrays. Nothing is logged while nobody reads the event.
+ * arrays, and to the observers of the event (observer_calls.c). Nothing
+ * is logged while no system reads the event.
  */
 #include "world/world.h"
 
@@ -53,6 +54,7 @@ ecs_event_t ecs_event_register(ecs_world_t *w, const ecs_event_desc_t *desc)
             for (uint32_t i = 0; i < nfields; i++) ev->entity_fields[i] = (uint32_t)(desc->entity_fields[i] - 1);
             ev->log = ecs__log_make(ECS__LOG_EVENTS, ev->size);
             id = ++w->events.count;
+            w->obs.event_count = id; /* observers may name it from now on */
         } else {
             ecs__free(&w->allocator, name);
             ecs__refusal_set(&why, "out of memory");
@@ -80,9 +82,13 @@ const char *ecs_event_name(const ecs_world_t *w, ecs_event_t ev)
 
 int ecs__events_deliver(ecs_world_t *w, ecs__event_t *ev, ecs_entity_t about, const void *payload)
 {
-    if (!ev->readers) return ECS_OK;
-    if (!ecs__log_reserve(&ev->log, &w->allocator, 1)) return ECS_ENOMEM;
-    ecs__log_append_event(&ev->log, about, payload);
+    if (ev->readers) {
+        if (!ecs__log_reserve(&ev->log, &w->allocator, 1)) return ECS_ENOMEM;
+        ecs__log_append_event(&ev->log, about, payload);
+    }
+    /* Then its observers, which read the payload where it is (the
+     * caller's copy, or the command's). */
+    if (ECS__UNLIKELY(w->obs.live)) ecs__observers_emit_event(w, (ecs_event_t)(ev - w->events.types) + 1, about, payload);
     return ECS_OK;
 }
 

@@ -14,6 +14,10 @@
  * flush, markers are brought up to date at its end instead, one move per
  * entity, however many of its pairs the flush changed (the contract:
  * marker changes within one flush coalesce into one archetype move).
+ *
+ * Observers of a relation's pairs (observer_calls.c) are called once a
+ * write is secured: ON_REMOVE before the pair goes, ON_ADD and ON_SET
+ * after the write (and, in immediate mode, after its marker moves).
  */
 #include "world/world.h"
 
@@ -605,6 +609,19 @@ int ecs__pairs_flush_markers(ecs_world_t *w)
 
 static bool flushing(const ecs_world_t *w) { return w->run.phase == ECS__PHASE_FLUSH; }
 
+/* The kinds (of ECS_ON_ADD, ECS_ON_SET) a write of the pair src -> tgt
+ * calls, in that order, the observed ones: ON_SET only for a relation
+ * with a payload. Then, in immediate mode, what they recorded. */
+ECS__NOINLINE void pair_observed(ecs_world_t *w, const ecs__relation_t *r, ecs_entity_t src,
+                                        ecs_entity_t tgt, uint32_t kinds)
+{
+    const void *payload = r->store.size ? ecs__store_get(&r->store, src, tgt, NULL) : NULL;
+    if (kinds & r->observed & ECS_ON_ADD) ecs__observers_emit_pair(w, ECS_ON_ADD, r, src, tgt, payload);
+    if ((kinds & r->observed & ECS_ON_SET) && r->store.size)
+        ecs__observers_emit_pair(w, ECS_ON_SET, r, src, tgt, payload);
+    ecs__observers_settle(w);
+}
+
 /* The record of e: rec when the caller looked it up, else from the index
  * (NULL: e is dead). */
 static inline ecs__record_t *record_of(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
@@ -629,6 +646,7 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
     ecs__pair_set_t res;
     if (ecs__slice_find(ts, tgt) >= 0) { /* a new payload: no entity moves */
         ecs__store_set_at(st, slots, src, tgt, payload, w->run.tick_now, &res);
+        if (ECS__UNLIKELY(r->observed & ECS_ON_SET)) pair_observed(w, r, src, tgt, ECS_ON_SET);
         return ECS_OK;
     }
     ecs_entity_t old = st->exclusive && ts->count ? ts->targets[0] : ECS_NULL;
@@ -657,6 +675,9 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
             return ECS_ENOMEM;
         }
     }
+    /* The pair it replaces goes: its observers read it first. */
+    if (old && ECS__UNLIKELY(r->observed & ECS_ON_REMOVE))
+        ecs__observers_emit_pair(w, ECS_ON_REMOVE, r, src, old, st->size ? ts->payloads : NULL);
     ecs__store_set_at(st, slots, src, tgt, payload, w->run.tick_now, &res);
     if (ECS__UNLIKELY(r->hierarchy)) ecs__hierarchy_apply(w, r, src, depth);
     if (old) log_pair(r, src, old);
@@ -671,6 +692,8 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
     }
     plan_apply(w, &p); /* empty when flushing */
     plan_fini(w, &p);
+    if (ECS__UNLIKELY(r->observed & (ECS_ON_ADD | ECS_ON_SET))) pair_observed(w, r, src, tgt, ECS_ON_ADD | ECS_ON_SET);
+    else if (ECS__UNLIKELY(old && r->observed)) ecs__observers_settle(w); /* the replaced pair's */
     return ECS_OK;
 }
 
@@ -709,6 +732,9 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
             return ECS_ENOMEM;
         }
     }
+    bool observed = ECS__UNLIKELY(r->observed & ECS_ON_REMOVE);
+    if (observed)
+        ecs__observers_emit_pair(w, ECS_ON_REMOVE, r, src, tgt, st->size ? ts->payloads + (size_t)at * st->size : NULL);
     ecs__store_remove_at(st, slots, (uint32_t)at);
     if (ECS__UNLIKELY(r->hierarchy)) ecs__hierarchy_apply(w, r, src, 0);
     bool source_last = ts->count == 0, target_last = ss->count == 0;
@@ -718,6 +744,7 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
     else if (flush && target_last && r->target_marker) mark_pending(w, tgt, r, 1, slots.rev);
     plan_apply(w, &p); /* empty when flushing */
     plan_fini(w, &p);
+    if (observed) ecs__observers_settle(w);
     return ECS_OK;
 }
 
@@ -934,6 +961,9 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
      * until the planned moves are done (plan_reserve may have counted
      * their free rows), and while ecs__entity_destroy_n reads records
      * that name them. */
+    /* Before anything goes: every doomed entity's observers read it whole
+     * (they cannot change the world, so what was secured holds). */
+    if (ECS__UNLIKELY(w->obs.live)) ecs__observers_emit_doomed(w);
     bool deferred = w->storage.defer_chunk_release;
     w->storage.defer_chunk_release = true;
     for (uint32_t k = 0; k < w->rel.count; k++) doomed_drop_pairs(w, &w->rel.types[k], flush);
@@ -945,6 +975,7 @@ int ecs__pairs_despawn(ecs_world_t *w, ecs_entity_t e)
     ecs__archetypes_trim(w); /* a no-op while a walk still defers */
     plan_fini(w, &p);
     doomed_clear(w);
+    ecs__observers_settle(w);
     return ECS_OK;
 }
 

@@ -1,15 +1,16 @@
 /*
  * storage.c: brings the world's storage up and down as one unit: entity
  * index, component registry, archetypes (the empty one first), the
- * built-in relations, custom events, cached queries, command memory and
- * singletons.
- * Teardown runs every live value's dtor before it frees anything.
+ * built-in relations, custom events, cached queries, command memory,
+ * singletons and observers. Teardown runs every live value's dtor before
+ * it frees anything.
  */
 #include "world/world.h"
 
-int ecs__world_storage_init(ecs_world_t *w, uint32_t workers)
+int ecs__world_storage_init(ecs_world_t *w, uint32_t workers, uint32_t observer_depth)
 {
     ecs__entity_index_init(&w->entity_index);
+    ecs__observers_init(w, observer_depth);
     w->run.tick_now = 1; /* 0 means "never marked" */
     if (!ecs__commands_init(w, workers)) return ECS_ENOMEM;
     w->storage.root = ecs__archetype_ensure(w, NULL, 0);
@@ -36,6 +37,7 @@ void ecs__world_storage_fini(ecs_world_t *w)
     w->queries.cap = 0;
     ecs__commands_fini(w); /* before the components its values need */
     ecs__singletons_fini(w); /* likewise */
+    ecs__observers_fini(w); /* its lists hang from components and relations */
     ecs__relations_fini(w);
     ecs__events_fini(w);
     ecs__archetypes_fini(w);

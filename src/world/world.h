@@ -189,6 +189,10 @@ typedef struct {
     /* The component's singleton (singleton.c): its value, allocated at
      * the first set and never moved until teardown; NULL: not set. */
     void *singleton;
+    /* Observers (observers.c): the ECS_ON_* kinds some observer of this
+     * component watches (the writes test only this), and who they are. */
+    uint32_t observed;
+    struct ecs__observed *observers;
 } ecs__component_t;
 
 static inline ecs__component_t *ecs__component_get(const ecs_world_t *w, ecs_component_t c);
@@ -228,6 +232,9 @@ typedef struct {
     uint32_t size;
     uint32_t bytes; /* one chunk's column: capacity * size, 64-byte aligned */
     uint32_t hooks; /* ECS__HOOK_* present */
+    /* The component's observed kinds (observers.c keeps the copy): what
+     * a set in place tests, beside the size and hooks it reads. */
+    uint32_t observed;
     /* While the component is tracked with dirty lists: the chunks whose
      * tracker for this column has marks, in the order they got them (see
      * tracking.c). Room for every chunk the archetype can list, so listing
@@ -285,6 +292,7 @@ struct ecs__archetype {
     uint32_t hooks;         /* union of the columns' hooks */
     uint32_t tracked_columns; /* columns whose component is tracked: new chunks get trackers */
     bool watch_removals;    /* some type has removal readers (removals.c) */
+    uint32_t observed;      /* ECS_ON_* kinds observed on some type (observers.c) */
     uint64_t watched_types; /* bit i: types[i] has removal readers (i < 64) */
     uint64_t hash;
 
@@ -462,6 +470,10 @@ ecs_entity_t ecs__entity_create_in(ecs_world_t *w, ecs__chunk_t *ch, const ecs__
 /* Despawns a live entity (dtors run). The caller has reserved removal-log
  * room (ecs__removals_reserve on its archetype). */
 void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec);
+/* What ecs_despawn and its command do with a live entity: the relations'
+ * cleanup when it takes part in pairs, its observers' ON_REMOVE, the
+ * despawn. ECS_OK, or ECS_ENOMEM with nothing changed. */
+int ecs__entity_despawn(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec);
 /* Despawns the doomed entities (distinct, live) as ecs__entity_destroy
  * calls in their order would (room reserved likewise), without ever
  * moving the row of one of them: see entity.c. Only while chunk releases
@@ -699,6 +711,9 @@ typedef struct {
     uint32_t filter_systems; /* systems with a change filter on its pairs: store.tracked */
     uint64_t prune_min;      /* scratch of the frame's pruning */
     bool hierarchy;          /* no cycles, depths kept (hierarchy.c) */
+    /* Observers of its pairs (observers.c), as a component's. */
+    uint32_t observed;
+    struct ecs__observed *observers;
 } ecs__relation_t;
 
 static inline ecs__relation_t *ecs__relation_get(const ecs_world_t *w, ecs_relation_t r);
@@ -799,6 +814,12 @@ typedef struct {
     ecs_component_t *run_types;
     uint32_t run_types_cap;
     uint64_t skipped; /* commands skipped at playback (stale targets), all frames */
+    /* Observers' commands ("Observer rounds" in commands.c): an arena of
+     * their own, and two buffers that take turns: the one callbacks
+     * record into (it->commands), and the round being applied. */
+    ecs__cmd_worker_t observer;
+    ecs_commands_t observer_bufs[2];
+    uint32_t observer_rec; /* the recording one */
 } ecs__cmd_state_t;
 
 bool ecs__commands_init(ecs_world_t *w, uint32_t workers);
@@ -815,11 +836,173 @@ static inline void ecs__commands_set_chunk(ecs_commands_t *cmd, uint64_t chunk_o
 {
     cmd->chunk_order = chunk_order;
 }
-/* Applies every open buffer in key order, then resets the arenas. Never
+/* Applies every open buffer in key order, then the commands observers
+ * recorded meanwhile (in rounds), then resets the arenas. Never
  * allocates itself: only applied commands may need storage (the arena
- * pool is topped up afterwards, see commands.c). ECS_OK, or ECS_ENOMEM
+ * pool is topped up afterwards, see commands.c). ECS_OK; ECS_ELOOP when
+ * observer commands were dropped past the world's depth; else ECS_ENOMEM
  * when some command could not be applied (it was skipped). */
 int ecs__commands_flush(ecs_world_t *w);
+/* The buffer observer callbacks record into. */
+static inline ecs_commands_t *ecs__commands_observer(ecs_world_t *w);
+/* Whether observer callbacks recorded commands not applied yet. */
+static inline bool ecs__commands_observer_pending(const ecs_world_t *w);
+/* Applies what observer callbacks recorded, in rounds, as a flush does
+ * (the caller is in the flush phase; markers are synced by the caller).
+ * Results as ecs__commands_flush's. */
+int ecs__commands_flush_observers(ecs_world_t *w);
+
+/* ---------------------------------------------------------------------- */
+/* Observers (observers.c: the registry; observer_calls.c: the calls)      */
+/* ---------------------------------------------------------------------- */
+
+#define ECS__ON_ALL (ECS_ON_ADD | ECS_ON_REMOVE | ECS_ON_SET)
+
+/* An event kind's list: ECS_ON_ADD 0, ECS_ON_REMOVE 1, ECS_ON_SET 2. */
+static inline uint32_t ecs__event_index(uint32_t kind) { return (uint32_t)__builtin_ctz(kind); }
+
+/* Observer slots, in registration order. */
+typedef struct {
+    uint32_t *slots;
+    uint32_t count, cap;
+} ecs__observer_list_t;
+
+/* The observers of a component, a relation's pairs: one list per kind;
+ * and per kind, when its list holds one observer only and that one has no
+ * filter (the common case), its slot + 1, which a write calls straight. */
+typedef struct ecs__observed {
+    ecs__observer_list_t on[3];
+    uint32_t only[3];
+} ecs__observed_t;
+
+typedef struct {
+    /* Its terms as a query that matches nothing: an observer's iterator
+     * points at it, so that ECS_FIELD's size check reads the terms as for
+     * any iterator. */
+    ecs_query_t query;
+    uint32_t generation; /* its handle's */
+    bool live;           /* false once unregistered (and in no list after compaction) */
+    uint32_t events;     /* ECS_ON_* (0 for a custom event) */
+    bool simple;         /* a component's, its one term the observed one: no filter */
+    ecs_event_t event;
+    ecs_component_t component; /* the observed one (0: a relation's or an event's) */
+    ecs_relation_t relation;
+    uint32_t next_free;        /* a free slot: the next free slot + 1 */
+    void (*run)(ecs_iter_t *it);
+    void *ctx;
+} ecs__observer_t;
+
+/* A run of rows of one chunk. */
+typedef struct {
+    ecs__chunk_t *chunk;
+    uint32_t row, count;
+} ecs__piece_t;
+
+#define ECS__CHANGE_SETS 32 /* components given a value in one change (a folded run's most) */
+
+/* A change, as observers see it: entities went from src (NULL: spawned)
+ * to dst, with values given to sets (ascending ids). Its events: ON_ADD
+ * of dst's types src lacks, then ON_SET of sets; ON_REMOVE of src's
+ * types dst lacks comes before it. Alike changes (the same src, dst and
+ * sets) in a row of a flush are one batch. */
+typedef struct {
+    const ecs__archetype_t *src;
+    ecs__archetype_t *dst;
+    uint32_t nsets;
+    ecs_component_t sets[ECS__CHANGE_SETS];
+} ecs__change_t;
+
+/* A flush's batch (or ecs_spawn_batch's chunks): the rows its changes
+ * left in dst, in order. Room kept across flushes. */
+typedef struct {
+    ecs__change_t key;
+    ecs__piece_t *pieces;
+    uint32_t npieces, cap;
+    bool extended; /* the last command applied extended it */
+} ecs__observer_batch_t;
+
+typedef struct {
+    ecs__observer_t *slots;
+    uint32_t slot_count, slot_cap;
+    uint32_t free_head; /* a free slot + 1, 0: none */
+    uint32_t live;      /* registered */
+    uint32_t depth;     /* rounds of observer commands one flush applies */
+    /* Custom events known, 1 .. event_count (the events API registers
+     * them), and their observers, by event - 1. */
+    uint32_t event_count;
+    ecs__observer_list_t *event_lists;
+    uint32_t event_lists_cap;
+    /* Calls under way: dispatches are never nested (callbacks cannot
+     * change the world), so unregistering from a callback leaves the
+     * lists alone until the dispatch ends (compact). */
+    uint32_t dispatching;
+    uint32_t callback_hooks; /* ecs__tls_in_hook inside the running callback (0: none) */
+    bool compact;
+    uint64_t dropped; /* commands dropped past the depth */
+    uint64_t calls;   /* callbacks so far: each records into a segment of its own */
+    ecs__observer_batch_t batch;
+    ecs_iter_t it; /* the callbacks' iterator, set field by field for each call */
+} ecs__observers_t;
+
+void ecs__observers_init(ecs_world_t *w, uint32_t depth);
+void ecs__observers_fini(ecs_world_t *w);
+/* Sets a new archetype's observed kinds. */
+void ecs__observers_watch_archetype(const ecs_world_t *w, ecs__archetype_t *a);
+/* Drops unregistered observers from the lists and recomputes the masks
+ * (when no dispatch is under way). */
+void ecs__observers_compact(ecs_world_t *w);
+
+/* The calls (observer_calls.c). Each runs the observers of what it names,
+ * in the documented order; callers test the observed masks first. */
+
+/* kind of component c (whose column in ch is col, -1 for a tag) at row. */
+void ecs__observers_emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col,
+                          uint32_t row);
+/* ON_SET of c written in place at row, its value at value (ecs_set,
+ * ecs_cmd_set of a present component), then, in immediate mode, what
+ * they recorded. */
+void ecs__observers_set1(ecs_world_t *w, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col, uint32_t row,
+                         void *value);
+/* ON_REMOVE of the types of ch's archetype that dst (NULL: none) lacks,
+ * for the entity at row, which is about to go there. */
+void ecs__observers_emit_lost(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row, const ecs__archetype_t *dst);
+/* ON_ADD, then ON_SET, of change k, whose entities are at pieces (in
+ * k->dst). */
+void ecs__observers_emit_change(ecs_world_t *w, const ecs__change_t *k, const ecs__piece_t *pieces, uint32_t n);
+/* Whether change k has ON_ADD or ON_SET calls to make. */
+bool ecs__observers_change_observed(const ecs_world_t *w, const ecs__change_t *k);
+/* Change k of one entity, now at row of ch: in a flush it joins (or
+ * starts) the batch, a change in place ends it and calls its observers;
+ * in immediate mode its ON_ADD and ON_SET observers run now. */
+void ecs__observers_changed(ecs_world_t *w, const ecs__change_t *k, ecs__chunk_t *ch, uint32_t row);
+/* kind of r's pair src -> tgt (src live), its payload at payload. */
+void ecs__observers_emit_pair(ecs_world_t *w, uint32_t kind, const ecs__relation_t *r, ecs_entity_t src,
+                              ecs_entity_t tgt, const void *payload);
+/* ON_REMOVE of everything a despawn's closure (w->rel.doomed, places
+ * filled) takes: per entity in order, its components, then its pairs as a
+ * source, then those released as a target. */
+void ecs__observers_emit_doomed(ecs_world_t *w);
+/* Custom event ev about entity `about` (ECS_NULL: none), its payload at
+ * payload (NULL: none): the observers of ev, in registration order (those
+ * with terms only for an entity that matches them). What the events API
+ * calls to deliver an event. */
+void ecs__observers_emit_event(ecs_world_t *w, ecs_event_t ev, ecs_entity_t about, const void *payload);
+
+/* A flush's batches. Before each command or run, the playback calls
+ * ecs__observers_batch_step (while a batch is pending); a change that
+ * may join calls _batch_matches before it is applied (false: end the
+ * batch first), then _batch_add with where it left its entity. */
+void ecs__observers_batch_end(ecs_world_t *w);
+static inline void ecs__observers_batch_step(ecs_world_t *w, bool may_extend);
+bool ecs__observers_batch_matches(const ecs_world_t *w, const ecs__change_t *k);
+void ecs__observers_batch_add(ecs_world_t *w, const ecs__change_t *k, ecs__chunk_t *ch, uint32_t row);
+/* Room for n pieces in the batch's array (ecs_spawn_batch's chunks). */
+bool ecs__observers_pieces_reserve(ecs_world_t *w, uint32_t n);
+
+/* Immediate mode: applies what the call's observers recorded, before the
+ * call returns (outside a flush, which applies them itself). */
+void ecs__observers_settle_slow(ecs_world_t *w);
+static inline void ecs__observers_settle(ecs_world_t *w);
 
 /* ---------------------------------------------------------------------- */
 /* The world                                                               */
@@ -962,6 +1145,7 @@ struct ecs_world {
     ecs__spawn_cache_t spawn_cache;
     ecs__cmd_state_t cmd;
     ecs__singletons_t singletons;
+    ecs__observers_t obs;
     ecs__world_run_t run;
     bool values_dropped; /* every live value's dtor has run (teardown) */
 };
@@ -1003,7 +1187,7 @@ static inline ecs__relation_t *ecs__relation_get(const ecs_world_t *w, ecs_relat
 }
 
 /* Whether e takes part in any pair (as source or target), or has slices. */
-static inline bool ecs__pairs_involved(const ecs_world_t *w, ecs_entity_t e)
+ECS__INLINE bool ecs__pairs_involved(const ecs_world_t *w, ecs_entity_t e)
 {
     for (uint32_t i = 0; i < w->rel.count; i++) {
         /* A relation nobody uses (ChildOf in a world without hierarchy)
@@ -1029,11 +1213,13 @@ typedef struct {
 extern _Thread_local const ecs__read_set_t *ecs__tls_reads;
 #endif
 
-/* Type hooks running on this thread (ctor, dtor, move, copy). A hook runs
- * in the middle of a structural change (a row half moved, a record not
- * yet updated), so while one runs the world refuses every change, frame
- * and registration as inside a system. Per thread, since a copy hook also
- * runs on workers (ecs_cmd_set); initial-exec, since writes test it. */
+/* Type hooks running on this thread (ctor, dtor, move, copy), and
+ * observer callbacks (observer_calls.c). A hook runs in the middle of a
+ * structural change (a row half moved, a record not yet updated), and an
+ * observer in the middle of a change or a flush, so while one runs the
+ * world refuses every change, frame and registration as inside a system.
+ * Per thread, since a copy hook also runs on workers (ecs_cmd_set);
+ * initial-exec, since writes test it. */
 extern _Thread_local uint32_t ecs__tls_in_hook __attribute__((tls_model("initial-exec")));
 #define ECS__HOOK_CALL(call)                                                                               \
     do {                                                                                                   \
@@ -1041,6 +1227,27 @@ extern _Thread_local uint32_t ecs__tls_in_hook __attribute__((tls_model("initial
         call;                                                                                              \
         ecs__tls_in_hook--;                                                                                \
     } while (0)
+
+static inline ecs_commands_t *ecs__commands_observer(ecs_world_t *w)
+{
+    return &w->cmd.observer_bufs[w->cmd.observer_rec];
+}
+
+static inline bool ecs__commands_observer_pending(const ecs_world_t *w)
+{
+    return w->cmd.observer_bufs[w->cmd.observer_rec].seg_first != NULL;
+}
+
+static inline void ecs__observers_batch_step(ecs_world_t *w, bool may_extend)
+{
+    if (!may_extend || !w->obs.batch.extended) ecs__observers_batch_end(w);
+    else w->obs.batch.extended = false;
+}
+
+static inline void ecs__observers_settle(ecs_world_t *w)
+{
+    if (w->run.phase != ECS__PHASE_FLUSH && ecs__commands_observer_pending(w)) ecs__observers_settle_slow(w);
+}
 
 /* The mark ecs__archetypes_rollback returns to: the archetype count. */
 static inline uint32_t ecs__archetypes_mark(const ecs_world_t *w) { return w->storage.archetype_count; }
@@ -1065,8 +1272,9 @@ static inline bool ecs__world_idle(const ecs_world_t *w)
 #define ECS__REFUSAL_NOT_IDLE "called inside a frame or a type hook"
 
 /* The world's storage (everything but the scheduler and the pool), with
- * command memory for `workers` workers. */
-int ecs__world_storage_init(ecs_world_t *w, uint32_t workers);
+ * command memory for `workers` workers, and observer commands applied in
+ * up to observer_depth rounds per flush. */
+int ecs__world_storage_init(ecs_world_t *w, uint32_t workers, uint32_t observer_depth);
 void ecs__world_storage_fini(ecs_world_t *w);
 /* Runs every live value's dtor with the storage left whole, so that a dtor
  * that reads the world reads it as it was (ecs_world_destroy). */
