@@ -12,17 +12,22 @@
  * commands (ACTION): a set of B when A is added, an add of T when A goes,
  * a remove of D when B is set, a set of D when an R pair is made, a set
  * of A when D is added, so that observer commands fire observers in
- * turn, over several rounds. Every callback logs one record per row: the
+ * turn, over several rounds. A custom event E (an int32 payload) has two
+ * observers: one of every event (it adds T to the entity an event is
+ * about when the payload is a multiple of 7), one of events about
+ * entities with A. Every callback logs one record per row: the
  * observer, the event, the row's K, the observed value (or the pair's
  * payload), A when the observer reads it, the pair's target's K.
  *
  * Between frames the run makes random immediate-mode calls (spawns with
  * and without values, batch spawns of up to a few thousand, adds,
- * removes, sets, despawns, pair sets and removals), each checked against
+ * removes, sets, despawns, pair sets and removals, emits of E about an
+ * entity or about nothing), each checked against
  * the model's calls, its observers' commands applied before the call
  * returns. In each frame, PreUpdate holds a planner (one job) that
  * records planned commands (spawns with components, runs of several
- * commands on one entity, which the flush folds, despawns, pair commands)
+ * commands on one entity, which the flush folds, despawns, pair commands,
+ * emits of E, some about entities despawned earlier in the flush)
  * and a recorder split into jobs over {A, K} that records a set of A, an
  * add of T or a remove of B on some rows, which the model predicts by
  * walking the same query before the frame. The model applies the flush:
@@ -203,12 +208,12 @@ typedef struct {
 } node_t;
 
 /* A command in a model buffer: what a system or an observer records. */
-enum { K_SPAWN, K_SET, K_ADD, K_REMOVE, K_DESPAWN, K_RSET, K_RREMOVE, K_OSET, K_OREMOVE };
+enum { K_SPAWN, K_SET, K_ADD, K_REMOVE, K_DESPAWN, K_RSET, K_RREMOVE, K_OSET, K_OREMOVE, K_EMIT };
 typedef struct {
     int kind;
-    int node;  /* the entity (K_SPAWN: the node it makes) */
+    int node;  /* the entity (K_SPAWN: the node it makes; K_EMIT: -1 for none) */
     int comp;  /* K_SET/ADD/REMOVE */
-    int32_t v; /* K_SET value, K_RSET payload */
+    int32_t v; /* K_SET value, K_RSET and K_EMIT payload */
     int tgt;   /* pair commands */
     int seg;   /* commands of one segment fold; another segment never */
 } mcmd_t;
@@ -240,6 +245,7 @@ typedef struct {
     ecs_world_t *w;
     ecs_component_t ids[NC];
     ecs_relation_t rel_r, rel_o;
+    ecs_event_t ev;
     uint64_t rng, seed;
     int workers;
     node_t *nodes;
@@ -301,6 +307,22 @@ static void m_emit(model_t *m, uint32_t ev, int c, uint32_t comps, const int *no
         if (sp->comp != c || !(sp->kinds & ev) || !spec_matches(sp, comps)) continue;
         m->seg++; /* a call: its own segment (a batch's chunks are several calls, alike) */
         for (int i = 0; i < n; i++) m_row(m, sp, ev, nodes[i], m_value(&m->nodes[nodes[i]], c), -1);
+    }
+}
+
+/* The custom event E about node `about` (-1: none): its observer of every
+ * event, then its observer of events about entities with A; each call a
+ * segment of its own. */
+enum { TAG_EV_ALL = 8, TAG_EV_A = 9 };
+
+static void m_event(model_t *m, int about, int32_t payload)
+{
+    m->seg++;
+    log_push(&m->want, (rec_t){TAG_EV_ALL, 0, about, payload, NONE, -1});
+    if (about >= 0 && payload % 7 == 0) mbuf_push(&m->round, (mcmd_t){K_ADD, about, C_T, 0, -1, m->seg});
+    if (about >= 0 && (m->nodes[about].comps & BIT(C_A))) {
+        m->seg++;
+        log_push(&m->want, (rec_t){TAG_EV_A, 0, about, payload, NONE, -1});
     }
 }
 
@@ -574,6 +596,10 @@ static void m_apply_run(model_t *m, bool spawn, const mcmd_t *cmds, int n)
 /* Applies one non-structural command (the batch ended before it). */
 static void m_apply_other(model_t *m, const mcmd_t *c)
 {
+    if (c->kind == K_EMIT && (c->node < 0 || m->nodes[c->node].alive)) {
+        m_event(m, c->node, c->v);
+        return;
+    }
     node_t *x = &m->nodes[c->node];
     bool live = x->alive;
     switch (c->kind) {
@@ -688,6 +714,27 @@ static void obs_run(ecs_iter_t *it)
     }
 }
 
+/* E's observers: one call per event, about one entity or none. */
+static void ev_obs_run(ecs_iter_t *it)
+{
+    model_t *m = g_m;
+    int tag = (int)(intptr_t)it->ctx;
+    assert_int_equal(it->count, 1);
+    ecs_entity_t about = it->entities[0];
+    const int32_t *p = ecs_iter_event(it, 0);
+    assert_non_null(p);
+    int32_t kid = -1;
+    if (about) {
+        const int32_t *k = ecs_get(it->world, about, m->ids[C_K]);
+        assert_non_null(k);
+        kid = *k;
+    }
+    m->n_calls++;
+    log_push(&m->got, (rec_t){tag, ecs_iter_event_kind(it), kid, *p, NONE, -1});
+    if (tag == TAG_EV_ALL && about && *p % 7 == 0)
+        assert_int_equal(ecs_cmd_add(it->commands, about, m->ids[C_T]), ECS_OK);
+}
+
 static void register_observers(model_t *m)
 {
     for (int s = 0; s < NSPECS; s++) {
@@ -704,6 +751,15 @@ static void register_observers(model_t *m)
         }
         assert_true(ecs_observer_register(m->w, &d) != 0);
     }
+    m->ev = ecs_event_register(m->w, &(ecs_event_desc_t){.name = "E", .size = sizeof(int32_t)});
+    assert_true(m->ev);
+    assert_true(ecs_observer_register(
+        m->w, &(ecs_observer_desc_t){.event = m->ev, .run = ev_obs_run, .ctx = (void *)(intptr_t)TAG_EV_ALL}));
+    assert_true(ecs_observer_register(
+        m->w, &(ecs_observer_desc_t){.event = m->ev,
+                                     .terms = {TR(m->ids[C_K]), TWITH(m->ids[C_A])},
+                                     .run = ev_obs_run,
+                                     .ctx = (void *)(intptr_t)TAG_EV_A}));
 }
 
 /* ---------------------------------------------------------------------- */
@@ -913,6 +969,14 @@ static void op_immediate(model_t *m)
         }
         return;
     }
+    if (r >= 92) {
+        int about = rng_below(&m->rng, 4) ? random_live(m) : -1;
+        int32_t v = random_value(m);
+        assert_int_equal(ecs_emit(m->w, m->ev, about >= 0 ? m->nodes[about].e : ECS_NULL, &v), ECS_OK);
+        m_event(m, about, v);
+        m_rounds(m);
+        return;
+    }
     int k = r < 70 ? random_live(m) : random_recent(m);
     if (k < 0) return;
     node_t *x = &m->nodes[k];
@@ -988,7 +1052,7 @@ static void planner(ecs_iter_t *it)
         const mcmd_t *c = &g_plan.c[i];
         /* A node the plan spawns is not in the model yet: the run right
          * after its spawn names it by the provisional handle. */
-        ecs_entity_t e = c->node < m->n ? m->nodes[c->node].e : spawned;
+        ecs_entity_t e = c->node < 0 ? ECS_NULL : c->node < m->n ? m->nodes[c->node].e : spawned;
         ecs_entity_t t = c->tgt >= 0 ? m->nodes[c->tgt].e : ECS_NULL;
         int err = ECS_OK;
         switch (c->kind) {
@@ -1004,6 +1068,7 @@ static void planner(ecs_iter_t *it)
         case K_RREMOVE: err = ecs_cmd_pair_remove(cmd, m->rel_r, e, t); break;
         case K_OSET: err = ecs_cmd_pair_set(cmd, m->rel_o, e, t, NULL); break;
         case K_OREMOVE: err = ecs_cmd_pair_remove(cmd, m->rel_o, e, t); break;
+        case K_EMIT: err = ecs_cmd_emit(cmd, m->ev, e, &c->v); break;
         }
         assert_int_equal(err, ECS_OK);
     }
@@ -1121,6 +1186,10 @@ static void make_plan(model_t *m, int seg)
                     g_plan.c[first] = (mcmd_t){K_DESPAWN, add.node, 0, 0, -1, seg};
                 }
             }
+        } else if (r >= 93) {
+            /* An event about a live entity (maybe despawned earlier in
+             * the flush: skipped) or about nothing. */
+            plan_push((mcmd_t){K_EMIT, rng_below(&m->rng, 4) ? k : -1, 0, random_value(m), -1, seg});
         } else {
             k = random_recent(m);
             int t = random_recent(m);
