@@ -189,6 +189,14 @@ static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ec
     return end;
 }
 
+/* The log a reader's iterator hands, when it is of kind `kind` (NULL for
+ * any other iterator): one reader accessor cannot read another's log. */
+static inline const ecs__log_t *reader_log_of(const ecs_iter_t *it, ecs__log_kind_t kind)
+{
+    const ecs__log_t *log = it->priv_.removed_log;
+    return log && log->kind == kind ? log : NULL;
+}
+
 /* The arrays are found when asked, from the run's start in the log: an
  * EXCLUSIVE reader's own removals append to the log, which may move it
  * (pointers taken before them would dangle; the log is pruned only at the
@@ -196,8 +204,7 @@ static uint64_t removed_begin(const ecs_world_t *w, const ecs__system_t *sys, ec
 int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities)
 {
     if (!it || !entities) return ECS_EINVAL;
-    const ecs__log_t *log = it->priv_.removed_log;
-    if (log && log->kind != ECS__LOG_REMOVED) log = NULL;
+    const ecs__log_t *log = reader_log_of(it, ECS__LOG_REMOVED);
     *entities = log ? ecs__log_at(log, 0, it->priv_.removed_from) : NULL;
     return log ? it->priv_.removed_count : 0;
 }
@@ -205,8 +212,7 @@ int ecs_iter_removed(const ecs_iter_t *it, const ecs_entity_t **entities)
 int ecs_iter_removed_pairs(const ecs_iter_t *it, const ecs_entity_t **sources, const ecs_entity_t **targets)
 {
     if (!it || !sources || !targets) return ECS_EINVAL;
-    const ecs__log_t *log = it->priv_.removed_log;
-    if (log && log->kind != ECS__LOG_REMOVED_PAIRS) log = NULL;
+    const ecs__log_t *log = reader_log_of(it, ECS__LOG_REMOVED_PAIRS);
     *sources = log ? ecs__log_at(log, 0, it->priv_.removed_from) : NULL;
     *targets = log ? ecs__log_at(log, 1, it->priv_.removed_from) : NULL;
     return log ? it->priv_.removed_count : 0;
@@ -215,8 +221,7 @@ int ecs_iter_removed_pairs(const ecs_iter_t *it, const ecs_entity_t **sources, c
 int ecs_iter_events(const ecs_iter_t *it, const ecs_entity_t **about, const void **payloads)
 {
     if (!it) return ECS_EINVAL;
-    const ecs__log_t *log = it->priv_.removed_log;
-    if (log && log->kind != ECS__LOG_EVENTS) log = NULL;
+    const ecs__log_t *log = reader_log_of(it, ECS__LOG_EVENTS);
     if (about) *about = log ? ecs__log_at(log, 0, it->priv_.removed_from) : NULL;
     if (payloads) *payloads = log ? ecs__log_payloads_at(log, it->priv_.removed_from) : NULL;
     return log ? it->priv_.removed_count : 0;
