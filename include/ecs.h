@@ -379,6 +379,28 @@ typedef struct {
     void (*merge)(void *dst, const void *src, const ecs_type_info_t *info);
 } ecs_type_hooks_t;
 
+/**
+ * Where a component's values live.
+ * - ECS_STORAGE_TABLE (the default): in the entity's archetype, one column
+ *   per component; adding or removing it moves the entity to another
+ *   archetype (a copy of its whole row). Best for components most entities
+ *   of a kind have for long, and for everything systems iterate.
+ * - ECS_STORAGE_SPARSE: in a set of its own, indexed by entity (a paged
+ *   index to a dense array of ids, values and change ticks). Adding or
+ *   removing it moves nothing: the entity stays in its archetype, whose
+ *   type never lists sparse components. Best for components added and
+ *   removed often, or held by few entities (markers of a state, a target,
+ *   a timer). Every entity call, command, hook, observer and removal log
+ *   handles it as a table component; a value pointer stays valid until
+ *   the next add or remove of that component (on any entity) or a despawn
+ *   of an entity that has it. Not yet: query, system and observer filter
+ *   terms and change filters naming one are refused (see docs/sparse.md).
+ */
+typedef enum {
+    ECS_STORAGE_TABLE = 0,
+    ECS_STORAGE_SPARSE = 1,
+} ecs_storage_t;
+
 typedef struct {
     const char *name;    /* required, unique in the world; copied */
     size_t size;         /* 0: a tag (in the archetype, no column, no hooks) */
@@ -388,6 +410,9 @@ typedef struct {
     /* Offsets + 1 of the fields that hold an ecs_entity_t; 0 ends the list.
        Command playback patches provisional handles found there. */
     size_t entity_fields[ECS_MAX_ENTITY_FIELDS];
+    /* ECS_STORAGE_TABLE (0, the default) or ECS_STORAGE_SPARSE; data
+       components and tags alike (a sparse tag is a set of entities). */
+    ecs_storage_t storage;
 } ecs_component_desc_t;
 
 /**
@@ -397,8 +422,8 @@ typedef struct {
  * @return its id; 0, with one line on stderr naming the problem (as
  *         ecs_system_register does), on failure: NULL world or desc, NULL
  *         or duplicate name, bad size/alignment, hooks on a tag, an entity
- *         field outside the value, called from a system that is not
- *         EXCLUSIVE (or a type hook), out of memory.
+ *         field outside the value, an unknown storage, called from a
+ *         system that is not EXCLUSIVE (or a type hook), out of memory.
  */
 ECS_API ecs_component_t ecs_component_register(ecs_world_t *world, const ecs_component_desc_t *desc);
 

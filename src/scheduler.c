@@ -283,6 +283,8 @@ static bool check_identity(registration_t *r)
 
 static bool check_terms(registration_t *r)
 {
+    if (ecs__terms_name_sparse(r->w, r->desc->terms, r->desc->changes))
+        return ecs__refusal_set(&r->why, ECS__REFUSAL_SPARSE_TERM);
     if (ecs__terms_validate(r->w, r->desc->terms, &r->term_count) != ECS_OK)
         return ecs__refusal_set(&r->why, "invalid term");
     return true;

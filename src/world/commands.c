@@ -603,19 +603,23 @@ static run_entry_t *run_entry(run_t *r, ecs_component_t c)
     return NULL;
 }
 
-static inline bool is_structural(const ecs__cmd_t *c)
+/* An add, remove or set that may join a run: of a table component. A
+ * sparse component's command moves no entity, so it has no move to save:
+ * it is applied alone, in its place, and ends the run before it. */
+static inline bool is_structural(const ecs_world_t *w, const ecs__cmd_t *c)
 {
-    return c->kind == CMD_ADD || c->kind == CMD_REMOVE || c->kind == CMD_SET;
+    return (c->kind == CMD_ADD || c->kind == CMD_REMOVE || c->kind == CMD_SET) &&
+           (ECS__LIKELY(!w->sparse.count) || !ecs__component_is_sparse(w->registry.components[c->component]));
 }
 
 /* The end of the run starting at first (exclusive), limited to
  * RUN_MAX_COMPONENTS distinct components; *len receives its length. */
-static ecs__cmd_t *run_end(ecs__cmd_t *first, uint32_t *len)
+static ecs__cmd_t *run_end(const ecs_world_t *w, ecs__cmd_t *first, uint32_t *len)
 {
     ecs_component_t seen[RUN_MAX_COMPONENTS];
     uint32_t nseen = 0, n = 0;
     ecs__cmd_t *c = first;
-    for (; c && is_structural(c) && c->entity == first->entity; c = c->next, n++) {
+    for (; c && is_structural(w, c) && c->entity == first->entity; c = c->next, n++) {
         uint32_t k = 0;
         while (k < nseen && seen[k] != c->component) k++;
         if (k == nseen) {
@@ -881,13 +885,13 @@ static void play(ecs_world_t *w, ecs__cmd_segment_t *seg, bool sorted, playback_
     for (; seg; seg = sorted ? seg->sort_next : seg->next) {
         for (ecs__cmd_t *c = seg->first; c;) {
             ecs__cmd_t *spawn = NULL, *first = c;
-            if (c->kind == CMD_SPAWN && c->next && is_structural(c->next) && c->next->entity == c->entity) {
+            if (c->kind == CMD_SPAWN && c->next && is_structural(w, c->next) && c->next->entity == c->entity) {
                 spawn = c;
                 first = c->next;
             }
             uint32_t len = 0;
-            bool structural = is_structural(first);
-            ecs__cmd_t *end = structural ? run_end(first, &len) : first->next;
+            bool structural = is_structural(w, first);
+            ecs__cmd_t *end = structural ? run_end(w, first, &len) : first->next;
             /* A batch goes on only through the command right after it. */
             if (ECS__UNLIKELY(observing) && w->obs.batch.npieces) {
                 bool folded = spawn || len > 1;

@@ -71,6 +71,9 @@ static bool component_check(const ecs_world_t *w, const ecs_component_desc_t *de
                                     n, off, desc->size);
     }
     *nfields = n;
+    if (desc->storage != ECS_STORAGE_TABLE && desc->storage != ECS_STORAGE_SPARSE)
+        return ecs__refusal_set(why, "unknown storage %u (ECS_STORAGE_TABLE or ECS_STORAGE_SPARSE)",
+                                (unsigned)desc->storage);
     if (ecs_component_lookup(w, desc->name)) return ecs__refusal_set(why, "a component with this name exists");
     if (w->registry.component_count == UINT32_MAX - 1) return ecs__refusal_set(why, "too many components");
     return true;
@@ -86,6 +89,7 @@ static ecs_component_t component_commit(ecs_world_t *w, const ecs_component_desc
                             sizeof(ecs__component_t *), _Alignof(ecs__component_t *)))
         return 0;
     if (!ecs__map_reserve(&w->registry.component_names, &w->allocator, 1)) return 0;
+    if (desc->storage == ECS_STORAGE_SPARSE && !ecs__sparse_components_reserve(w)) return 0;
     ecs__component_t *c = ecs__calloc(&w->allocator, sizeof(*c), _Alignof(ecs__component_t));
     char *name = ecs__strdup(&w->allocator, desc->name);
     if (!c || !name) {
@@ -110,6 +114,8 @@ static ecs_component_t component_commit(ecs_world_t *w, const ecs_component_desc
     w->registry.components[0] = NULL;
     w->registry.components[id] = c;
     w->registry.component_count = id;
+    c->storage = desc->storage;
+    if (desc->storage == ECS_STORAGE_SPARSE) ecs__sparse_components_add(w, id);
     return id;
 }
 
@@ -141,6 +147,11 @@ void ecs__component_unregister_last(ecs_world_t *w, ecs_component_t id)
     ecs__assert(head && *head == id, "the newest is its chain's head");
     if (c->name_next) *head = c->name_next;
     else ecs__map_remove(&w->registry.component_names, hash);
+    if (ecs__component_is_sparse(c)) {
+        ecs__assert(w->sparse.count && w->sparse.ids[w->sparse.count - 1] == id, "the newest sparse one");
+        w->sparse.count--;
+        ecs__sparse_set_fini(w, &c->sparse);
+    }
     ecs__free(&w->allocator, (void *)c->info.name);
     ecs__free(&w->allocator, c);
     w->registry.components[id] = NULL;
@@ -171,8 +182,11 @@ void ecs__components_fini(ecs_world_t *w)
         ecs__free(&w->allocator, (void *)c->info.name);
         ecs__free(&w->allocator, c->archetypes);
         ecs__log_fini(&c->removed, &w->allocator);
+        ecs__sparse_set_fini(w, &c->sparse);
         ecs__free(&w->allocator, c);
     }
+    ecs__free(&w->allocator, w->sparse.ids);
+    memset(&w->sparse, 0, sizeof(w->sparse));
     ecs__free(&w->allocator, w->registry.components);
     w->registry.components = NULL;
     w->registry.component_count = w->registry.component_cap = 0;

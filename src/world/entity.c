@@ -186,6 +186,7 @@ void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
         for (uint32_t c = 0; c < a->column_count; c++) value_fini1(&a->columns[c], column_row(ch, c, rec->row));
     }
     if (ECS__UNLIKELY(a->watch_removals)) ecs__removals_log(w, a, NULL, e);
+    if (ECS__UNLIKELY(w->sparse.count)) ecs__sparse_drop_entity(w, e);
     ecs__chunk_remove_row(w, ch, rec->row);
     ecs__entity_index_delete(&w->entity_index, e);
 }
@@ -220,6 +221,7 @@ void ecs__entity_destroy_n(ecs_world_t *w, const ecs__doomed_t *d)
             for (uint32_t c = 0; c < a->column_count; c++) value_fini1(&a->columns[c], column_row(ch, c, row));
         }
         if (ECS__UNLIKELY(a->watch_removals)) ecs__removals_log(w, a, NULL, es[i]);
+        if (ECS__UNLIKELY(w->sparse.count)) ecs__sparse_drop_entity(w, es[i]);
         if (row < ch->count && ch->entities[row] == es[i]) {
             for (uint32_t last = ch->count - 1; last > row && ecs__doomed_pos(d, ch->entities[last]); last--)
                 ecs__chunk_remove_row(w, ch, last);
@@ -286,7 +288,9 @@ ECS__NOINLINE int toggle_observed(ecs_world_t *w, ecs_entity_t e, ecs__record_t 
  * to do, else one move to the neighbouring archetype. */
 ECS__INLINE int entity_toggle(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c, bool add)
 {
-    const ecs__component_t *comp = w->registry.components[c];
+    ecs__component_t *comp = w->registry.components[c];
+    if (ECS__UNLIKELY(ecs__component_is_sparse(comp)))
+        return add ? ecs__sparse_add(w, e, rec, comp) : ecs__sparse_remove(w, e, comp);
     if (ECS__UNLIKELY(comp->observed & (add ? ECS_ON_ADD : ECS_ON_REMOVE))) return toggle_observed(w, e, rec, comp, add);
     uint32_t mark = ecs__archetypes_mark(w);
     ecs__archetype_t *a = rec->chunk->archetype;
@@ -343,6 +347,8 @@ ECS__INLINE void *set_in_place(ecs_world_t *w, ecs__chunk_t *ch, uint32_t col, u
 
 int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_component_t c, void *value, bool move)
 {
+    if (ECS__UNLIKELY(w->sparse.count) && ecs__component_is_sparse(w->registry.components[c]))
+        return ecs__sparse_write(w, e, rec, w->registry.components[c], value, move);
     ecs__chunk_t *ch = rec->chunk;
     ecs__archetype_t *a = ch->archetype;
     int32_t col = ecs__archetype_column(a, c);
@@ -386,10 +392,29 @@ ECS__NOINLINE void destroy_observed(ecs_world_t *w, ecs_entity_t e, ecs__record_
     ecs__observers_settle(w);
 }
 
+/* A despawn in a world with sparse components: their removal logs'
+ * room too, and their ON_REMOVE calls after the table components'. */
+ECS__NOINLINE int despawn_sparse(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
+{
+    if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL) || !ecs__sparse_reserve_logs(w, 1))
+        return ECS_ENOMEM;
+    bool table = (rec->chunk->archetype->observed & ECS_ON_REMOVE) != 0;
+    if (!table && !ecs__sparse_observed_lost(w, e)) {
+        ecs__entity_destroy(w, e, rec);
+        return ECS_OK;
+    }
+    if (table) ecs__observers_emit_lost(w, rec->chunk, rec->row, NULL);
+    ecs__sparse_emit_lost(w, e, rec->chunk, rec->row);
+    ecs__entity_destroy(w, e, rec);
+    ecs__observers_settle(w);
+    return ECS_OK;
+}
+
 /* ecs__entity_despawn, inlined in ecs_despawn. */
 ECS__INLINE int entity_despawn(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
 {
     if (ECS__UNLIKELY(w->rel.count) && ecs__pairs_involved(w, e)) return ecs__pairs_despawn(w, e);
+    if (ECS__UNLIKELY(w->sparse.count)) return despawn_sparse(w, e, rec);
     if (!ecs__removals_reserve(w, rec->chunk->archetype, NULL)) return ECS_ENOMEM;
     if (ECS__UNLIKELY(rec->chunk->archetype->observed & ECS_ON_REMOVE)) destroy_observed(w, e, rec);
     else ecs__entity_destroy(w, e, rec);
@@ -408,15 +433,38 @@ ecs_entity_t ecs_spawn(ecs_world_t *w)
     return ecs__entity_create_empty(w);
 }
 
-/* Sorts ids into a type set, remembering where each came from; rejects
- * unknown and duplicate ids, and markers (which follow pairs). */
-static bool type_from_ids(const ecs_world_t *w, int count, const ecs_component_t *ids, ecs_component_t *types,
-                          int32_t *origin)
+/* Scratch for small type sets on the stack, larger ones from the world's
+ * allocator. The table components make the type set (types[0, ntypes),
+ * their positions in ids at origin[0, ntypes)); the sparse ones' positions
+ * in ids, in their order, are origin[count - nsparse, count). */
+typedef struct {
+    ecs_component_t stack_types[32];
+    int32_t stack_origin[32];
+    ecs_component_t *types;
+    int32_t *origin;
+    uint32_t ntypes, nsparse;
+} type_scratch_t;
+
+/* Sorts ids into a type set, remembering where each came from, and puts
+ * the sparse ones aside; rejects unknown and duplicate ids, and markers
+ * (which follow pairs). */
+static bool type_from_ids(const ecs_world_t *w, int count, const ecs_component_t *ids, type_scratch_t *s)
 {
+    ecs_component_t *types = s->types;
+    int32_t *origin = s->origin;
+    uint32_t n = 0, ns = 0;
     for (int k = 0; k < count; k++) {
         ecs_component_t c = ids[k];
-        if (!ecs__component_writable(w, c)) return false;
-        int i = k;
+        const ecs__component_t *comp = ecs__component_writable(w, c);
+        if (!comp) return false;
+        if (ECS__UNLIKELY(ecs__component_is_sparse(comp))) {
+            for (uint32_t j = 0; j < ns; j++) {
+                if (ids[origin[count - 1 - (int)j]] == c) return false;
+            }
+            origin[count - 1 - (int)ns++] = k; /* reversed below */
+            continue;
+        }
+        uint32_t i = n++;
         while (i > 0 && types[i - 1] > c) {
             types[i] = types[i - 1];
             origin[i] = origin[i - 1];
@@ -426,17 +474,15 @@ static bool type_from_ids(const ecs_world_t *w, int count, const ecs_component_t
         types[i] = c;
         origin[i] = k;
     }
+    for (uint32_t a = (uint32_t)count - ns, b = (uint32_t)count - 1; ns > 1 && a < b; a++, b--) {
+        int32_t t = origin[a];
+        origin[a] = origin[b];
+        origin[b] = t;
+    }
+    s->ntypes = n;
+    s->nsparse = ns;
     return true;
 }
-
-/* Scratch for small type sets on the stack, larger ones from the world's
- * allocator. */
-typedef struct {
-    ecs_component_t stack_types[32];
-    int32_t stack_origin[32];
-    ecs_component_t *types;
-    int32_t *origin;
-} type_scratch_t;
 
 static bool scratch_init(ecs_world_t *w, type_scratch_t *s, int count)
 {
@@ -467,11 +513,11 @@ static int archetype_from_ids(ecs_world_t *w, int count, const ecs_component_t *
 {
     if (count < 0 || (count > 0 && !ids)) return ECS_EINVAL;
     if (!scratch_init(w, s, count)) return ECS_ENOMEM;
-    if (!type_from_ids(w, count, ids, s->types, s->origin)) {
+    if (!type_from_ids(w, count, ids, s)) {
         scratch_fini(w, s);
         return ECS_EINVAL;
     }
-    *out = ecs__archetype_ensure(w, s->types, (uint32_t)count);
+    *out = ecs__archetype_ensure(w, s->types, s->ntypes);
     if (!*out) {
         scratch_fini(w, s);
         return ECS_ENOMEM;
@@ -517,6 +563,90 @@ ECS__INLINE ecs_entity_t spawn_in(ecs_world_t *w, const ecs__archetype_t *a, ecs
     return e;
 }
 
+/* The sparse components of a spawn of n entities (ids, with their values
+ * and scratch s as archetype_from_ids left them). */
+static inline ecs__component_t *spawn_sparse_comp(const ecs_world_t *w, const ecs_component_t *ids,
+                                                  const type_scratch_t *s, int count, uint32_t j, int32_t *k)
+{
+    *k = s->origin[(uint32_t)count - s->nsparse + j];
+    return w->registry.components[ids[*k]];
+}
+
+/* Room in each of their sets for the n ids the entity index hands out
+ * next (reserved first). */
+static bool spawn_sparse_reserve(ecs_world_t *w, const ecs_component_t *ids, const type_scratch_t *s, int count,
+                                 uint32_t n)
+{
+    for (uint32_t j = 0; j < s->nsparse; j++) {
+        int32_t k;
+        if (!ecs__sparse_set_reserve_spawn(w, spawn_sparse_comp(w, ids, s, count, j, &k), n)) return false;
+    }
+    return true;
+}
+
+/* The sparse entries of spawned entities es[0, n), the i-th of the
+ * spawn's from `first`: values[k] holds n values for a batch (copied). */
+static void spawn_sparse_insert(ecs_world_t *w, const ecs_component_t *ids, const void *const *values,
+                                const type_scratch_t *s, int count, const ecs_entity_t *es, uint32_t n,
+                                uint32_t first)
+{
+    for (uint32_t j = 0; j < s->nsparse; j++) {
+        int32_t k;
+        ecs__component_t *c = spawn_sparse_comp(w, ids, s, count, j, &k);
+        const unsigned char *v = values && c->sparse.size ? values[k] : NULL;
+        for (uint32_t i = 0; i < n; i++) {
+            void *vi = v ? (void *)(v + (size_t)(first + i) * c->sparse.size) : NULL; /* copied, never written */
+            ecs__sparse_insert(w, c, es[i], vi, false);
+        }
+    }
+}
+
+/* ON_ADD and ON_SET of the sparse components of the n entities just
+ * spawned (the last n entries of each set), after the table components'
+ * calls. Returns whether any was observed. */
+static bool spawn_sparse_observe(ecs_world_t *w, const ecs_component_t *ids, const void *const *values,
+                                 const type_scratch_t *s, int count, uint32_t n)
+{
+    bool any = false;
+    for (uint32_t j = 0; j < s->nsparse; j++) {
+        int32_t k;
+        ecs__component_t *c = spawn_sparse_comp(w, ids, s, count, j, &k);
+        if (!(c->observed & (ECS_ON_ADD | ECS_ON_SET))) continue;
+        any = true;
+        bool set = values && values[k] && c->sparse.size;
+        for (uint32_t slot = c->sparse.count - n; slot < c->sparse.count; slot++) {
+            const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, c->sparse.ids[slot]);
+            ecs__sparse_emit_added(w, c, slot, rec->chunk, rec->row, set);
+        }
+    }
+    return any;
+}
+
+/* ecs_spawn_with with sparse components among ids: the table ones make
+ * the archetype a, the sparse ones go to their sets; then the observers
+ * of both. */
+ECS__NOINLINE ecs_entity_t spawn_with_sparse(ecs_world_t *w, ecs__archetype_t *a, int count, const ecs_component_t *ids,
+                                             const void *const *values, type_scratch_t *s, uint32_t mark)
+{
+    ecs__chunk_t *ch = NULL;
+    if (ecs__entity_index_reserve(&w->entity_index, &w->allocator, 1) && spawn_sparse_reserve(w, ids, s, count, 1))
+        ch = ecs__archetype_chunk_with_room(w, a);
+    if (!ch) {
+        ecs__archetypes_rollback(w, mark);
+        scratch_fini(w, s);
+        return ECS_NULL;
+    }
+    uint32_t row;
+    ecs_entity_t e = spawn_in(w, a, ch, values, s->origin, &row);
+    spawn_sparse_insert(w, ids, values, s, count, &e, 1, 0);
+    bool observed = (a->observed & (ECS_ON_ADD | ECS_ON_SET)) != 0;
+    if (observed) spawned_observed(w, a, values, s->origin, &(ecs__piece_t){ch, row, 1}, 1);
+    observed |= spawn_sparse_observe(w, ids, values, s, count, 1);
+    scratch_fini(w, s);
+    if (observed) ecs__observers_settle(w);
+    return e;
+}
+
 /* ecs_spawn_with's placement into a, then its observers: apart from the
  * unobserved path, whose code stays as it was without observers. */
 ECS__NOINLINE ecs_entity_t spawn_with_observed(ecs_world_t *w, ecs__archetype_t *a, const void *const *values,
@@ -552,6 +682,7 @@ ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *id
         origin = w->spawn_cache.origin;
     } else {
         if (archetype_from_ids(w, count, ids, &s, &a) != ECS_OK) return ECS_NULL;
+        if (ECS__UNLIKELY(s.nsparse)) return spawn_with_sparse(w, a, count, ids, values, &s, mark);
         origin = s.origin;
         if (cacheable) {
             w->spawn_cache.count = (uint32_t)count;
@@ -595,6 +726,7 @@ int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids
     uint32_t npieces = 0;
     if ((observed && !ecs__observers_pieces_reserve(w, a->chunk_count + (uint32_t)n / a->capacity + 1)) ||
         !ecs__entity_index_reserve(&w->entity_index, &w->allocator, (uint32_t)n) ||
+        (s.nsparse && !spawn_sparse_reserve(w, ids, &s, count, (uint32_t)n)) ||
         !ecs__archetype_reserve_rows(w, a, (uint32_t)n)) {
         ecs__archetypes_rollback(w, mark);
         scratch_fini(w, &s);
@@ -617,10 +749,12 @@ int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids
             else ecs__value_init(c->comp, dst, (int32_t)k);
         }
         ecs__chunk_mark_added(w, ch, base, k);
+        if (ECS__UNLIKELY(s.nsparse)) spawn_sparse_insert(w, ids, values, &s, count, ch->entities + base, k, done);
         if (observed) w->obs.batch.pieces[npieces++] = (ecs__piece_t){ch, base, k};
         done += k;
     }
     if (observed) spawned_observed(w, a, values, s.origin, w->obs.batch.pieces, npieces);
+    if (ECS__UNLIKELY(s.nsparse)) observed |= spawn_sparse_observe(w, ids, values, &s, count, (uint32_t)n);
     scratch_fini(w, &s);
     if (observed) ecs__observers_settle(w);
     return ECS_OK;
@@ -659,8 +793,20 @@ int ecs_add(ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
     return err ? err : entity_toggle(w, e, rec, c, true);
 }
 
+/* The sparse component c's, or NULL (a table component, or unknown): the
+ * calls' dispatch, one test of a world field in worlds without any. */
+ECS__INLINE ecs__component_t *sparse_of(const ecs_world_t *w, ecs_component_t c)
+{
+    if (ECS__LIKELY(!w->sparse.count)) return NULL;
+    ecs__component_t *comp = ecs__component_get(w, c);
+    return comp && ecs__component_is_sparse(comp) ? comp : NULL;
+}
+
 int ecs_remove(ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 {
+    ecs__component_t *sc;
+    /* Sparse: the set's id proves e alive when it has c; no record read. */
+    if (w && ecs__world_immediate_ok(w) && (sc = sparse_of(w, c)) != NULL) return ecs__sparse_remove(w, e, sc);
     ecs__record_t *rec;
     int err = immediate_target(w, e, c, &rec);
     return err ? err : entity_toggle(w, e, rec, c, false);
@@ -678,6 +824,8 @@ int ecs_set(ecs_world_t *w, ecs_entity_t e, ecs_component_t c, const void *value
 bool ecs_has(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 {
     if (!w) return false;
+    const ecs__component_t *sc = sparse_of(w, c);
+    if (sc) return ecs__sparse_set_find(&sc->sparse, e) >= 0;
     const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     return rec && ecs__archetype_type_index(rec->chunk->archetype, c) >= 0;
 }
@@ -702,6 +850,13 @@ static void check_declared_read(const ecs__record_t *rec, ecs_component_t c)
 const void *ecs_get(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 {
     if (!w) return NULL;
+    const ecs__component_t *sc = sparse_of(w, c);
+    if (sc) {
+        /* No system declares a sparse component yet, and no system writes
+         * one (commands apply at the barrier): reads need no check. */
+        int32_t slot = ecs__sparse_set_find(&sc->sparse, e);
+        return slot < 0 || !sc->sparse.size ? NULL : ecs__sparse_set_value(&sc->sparse, (uint32_t)slot);
+    }
     const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return NULL;
 #ifndef NDEBUG
@@ -714,6 +869,13 @@ const void *ecs_get(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 void *ecs_get_mut(ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 {
     if (!w || !ecs__world_immediate_ok(w) || !ecs__component_writable(w, c)) return NULL;
+    ecs__component_t *sc = sparse_of(w, c);
+    if (sc) {
+        int32_t slot = ecs__sparse_set_find(&sc->sparse, e);
+        if (slot < 0 || !sc->sparse.size) return NULL;
+        sc->sparse.changed[slot] = w->run.tick_now;
+        return ecs__sparse_set_value(&sc->sparse, (uint32_t)slot);
+    }
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return NULL;
     int32_t col = ecs__archetype_column(rec->chunk->archetype, c);

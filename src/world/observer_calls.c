@@ -126,12 +126,12 @@ static inline void dispatch_end(ecs_world_t *w)
 /* Components                                                              */
 /* ---------------------------------------------------------------------- */
 
-/* kind of c at row of ch (its column col, value its value there: NULL
- * for a tag), as ecs__observers_emit1 (inlined in the set path). A kind
+/* kind of c at row of ch, its value at value (NULL for a tag; in the
+ * chunk's column, or in a sparse component's set), as ecs__observers_emit1 (inlined in the set path). A kind
  * with one observer without filters (the common case, and what a write
  * pays for) calls it straight, its field the value. */
-ECS__INLINE void emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col,
-                       uint32_t row, void *value)
+ECS__INLINE void emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c, ecs__chunk_t *ch, uint32_t row,
+                       void *value)
 {
     uint32_t k = ecs__event_index(kind);
     uint32_t only = c->observers->only[k];
@@ -153,8 +153,19 @@ ECS__INLINE void emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c,
             it->priv_.fields[0] = o->query.terms[0].access == ECS_READ ? value : NULL;
             call_run(w, o, it);
         } else {
-            const ecs__piece_t piece = {ch, row, 1};
-            run_list(w, kind, &(ecs__observer_list_t){&list->slots[i], 1, 1}, ch->archetype, col, &piece, 1);
+            /* Its filter terms read the archetype; the observed one's
+             * field is the value (in the chunk, or in a sparse set). */
+            int32_t cols[ECS_MAX_TERMS];
+            cols[0] = -1;
+            if (!observer_match(o, ch->archetype, cols)) continue;
+            ecs_iter_t *it = call_prepare(w, o, kind, ch, row, 1, NULL);
+            const ecs__column_t *columns = ch->archetype->columns;
+            for (uint32_t t = 1; t < o->query.term_count; t++) {
+                int32_t cc = cols[t];
+                it->priv_.fields[t] = cc < 0 ? NULL : (unsigned char *)ch->cols[cc] + (size_t)row * columns[cc].size;
+            }
+            it->priv_.fields[0] = o->query.terms[0].access == ECS_READ ? value : NULL;
+            call_run(w, o, it);
         }
     }
     dispatch_end(w);
@@ -163,7 +174,13 @@ ECS__INLINE void emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c,
 void ecs__observers_emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col,
                           uint32_t row)
 {
-    emit1(w, kind, c, ch, col, row, col < 0 ? NULL : (unsigned char *)ch->cols[col] + (size_t)row * c->info.size);
+    emit1(w, kind, c, ch, row, col < 0 ? NULL : (unsigned char *)ch->cols[col] + (size_t)row * c->info.size);
+}
+
+void ecs__observers_emit_at(ecs_world_t *w, uint32_t kind, const ecs__component_t *c, ecs__chunk_t *ch, uint32_t row,
+                            void *value)
+{
+    emit1(w, kind, c, ch, row, value);
 }
 
 void ecs__observers_emit_lost(ecs_world_t *w, ecs__chunk_t *ch, uint32_t row, const ecs__archetype_t *dst)
@@ -188,7 +205,8 @@ void ecs__observers_set1(ecs_world_t *w, const ecs__component_t *c, ecs__chunk_t
     /* In a flush, a change in place ends the batch (the playback did not
      * let it extend one). */
     if (ECS__UNLIKELY(w->obs.batch.npieces)) ecs__observers_batch_end(w);
-    emit1(w, ECS_ON_SET, c, ch, col, row, value);
+    (void)col;
+    emit1(w, ECS_ON_SET, c, ch, row, value);
     ecs__observers_settle(w);
 }
 
@@ -384,6 +402,7 @@ void ecs__observers_emit_doomed(ecs_world_t *w)
         const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, w->rel.doomed[i]);
         ecs__chunk_t *ch = rec->chunk;
         if (ch->archetype->observed & ECS_ON_REMOVE) ecs__observers_emit_lost(w, ch, rec->row, NULL);
+        if (ECS__UNLIKELY(w->sparse.count)) ecs__sparse_emit_lost(w, w->rel.doomed[i], ch, rec->row);
         for (uint32_t k = 0; k < w->rel.count; k++) {
             const ecs__relation_t *r = &w->rel.types[k];
             if (r->observed & ECS_ON_REMOVE) doomed_pairs(w, r, w->rel.doomed[i], &doomed);

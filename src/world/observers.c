@@ -107,6 +107,8 @@ static bool filter_check(const ecs_world_t *w, const ecs_term_t *t, uint32_t k, 
     if (!c) return ecs__refusal_set(why, "term %u: unknown component %u", k, t->component);
     if (c->pair_marker)
         return ecs__refusal_set(why, "term %u: a relation marker (markers follow pairs at a flush's end)", k);
+    /* Filters match archetypes, which never hold a sparse component. */
+    if (ecs__component_is_sparse(c)) return ecs__refusal_set(why, "term %u: " ECS__REFUSAL_SPARSE_TERM, k);
     if (t->src != ECS_SELF) return ecs__refusal_set(why, "term %u: an observer's terms are read on the entity (ECS_SELF)", k);
     if (t->access == ECS_WRITE) return ecs__refusal_set(why, "term %u: WRITE (an observer writes through commands)", k);
     if ((unsigned)t->access > ECS_WITHOUT) return ecs__refusal_set(why, "term %u: unknown access %u", k, (unsigned)t->access);

@@ -944,6 +944,7 @@ static bool doomed_reserve(ecs_world_t *w, plan_t *p, bool flush)
         if (ch != last && !ecs__removals_reserve_n(w, ch->archetype, NULL, logged)) return false;
         last = ch; /* room counted from the log's length: once per run of one chunk is enough */
     }
+    if (ECS__UNLIKELY(w->sparse.count) && !ecs__sparse_reserve_logs(w, w->rel.doomed_count)) return false;
     return flush ? pending_reserve(w, survivors) : plan_reserve(w, p, w->rel.doomed_count);
 }
 

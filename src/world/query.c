@@ -45,8 +45,23 @@ bool ecs__changes_on_singletons(const ecs_term_t *terms, uint32_t n, const ecs_c
     return false;
 }
 
+bool ecs__terms_name_sparse(const ecs_world_t *w, const ecs_term_t *terms, const ecs_change_filter_t *changes)
+{
+    if (ECS__LIKELY(!w->sparse.count)) return false;
+    for (uint32_t n = 0; terms && n < ECS_MAX_TERMS && terms[n].component; n++) {
+        const ecs__component_t *c = ecs__component_get(w, terms[n].component);
+        if (c && ecs__component_is_sparse(c)) return true;
+    }
+    for (uint32_t n = 0; changes && n < ECS_MAX_TERMS && changes[n].kind; n++) {
+        const ecs__component_t *c = ecs__component_get(w, changes[n].component);
+        if (c && ecs__component_is_sparse(c)) return true;
+    }
+    return false;
+}
+
 int ecs__terms_validate(const ecs_world_t *w, const ecs_term_t *terms, uint32_t *count)
 {
+    if (ecs__terms_name_sparse(w, terms, NULL)) return ECS_EINVAL;
     uint32_t n = 0;
     for (; n < ECS_MAX_TERMS && terms[n].component; n++) {
         const ecs_term_t *t = &terms[n];
@@ -80,6 +95,7 @@ static bool terms_have_up(const ecs_term_t *terms, uint32_t n)
 
 int ecs__changes_validate(const ecs_world_t *w, const ecs_change_filter_t *changes, uint32_t *count)
 {
+    if (ecs__terms_name_sparse(w, NULL, changes)) return ECS_EINVAL;
     uint32_t n = 0;
     for (; n < ECS_MAX_TERMS && changes[n].kind; n++) {
         const ecs_change_filter_t *f = &changes[n];
@@ -261,6 +277,7 @@ ecs_query_t *ecs_query_create(ecs_world_t *w, const ecs_query_desc_t *desc)
     ecs_query_t *q = NULL;
     if (!w || !desc) ecs__refusal_set(&why, "NULL world or descriptor");
     else if (!ecs__world_immediate_ok(w)) ecs__refusal_set(&why, ECS__REFUSAL_NOT_IMMEDIATE);
+    else if (ecs__terms_name_sparse(w, desc->terms, desc->changes)) ecs__refusal_set(&why, ECS__REFUSAL_SPARSE_TERM);
     else if (ecs__terms_validate(w, desc->terms, &n) != ECS_OK) ecs__refusal_set(&why, "invalid term");
     else if (terms_have_up(desc->terms, n)) ecs__refusal_set(&why, "ECS_UP terms are for systems");
     else if (ecs__changes_validate(w, desc->changes, &nc) != ECS_OK)

@@ -2,8 +2,8 @@
  * storage.c: brings the world's storage up and down as one unit: entity
  * index, component registry, archetypes (the empty one first), the
  * built-in relations, custom events, cached queries, command memory,
- * singletons and observers. Teardown runs every live value's dtor before
- * it frees anything.
+ * singletons, observers and sparse components' sets. Teardown runs every
+ * live value's dtor before it frees anything.
  */
 #include "world/world.h"
 
@@ -26,6 +26,7 @@ void ecs__world_storage_drop_values(ecs_world_t *w)
     ecs__commands_drop_values(w);
     ecs__singletons_drop_values(w);
     ecs__archetypes_drop_values(w);
+    ecs__sparse_components_drop_values(w);
 }
 
 void ecs__world_storage_fini(ecs_world_t *w)
@@ -41,6 +42,7 @@ void ecs__world_storage_fini(ecs_world_t *w)
     ecs__relations_fini(w);
     ecs__events_fini(w);
     ecs__archetypes_fini(w);
+    ecs__sparse_components_drop_values(w); /* before the sets go with their components */
     ecs__components_fini(w);
     ecs__entity_index_fini(&w->entity_index, &w->allocator);
 }

@@ -163,6 +163,48 @@ typedef struct {
     int32_t column; /* -1 for a tag */
 } ecs__component_record_t;
 
+/* ---------------------------------------------------------------------- */
+/* Sparse components (sparse_components.c)                                 */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A sparse component's storage: a sparse set. `index` maps an entity
+ * index to its dense slot + 1 (0: absent); the dense arrays hold, per
+ * slot, the full id (with its generation), the value (size bytes at
+ * `values + slot * size`; no array for a tag) and the Added and Changed
+ * ticks (no arrays for a tag). Removal swaps the last slot into the hole.
+ *
+ * A despawn takes its entity out of every set, so `ids[slot] == e` proves
+ * both that e is alive and that it has the component: lookups never read
+ * the entity record. The ticks are kept for the iteration step to come
+ * (change filters on sparse components): Added is the tick of the add,
+ * Changed that of the last write (ecs_set, ecs_get_mut, a command's set),
+ * both in the world's tick clock (w->run.tick_now), as a chunk tracker's.
+ */
+typedef struct ecs__sparse_set {
+    ecs__sparse_t index;
+    ecs_entity_t *ids;
+    unsigned char *values;
+    uint64_t *added, *changed;
+    uint32_t count, cap;
+    uint32_t size;  /* bytes per value, 0: a tag */
+    uint32_t align;
+} ecs__sparse_set_t;
+
+/* e's dense slot in set, or -1 when e does not have it (or is dead, stale
+ * or provisional: a despawn leaves every set, and a provisional handle is
+ * never stored). Two dependent loads and one compare. */
+ECS__INLINE int32_t ecs__sparse_set_find(const ecs__sparse_set_t *set, ecs_entity_t e)
+{
+    uint32_t slot = ecs__sparse_get(&set->index, (uint32_t)e);
+    return slot && set->ids[slot - 1] == e ? (int32_t)(slot - 1) : -1;
+}
+
+static inline void *ecs__sparse_set_value(const ecs__sparse_set_t *set, uint32_t slot)
+{
+    return set->values + (size_t)slot * set->size;
+}
+
 typedef struct {
     ecs_type_info_t info; /* name owned by the registry */
     ecs_type_hooks_t hooks;
@@ -193,7 +235,13 @@ typedef struct {
      * component watches (the writes test only this), and who they are. */
     uint32_t observed;
     struct ecs__observed *observers;
+    /* ECS_STORAGE_SPARSE: its values live in `sparse`, never in an
+     * archetype (sparse_components.c). */
+    ecs_storage_t storage;
+    ecs__sparse_set_t sparse;
 } ecs__component_t;
+
+static inline bool ecs__component_is_sparse(const ecs__component_t *c) { return c->storage == ECS_STORAGE_SPARSE; }
 
 static inline ecs__component_t *ecs__component_get(const ecs_world_t *w, ecs_component_t c);
 
@@ -481,6 +529,54 @@ int ecs__entity_despawn(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec);
 void ecs__entity_destroy_n(ecs_world_t *w, const ecs__doomed_t *d);
 
 /* ---------------------------------------------------------------------- */
+/* Sparse components: the entity operations (sparse_components.c)         */
+/* ---------------------------------------------------------------------- */
+
+/* Registration: room for one more sparse component (before the commit),
+ * then its entry (cannot fail). */
+bool ecs__sparse_components_reserve(ecs_world_t *w);
+void ecs__sparse_components_add(ecs_world_t *w, ecs_component_t id);
+/* Teardown: every live sparse value's dtor, once; then the sets' memory. */
+void ecs__sparse_components_drop_values(ecs_world_t *w);
+void ecs__sparse_set_fini(ecs_world_t *w, ecs__sparse_set_t *set);
+
+/* Room for n more entries in c's set (values relocated with the move
+ * hook when it grows), and an index page for entity index `index`.
+ * false: out of memory, nothing a lookup could see changed. */
+bool ecs__sparse_set_reserve(ecs_world_t *w, ecs__component_t *c, uint32_t n);
+/* Room for the next n spawns in c's set: n entries, and the index pages
+ * of the n ids the entity index hands out next (reserved already). */
+bool ecs__sparse_set_reserve_spawn(ecs_world_t *w, ecs__component_t *c, uint32_t n);
+/* Appends live entity e (absent; room reserved), its value constructed
+ * from *value (moved or copied) or by default (value NULL). Returns its
+ * slot. No observers. */
+uint32_t ecs__sparse_insert(ecs_world_t *w, ecs__component_t *c, ecs_entity_t e, void *value, bool move);
+
+/* The entity calls on a sparse component c of live entity e (rec its
+ * record), with hooks, observers, removal logs and ticks, as
+ * ecs__entity_add / _remove / _set are for a table component. */
+int ecs__sparse_add(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__component_t *c);
+/* e: any handle; ECS_ESTALE unless live. Reads the record only when e
+ * does not have c (the set's id proves it alive otherwise). */
+int ecs__sparse_remove(ecs_world_t *w, ecs_entity_t e, ecs__component_t *c);
+int ecs__sparse_write(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__component_t *c, void *value,
+                      bool move);
+/* ON_ADD then ON_SET (when set) of c at slot, for e at (ch, row), in
+ * immediate mode or in a flush (which it does not batch). */
+void ecs__sparse_emit_added(ecs_world_t *w, ecs__component_t *c, uint32_t slot, ecs__chunk_t *ch, uint32_t row,
+                            bool set);
+
+/* A despawn of e (and its closure): log room for n entities in every
+ * sparse component's removal log that is read (false: out of memory),
+ * then the ON_REMOVE calls of the sparse components e has (e at (ch, row)),
+ * then its values go: dtors, removal logs, out of every set. */
+bool ecs__sparse_reserve_logs(ecs_world_t *w, uint32_t n);
+void ecs__sparse_emit_lost(ecs_world_t *w, ecs_entity_t e, ecs__chunk_t *ch, uint32_t row);
+void ecs__sparse_drop_entity(ecs_world_t *w, ecs_entity_t e);
+/* Whether e has any sparse component with ON_REMOVE observers. */
+bool ecs__sparse_observed_lost(const ecs_world_t *w, ecs_entity_t e);
+
+/* ---------------------------------------------------------------------- */
 /* Removal logs (removals.c)                                               */
 /* ---------------------------------------------------------------------- */
 
@@ -563,7 +659,14 @@ enum {
     ECS__ITER_MARKS_NOW = 2,      /* immediate mode: listed at once */
 };
 
-/* Validates terms and counts them. ECS_EINVAL on a bad term. */
+/* Whether a term (terms, zero-terminated, or NULL) or change filter
+ * (changes, likewise) names a sparse component. Refused for now, with
+ * this reason: iterating sparse sets is a later step, and matching by
+ * archetype would silently never see them. */
+bool ecs__terms_name_sparse(const ecs_world_t *w, const ecs_term_t *terms, const ecs_change_filter_t *changes);
+#define ECS__REFUSAL_SPARSE_TERM "a term or change filter names a sparse component (sparse components in terms: not yet)"
+/* Validates terms and counts them. ECS_EINVAL on a bad term (a sparse
+ * component's included). */
 int ecs__terms_validate(const ecs_world_t *w, const ecs_term_t *terms, uint32_t *count);
 /* Validates change filters (data components, no relation) and counts them. */
 int ecs__changes_validate(const ecs_world_t *w, const ecs_change_filter_t *changes, uint32_t *count);
@@ -958,6 +1061,11 @@ void ecs__observers_compact(ecs_world_t *w);
 /* kind of component c (whose column in ch is col, -1 for a tag) at row. */
 void ecs__observers_emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c, ecs__chunk_t *ch, int32_t col,
                           uint32_t row);
+/* kind of component c of the entity at row of ch, its value at value
+ * (NULL: a tag): what a sparse component's write calls, its value in
+ * the component's set. */
+void ecs__observers_emit_at(ecs_world_t *w, uint32_t kind, const ecs__component_t *c, ecs__chunk_t *ch, uint32_t row,
+                            void *value);
 /* ON_SET of c written in place at row, its value at value (ecs_set,
  * ecs_cmd_set of a present component), then, in immediate mode, what
  * they recorded. */
@@ -1037,6 +1145,15 @@ typedef struct {
     ecs__map_t component_names;
     uint32_t watched; /* components some system reads the removals of */
 } ecs__registry_t;
+
+/* The sparse components (sparse_components.c): their ids, in registration
+ * order, which a despawn walks; count 0 keeps every sparse path off the
+ * table paths (one test of a world field). */
+typedef struct {
+    ecs_component_t *ids;
+    uint32_t count, cap;
+    bool dropped; /* teardown ran their dtors */
+} ecs__sparse_components_t;
 
 /* Archetypes and their chunks (archetype.c), and the versions that those
  * who walk them trust. */
@@ -1138,6 +1255,7 @@ struct ecs_world {
     ecs_allocator_t allocator;
     ecs__entity_index_t entity_index;
     ecs__registry_t registry;
+    ecs__sparse_components_t sparse;
     ecs__storage_t storage;
     ecs__query_list_t queries;
     ecs__relations_t rel;
