@@ -682,14 +682,15 @@ typedef enum {
 static struct {
     fx_t *f;
     ecs_entity_t target;
+    bool recorded;
 } oc;
 
 static void oom_cmd_writer(ecs_iter_t *it)
 {
     Position p = {1, 1};
-    ecs_cmd_set(it->commands, oc.target, oc.f->spos, &p);
-    ecs_entity_t h = ecs_cmd_spawn(it->commands);
-    ecs_cmd_add(it->commands, h, oc.f->owned);
+    ecs_entity_t h;
+    oc.recorded = ecs_cmd_set(it->commands, oc.target, oc.f->spos, &p) == ECS_OK &&
+                  (h = ecs_cmd_spawn(it->commands)) != ECS_NULL && ecs_cmd_add(it->commands, h, oc.f->owned) == ECS_OK;
 }
 
 static void oom_removal_reader(ecs_iter_t *it) { (void)it; }
@@ -736,8 +737,9 @@ static bool oom_try(oom_op_t op, long k)
     case OOM_DESPAWN_LOGGED:
     case OOM_CASCADE_LOGGED: ok = ecs_despawn(f.w, target) == ECS_OK; break;
     case OOM_COMMANDS: {
+        /* Recording may fail (the system is told), or the flush. */
         int err = ecs_world_progress(f.w, 0.0f);
-        ok = err == ECS_OK;
+        ok = err == ECS_OK && oc.recorded;
         break;
     }
     default: break;
