@@ -145,10 +145,14 @@ bool ecs__sparse_set_reserve_spawn(ecs_world_t *w, ecs__component_t *c, uint32_t
     return true;
 }
 
-/* Room for e's entry: a slot and its index page. */
-static inline bool entry_reserve(ecs_world_t *w, ecs__component_t *c, ecs_entity_t e)
+/* Room for e's entry: a slot and its index page. The common case (room
+ * and page there) is two compares here, the rest out of line. */
+ECS__INLINE bool entry_reserve(ecs_world_t *w, ecs__component_t *c, ecs_entity_t e)
 {
-    return ecs__sparse_set_reserve(w, c, 1) && ecs__sparse_reserve(&c->sparse.index, &w->allocator, (uint32_t)e);
+    ecs__sparse_set_t *set = &c->sparse;
+    uint32_t p = (uint32_t)e >> ECS__SPARSE_BITS;
+    if (ECS__LIKELY(set->count < set->cap && p < set->index.page_count && set->index.pages[p])) return true;
+    return ecs__sparse_set_reserve(w, c, 1) && ecs__sparse_reserve(&set->index, &w->allocator, (uint32_t)e);
 }
 
 /* Appends e (room reserved); its value, if any, is the caller's to
@@ -197,13 +201,18 @@ static inline void value_construct(const ecs__component_t *c, void *dst, void *v
     }
 }
 
-uint32_t ecs__sparse_insert(ecs_world_t *w, ecs__component_t *c, ecs_entity_t e, void *value, bool move)
+ECS__INLINE uint32_t insert(ecs_world_t *w, ecs__component_t *c, ecs_entity_t e, void *value, bool move)
 {
     ecs__sparse_set_t *set = &c->sparse;
     ecs__assert(ecs__sparse_set_find(set, e) < 0, "absent");
     uint32_t slot = entry_push(w, set, e);
     if (set->size) value_construct(c, ecs__sparse_set_value(set, slot), value, move);
     return slot;
+}
+
+uint32_t ecs__sparse_insert(ecs_world_t *w, ecs__component_t *c, ecs_entity_t e, void *value, bool move)
+{
+    return insert(w, c, e, value, move);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -233,7 +242,8 @@ void ecs__sparse_emit_added(ecs_world_t *w, ecs__component_t *c, uint32_t slot, 
 
 /* The add of an absent c with its value (NULL: default), then its
  * observers. */
-static int add_absent(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__component_t *c, void *value, bool move)
+ECS__NOINLINE int add_absent(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__component_t *c, void *value,
+                             bool move)
 {
     ecs__sparse_set_t *set = &c->sparse;
     /* The value may be another entity's of this very set (ecs_set(w, e,
@@ -244,7 +254,7 @@ static int add_absent(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
         inside = (size_t)((unsigned char *)value - set->values);
     if (!entry_reserve(w, c, e)) return ECS_ENOMEM;
     if (inside != SIZE_MAX) value = set->values + inside;
-    uint32_t slot = ecs__sparse_insert(w, c, e, value, move);
+    uint32_t slot = insert(w, c, e, value, move);
     if (ECS__UNLIKELY(c->observed & (ECS_ON_ADD | ECS_ON_SET))) {
         ecs__sparse_emit_added(w, c, slot, rec->chunk, rec->row, value != NULL);
         ecs__observers_settle(w);
@@ -255,15 +265,21 @@ static int add_absent(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__c
 int ecs__sparse_add(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs__component_t *c)
 {
     if (ecs__sparse_set_find(&c->sparse, e) >= 0) return ECS_OK;
-    return add_absent(w, e, rec, c, NULL, false);
+    /* The common case inline: room and page there, no ctor, no
+     * observers. */
+    if (ECS__UNLIKELY(c->hooks.ctor || (c->observed & ECS_ON_ADD)) || !entry_reserve(w, c, e))
+        return add_absent(w, e, rec, c, NULL, false);
+    ecs__sparse_set_t *set = &c->sparse;
+    uint32_t slot = entry_push(w, set, e);
+    if (set->size) ecs__zero_bytes(ecs__sparse_set_value(set, slot), set->size);
+    return ECS_OK;
 }
 
-int ecs__sparse_remove(ecs_world_t *w, ecs_entity_t e, ecs__component_t *c)
+/* ecs__sparse_remove of present e at slot with a removal reader, an
+ * ON_REMOVE observer, a dtor or a move hook. */
+ECS__NOINLINE int remove_hooked(ecs_world_t *w, ecs_entity_t e, ecs__component_t *c, uint32_t slot)
 {
     ecs__sparse_set_t *set = &c->sparse;
-    int32_t found = ecs__sparse_set_find(set, e);
-    if (found < 0) return ecs__record_from_entity(&w->entity_index, e) ? ECS_OK : ECS_ESTALE;
-    uint32_t slot = (uint32_t)found;
     if (ECS__UNLIKELY(c->removal_readers) && !ecs__log_reserve(&c->removed, &w->allocator, 1)) return ECS_ENOMEM;
     void *value = set->size ? ecs__sparse_set_value(set, slot) : NULL;
     bool observed = ECS__UNLIKELY(c->observed & ECS_ON_REMOVE);
@@ -277,6 +293,17 @@ int ecs__sparse_remove(ecs_world_t *w, ecs_entity_t e, ecs__component_t *c)
     if (ECS__UNLIKELY(c->removal_readers)) ecs__log_append1(&c->removed, e);
     entry_remove(c, set, slot);
     if (observed) ecs__observers_settle(w);
+    return ECS_OK;
+}
+
+int ecs__sparse_remove(ecs_world_t *w, ecs_entity_t e, ecs__component_t *c)
+{
+    ecs__sparse_set_t *set = &c->sparse;
+    int32_t found = ecs__sparse_set_find(set, e);
+    if (found < 0) return ecs__record_from_entity(&w->entity_index, e) ? ECS_OK : ECS_ESTALE;
+    if (ECS__UNLIKELY(c->removal_readers || (c->observed & ECS_ON_REMOVE) || c->hooks.dtor || c->hooks.move))
+        return remove_hooked(w, e, c, (uint32_t)found);
+    entry_remove(c, set, (uint32_t)found);
     return ECS_OK;
 }
 
