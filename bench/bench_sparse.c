@@ -28,17 +28,10 @@
 #include <string.h>
 
 #include "bench.h"
+#include "components.h"
 #include "rng.h"
 
 #define ENTITIES 100000
-
-typedef struct {
-    float x, y;
-} Position;
-
-typedef struct {
-    float x, y;
-} Velocity;
 
 typedef struct {
     float a, b;
@@ -152,18 +145,19 @@ int main(int argc, char **argv)
         pass(OP_REMOVE, tbl);
         pass(OP_REMOVE, spr);
 
-        report("table_add", ord, t_ar[0], "table_add", t_ar[0], reps);
-        report("table_remove", ord, t_ar[1], "table_remove", t_ar[1], reps);
-        report("sparse_add", ord, s_ar[0], "table_add", t_ar[0], reps);
-        report("sparse_remove", ord, s_ar[1], "table_remove", t_ar[1], reps);
-        report("sparse_tag_add", ord, g_ar[0], "table_add", t_ar[0], reps);
-        report("sparse_tag_remove", ord, g_ar[1], "table_remove", t_ar[1], reps);
-        report("table_get", ord, t_rd[0], "table_get", t_rd[0], reps);
-        report("table_set", ord, t_rd[1], "table_set", t_rd[1], reps);
-        report("table_has", ord, t_rd[2], "table_has", t_rd[2], reps);
-        report("sparse_get", ord, s_rd[0], "table_get", t_rd[0], reps);
-        report("sparse_set", ord, s_rd[1], "table_set", t_rd[1], reps);
-        report("sparse_has", ord, s_rd[2], "table_has", t_rd[2], reps);
+        const struct {
+            const char *name, *base;
+            double ns, base_ns;
+        } rows[] = {
+            {"table_add", "table_add", t_ar[0], t_ar[0]},       {"table_remove", "table_remove", t_ar[1], t_ar[1]},
+            {"sparse_add", "table_add", s_ar[0], t_ar[0]},      {"sparse_remove", "table_remove", s_ar[1], t_ar[1]},
+            {"sparse_tag_add", "table_add", g_ar[0], t_ar[0]},  {"sparse_tag_remove", "table_remove", g_ar[1], t_ar[1]},
+            {"table_get", "table_get", t_rd[0], t_rd[0]},       {"table_set", "table_set", t_rd[1], t_rd[1]},
+            {"table_has", "table_has", t_rd[2], t_rd[2]},       {"sparse_get", "table_get", s_rd[0], t_rd[0]},
+            {"sparse_set", "table_set", s_rd[1], t_rd[1]},      {"sparse_has", "table_has", s_rd[2], t_rd[2]},
+        };
+        for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+            report(rows[i].name, ord, rows[i].ns, rows[i].base, rows[i].base_ns, reps);
     }
     ecs_world_destroy(w);
     free(ids);

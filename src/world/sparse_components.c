@@ -47,14 +47,20 @@ void ecs__sparse_components_drop_values(ecs_world_t *w)
     }
 }
 
+/* Frees a set's dense arrays (any may be NULL). */
+static void arrays_free(const ecs_allocator_t *a, void *ids, void *values, void *added, void *changed)
+{
+    ecs__free(a, ids);
+    ecs__free(a, values);
+    ecs__free(a, added);
+    ecs__free(a, changed);
+}
+
 void ecs__sparse_set_fini(ecs_world_t *w, ecs__sparse_set_t *set)
 {
     const ecs_allocator_t *a = &w->allocator;
     ecs__sparse_fini(&set->index, a);
-    ecs__free(a, set->ids);
-    ecs__free(a, set->values);
-    ecs__free(a, set->added);
-    ecs__free(a, set->changed);
+    arrays_free(a, set->ids, set->values, set->added, set->changed);
     set->ids = NULL;
     set->values = NULL;
     set->added = set->changed = NULL;
@@ -96,10 +102,7 @@ ECS__COLD bool set_grow(ecs_world_t *w, const ecs__component_t *c, ecs__sparse_s
         ok = values && added && changed;
     }
     if (!ok) {
-        ecs__free(a, ids);
-        ecs__free(a, values);
-        ecs__free(a, added);
-        ecs__free(a, changed);
+        arrays_free(a, ids, values, added, changed);
         return false;
     }
     if (set->count) {
@@ -110,10 +113,7 @@ ECS__COLD bool set_grow(ecs_world_t *w, const ecs__component_t *c, ecs__sparse_s
             memcpy(changed, set->changed, (size_t)set->count * sizeof(uint64_t));
         }
     }
-    ecs__free(a, set->ids);
-    ecs__free(a, set->values);
-    ecs__free(a, set->added);
-    ecs__free(a, set->changed);
+    arrays_free(a, set->ids, set->values, set->added, set->changed);
     set->ids = ids;
     set->values = values;
     set->added = added;
