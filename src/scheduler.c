@@ -407,7 +407,7 @@ static bool check_removals(registration_t *r)
     if (d->removed) {
         if (filtered) return ecs__refusal_set(&r->why, "a removal reader takes no change filters");
         if (d->pairs.mode) return ecs__refusal_set(&r->why, "a removal reader takes no pair dispatch");
-        if (d->removed > r->w->registry.component_count || !r->w->registry.components[d->removed])
+        if (!ecs__component_get(r->w, d->removed))
             return ecs__refusal_set(&r->why, "removed: unknown component");
         if (!only_other_terms(r)) return ecs__refusal_set(&r->why, "a removal reader takes only ECS_OTHER terms");
     }
