@@ -81,11 +81,63 @@ static inline uint64_t load8(const unsigned char *col, uint32_t at)
  * after the xor, and the multiply gathers byte i's low bit into bit
  * 56 + i (bytes are 0 or 1, so no partial product carries). */
 #define TOGGLE_ONES 0x0101010101010101ull
-static inline uint32_t fail8(const unsigned char *const *cols, const uint64_t *want, uint32_t n, uint32_t at)
+ECS__INLINE uint64_t fail_bytes(const unsigned char *const *cols, const uint64_t *want, uint32_t nt, uint32_t at)
 {
     uint64_t f = 0;
-    for (uint32_t k = 0; k < n; k++) f |= load8(cols[k], at) ^ want[k];
-    return (uint32_t)((f * 0x0102040810204080ull) >> 56);
+    for (uint32_t k = 0; k < nt; k++) f |= load8(cols[k], at) ^ want[k];
+    return f;
+}
+
+ECS__INLINE uint32_t fail8(const unsigned char *const *cols, const uint64_t *want, uint32_t nt, uint32_t at)
+{
+    return (uint32_t)((fail_bytes(cols, want, nt, at) * 0x0102040810204080ull) >> 56);
+}
+
+typedef uint16_t rows8_t __attribute__((vector_size(16)));
+
+/* The selection of every row of a chunk of `count` rows; inlined with
+ * nt = 1 for the common case, so its loops test one column. */
+ECS__INLINE int32_t select_all(const unsigned char *const *cols, const uint64_t *want, uint32_t nt, uint32_t count,
+                               uint16_t *rows)
+{
+    uint32_t full = count & ~7u, b = 0;
+    /* Every row passes, mostly: OR the failing bytes of whole blocks
+     * (a loop the compiler vectorises), and stop at the first block
+     * group with one; every row before it passes. */
+    while (b < full) {
+        uint32_t end = b + 64 < full ? b + 64 : full;
+        uint64_t f = 0;
+        for (uint32_t at = b; at < end; at += 8) f |= fail_bytes(cols, want, nt, at);
+        if (f) break;
+        b = end;
+    }
+    uint32_t tail = count - full; /* rows in the last, partial block */
+    uint32_t tail_mask = (1u << tail) - 1;
+    if (b == full && (!tail || !(fail8(cols, want, nt, full) & tail_mask))) return -1;
+    while (b < full && !fail8(cols, want, nt, b)) b += 8;
+    uint32_t out = 0;
+    const rows8_t iota = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (uint32_t r = 0; r < b; r += 8, out += 8) {
+        rows8_t v = iota + (uint16_t)r;
+        memcpy(rows + out, &v, sizeof(v));
+    }
+    for (; b < count; b += 8) {
+        uint32_t pass = ~fail8(cols, want, nt, b) & 0xffu;
+        if (b == full) pass &= tail_mask;
+        if (pass == 0xffu) {
+            /* A whole block: one 16-byte store (the buffer holds a chunk's
+             * capacity, a multiple of 8 here). */
+            rows8_t v = iota + (uint16_t)b;
+            memcpy(rows + out, &v, sizeof(v));
+            out += 8;
+            continue;
+        }
+        while (pass) {
+            rows[out++] = (uint16_t)(b + (uint32_t)__builtin_ctz(pass));
+            pass &= pass - 1;
+        }
+    }
+    return (int32_t)out;
 }
 
 int32_t ecs__toggle_select_slow(const ecs__query_match_t *m, const ecs__chunk_t *ch, int32_t n, uint16_t *rows)
@@ -110,28 +162,6 @@ int32_t ecs__toggle_select_slow(const ecs__query_match_t *m, const ecs__chunk_t 
         }
         return (int32_t)out;
     }
-    uint32_t count = ch->count;
-    uint32_t full = count & ~7u, b = 0;
-    /* The common case first: find the first block with a row that fails,
-     * reading 8 bytes per test at a time; every row before it passes. */
-    while (b < full && !fail8(cols, want, nt, b)) b += 8;
-    uint32_t tail = count - full; /* rows in the last, partial block */
-    uint32_t tail_mask = (1u << tail) - 1;
-    if (b == full && (!tail || !(fail8(cols, want, nt, full) & tail_mask))) return -1;
-    uint32_t out = 0;
-    for (uint32_t r = 0; r < b; r++) rows[out++] = (uint16_t)r;
-    for (; b < count; b += 8) {
-        uint32_t pass = ~fail8(cols, want, nt, b) & 0xffu;
-        if (b == full) pass &= tail_mask;
-        if (pass == 0xffu) {
-            for (uint32_t i = 0; i < 8; i++) rows[out + i] = (uint16_t)(b + i);
-            out += 8;
-            continue;
-        }
-        while (pass) {
-            rows[out++] = (uint16_t)(b + (uint32_t)__builtin_ctz(pass));
-            pass &= pass - 1;
-        }
-    }
-    return (int32_t)out;
+    if (nt == 1) return select_all(cols, want, 1, ch->count, rows);
+    return select_all(cols, want, nt, ch->count, rows);
 }
