@@ -79,7 +79,7 @@ static inline uint64_t load8(const unsigned char *col, uint32_t at)
 /* The rows among 8 (bit i: row at + i) whose bytes fail some test: a
  * byte that is not what the test wants (0 enabled, 1 disabled) is 1
  * after the xor, and the multiply gathers byte i's low bit into bit
- * 56 + i (bytes are 0 or 1, so no partial product carries). */
+ * 56 + i (bytes of 0 or 1: no partial product carries). */
 #define TOGGLE_ONES 0x0101010101010101ull
 ECS__INLINE uint64_t fail_bytes(const unsigned char *const *cols, const uint64_t *want, uint32_t nt, uint32_t at)
 {
@@ -90,7 +90,10 @@ ECS__INLINE uint64_t fail_bytes(const unsigned char *const *cols, const uint64_t
 
 ECS__INLINE uint32_t fail8(const unsigned char *const *cols, const uint64_t *want, uint32_t nt, uint32_t at)
 {
-    return (uint32_t)((fail_bytes(cols, want, nt, at) * 0x0102040810204080ull) >> 56);
+    /* Past the chunk's count the bytes are stale (any value): only their
+     * low bit is kept, so the multiply cannot carry into the rows that
+     * count (their bytes are 0 or 1). */
+    return (uint32_t)(((fail_bytes(cols, want, nt, at) & TOGGLE_ONES) * 0x0102040810204080ull) >> 56);
 }
 
 typedef uint16_t rows8_t __attribute__((vector_size(16)));
