@@ -413,6 +413,10 @@ typedef struct {
     /* ECS_STORAGE_TABLE (0, the default) or ECS_STORAGE_SPARSE; data
        components and tags alike (a sparse tag is a set of entities). */
     ecs_storage_t storage;
+    /* A data component whose presence can be switched off per entity
+       without a move (ecs_enable; see "Toggle components"). Refused on a
+       tag and on a sparse component. */
+    bool can_toggle;
 } ecs_component_desc_t;
 
 /**
@@ -421,9 +425,10 @@ typedef struct {
  * @param desc   the component; read during the call only
  * @return its id; 0, with one line on stderr naming the problem (as
  *         ecs_system_register does), on failure: NULL world or desc, NULL
- *         or duplicate name, bad size/alignment, hooks on a tag, an entity
- *         field outside the value, an unknown storage, called from a
- *         system that is not EXCLUSIVE (or a type hook), out of memory.
+ *         or duplicate name, bad size/alignment, hooks or can_toggle on a
+ *         tag, an entity field outside the value, an unknown storage,
+ *         can_toggle on a sparse component, called from a system that is
+ *         not EXCLUSIVE (or a type hook), out of memory.
  */
 ECS_API ecs_component_t ecs_component_register(ecs_world_t *world, const ecs_component_desc_t *desc);
 
@@ -593,6 +598,69 @@ ECS_API const void *ecs_get(const ecs_world_t *world, ecs_entity_t entity, ecs_c
  *         for a marker.
  */
 ECS_API void *ecs_get_mut(ecs_world_t *world, ecs_entity_t entity, ecs_component_t component);
+
+/* ---------------------------------------------------------------------- */
+/* Toggle components                                                       */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A component registered with can_toggle (a data component) can be
+ * disabled on one entity and enabled again without an archetype move:
+ * the entity keeps the component and its value, nothing moves, and no
+ * pointer into storage is invalidated. While it is disabled the entity
+ * does not match READ, WRITE or WITH terms on it, and does match WITHOUT
+ * terms on it (so a WITHOUT term on a toggle component matches archetypes
+ * that have the component, for their disabled rows). Optional terms do not
+ * filter: an optional READ/WRITE term hands the field for every row, the
+ * disabled ones included. ECS_OTHER terms declare reads only and filter
+ * nothing. An ECS_UP term on a toggle component counts the parent as
+ * having it only while it is enabled there (the rows whose parent has it
+ * disabled are not handed, or get NULL when the term is optional).
+ * Change filters test marks only: a filter on a toggle component does not
+ * by itself skip disabled rows (a term on it does).
+ *
+ * Where some rows of a chunk are disabled, queries and systems hand the
+ * chunk's other rows through it->rows (chunk-local, ascending, like a
+ * change filter's rows; with a change filter, the rows that pass both);
+ * where every row passes, it->rows is NULL, and a chunk where none does is
+ * not handed. A component starts enabled whenever it is added (again,
+ * after a removal). Toggling marks nothing Added or Changed, and is no
+ * structural change. ecs_has and ecs_get still see a disabled component.
+ * A system's WRITE terms mark the chunks it is handed as they always do
+ * (a chunk-level mark, which also covers the rows it skipped).
+ */
+
+/**
+ * Enables or disables component c on an entity (immediate mode, as
+ * ecs_set). A no-op when it already is in that state.
+ * @param world      the world
+ * @param entity     a live entity that has the component
+ * @param component  a component registered with can_toggle
+ * @param enabled    true: enable; false: disable
+ * @return ECS_OK; ECS_EINVAL for a NULL world, a component without
+ *         can_toggle (a tag included) or one the entity lacks; ECS_ESTALE
+ *         for a null or stale entity; ECS_EBUSY inside a system that is
+ *         not EXCLUSIVE or a type hook. Nothing changes on failure.
+ */
+ECS_API int ecs_enable(ecs_world_t *world, ecs_entity_t entity, ecs_component_t component, bool enabled);
+
+/**
+ * Whether the entity has component c enabled. Allowed anywhere reads are.
+ * @return true when the entity is live, has c (a can_toggle component)
+ *         and c is enabled; false otherwise (bad arguments included).
+ */
+ECS_API bool ecs_is_enabled(const ecs_world_t *world, ecs_entity_t entity, ecs_component_t component);
+
+/**
+ * Records ecs_enable(entity, component, enabled) into a command buffer.
+ * The entity may be a provisional handle of the same buffer. At playback,
+ * an entity that died or lacks the component is skipped (counted in
+ * ecs_world_stats_t.commands_skipped).
+ * @return ECS_OK; ECS_EINVAL for a NULL buffer or a component without
+ *         can_toggle; ECS_ESTALE for a stale or foreign handle;
+ *         ECS_ENOMEM when the command cannot be recorded.
+ */
+ECS_API int ecs_cmd_enable(ecs_commands_t *cmd, ecs_entity_t entity, ecs_component_t component, bool enabled);
 
 /* ---------------------------------------------------------------------- */
 /* Singletons                                                              */

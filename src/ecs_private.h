@@ -356,16 +356,19 @@ typedef struct {
 #endif
 } ecs__walk_t;
 
-/* The rows of ch (match `match`) that the walk's change filters pass,
- * into wk->rows: -1 every row, else how many (0: none). */
+/* The rows of ch (match `match`) that the walk's change filters and the
+ * match's toggle tests pass, into wk->rows: -1 every row, else how many
+ * (0: none). */
 static inline int32_t ecs__walk_select(ecs__walk_t *wk, const ecs__query_match_t *match, ecs__chunk_t *ch)
 {
     const ecs__walk_window_t *win = &wk->window;
-    if (!win->filters) return -1;
+    int32_t n = -1;
     if (win->filters == 1)
-        return ecs__changes_select_one(ch->trackers[match->filter_columns[0]], win->kind0, ch->count, win->since,
-                                       win->this_run, win->scan, wk->rows);
-    return ecs__query_select(wk->q, match, ch, win->since, win->this_run, win->scan, wk->rows);
+        n = ecs__changes_select_one(ch->trackers[match->filter_columns[0]], win->kind0, ch->count, win->since,
+                                    win->this_run, win->scan, wk->rows);
+    else if (win->filters)
+        n = ecs__query_select(wk->q, match, ch, win->since, win->this_run, win->scan, wk->rows);
+    return ecs__toggle_select(match, ch, n, wk->rows);
 }
 
 /* Lists chunk ch in the dirty-chunk lists of the columns the system

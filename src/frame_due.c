@@ -117,7 +117,8 @@ static int32_t due_hand(ecs__walk_t *wk, const ecs__query_match_t *match, const 
         }
     }
     wk->due->fresh += out;
-    return out == count ? -1 : (int32_t)out;
+    /* An earlier callback of the run may have toggled a due row off. */
+    return ecs__toggle_select(match, ch, out == count ? -1 : (int32_t)out, rows);
 }
 
 int32_t ecs__due_select(ecs__walk_t *wk, const ecs__query_match_t *match, ecs__chunk_t *ch)

@@ -27,10 +27,12 @@ typedef struct {
     bool optional;
     ecs_component_t component;
     uint32_t size;
+    const ecs__component_t *comp;
     /* Building: the parent archetype met last, and the component's
-     * column there (parents of one chunk's rows mostly share one). */
+     * column there (parents of one chunk's rows mostly share one), and
+     * its companion's for a toggle component (-1: none). */
     const ecs__archetype_t *last;
-    int32_t last_col;
+    int32_t last_col, last_toggle;
 } up_term_t;
 
 /* A chunk the build met, with its match's index in the query. */
@@ -65,6 +67,11 @@ struct ecs__levels {
      * change elsewhere (particles spawned every frame) keeps them. */
     bool valid;
     uint64_t versions[LEVELS_RELS];
+    /* Some term tests a toggle component's state (the rows' own, or the
+     * parents' through an UP term): the runs also hold only while no
+     * state changed anywhere (the world's toggle_version). */
+    bool toggles;
+    uint64_t toggle_version;
     uint32_t match_count;
     seen_t *seen;
     uint32_t nseen, seen_cap;
@@ -122,8 +129,11 @@ ecs__levels_t *ecs__levels_create(ecs_world_t *w, ecs_relation_t cascade, const 
         u->rel = rel_index(lv, terms[i].relation ? terms[i].relation : ecs_childof(w));
         u->optional = terms[i].optional;
         u->component = terms[i].component;
-        u->size = (uint32_t)ecs__component_get(w, u->component)->info.size;
+        u->comp = ecs__component_get(w, u->component);
+        u->size = (uint32_t)u->comp->info.size;
+        lv->toggles |= u->comp->toggle != 0;
     }
+    for (uint32_t i = 0; i < n; i++) lv->toggles |= ecs__toggle_term(w, &terms[i]);
     return lv;
 }
 
@@ -247,19 +257,23 @@ static const void *parent_value(ecs_world_t *w, ecs__levels_t *lv, up_term_t *u,
     if (a != u->last) {
         u->last = a;
         u->last_col = ecs__archetype_column(a, u->component);
+        u->last_toggle = ecs__toggle_column(a, u->comp);
         seen_add(w, lv, a);
     }
     if (u->last_col < 0) return NULL;
+    /* A toggle component disabled on the parent: as if it lacked it. */
+    if (u->last_toggle >= 0 && ((const unsigned char *)rec->chunk->cols[u->last_toggle])[rec->row]) return NULL;
     return (const unsigned char *)rec->chunk->cols[u->last_col] + (size_t)rec->row * u->size;
 }
 
 /* Scans chunk ch (chunk number c of the build), appending its rows to
  * hand to the query-order arrays. Returns the largest depth met. */
-static uint32_t scan_chunk(ecs_world_t *w, ecs__levels_t *lv, const rel_cols_t *rc, const ecs__chunk_t *ch,
-                           uint32_t c)
+static uint32_t scan_chunk(ecs_world_t *w, ecs__levels_t *lv, const rel_cols_t *rc, const ecs__query_match_t *match,
+                           const ecs__chunk_t *ch, uint32_t c)
 {
     uint32_t max_depth = 0, n = lv->nrows;
     for (uint32_t row = 0; row < ch->count; row++) {
+        if (!ecs__toggle_row_passes(match, ch, row)) continue; /* disabled: not handed */
         ecs_entity_t e = ch->entities[row];
         ecs_entity_t parent[LEVELS_RELS];
         uint32_t depth = 0;
@@ -316,7 +330,7 @@ static bool scan(ecs_world_t *w, ecs__levels_t *lv, const ecs_query_t *q, uint32
             if (!ch->count) continue;
             uint32_t c = lv->chunk_count++;
             lv->chunks[c] = (chunk_at_t){ch, m};
-            uint32_t d = scan_chunk(w, lv, &rc, ch, c);
+            uint32_t d = scan_chunk(w, lv, &rc, &q->matches[m], ch, c);
             if (d > *max_depth) *max_depth = d;
         }
     }
@@ -382,6 +396,7 @@ static bool cut_runs(ecs_world_t *w, ecs__levels_t *lv, uint32_t max_depth)
 static bool levels_current(const ecs_world_t *w, const ecs__levels_t *lv, const ecs_query_t *q)
 {
     if (!lv->valid || lv->match_count != q->match_count) return false;
+    if (lv->toggles && lv->toggle_version != w->storage.toggle_version) return false;
     for (uint32_t j = 0; j < lv->nrels; j++) {
         if (lv->versions[j] != ecs__relation_get(w, lv->rels[j])->store.version) return false;
     }
@@ -397,6 +412,7 @@ static bool levels_build(ecs_world_t *w, ecs__levels_t *lv, const ecs_query_t *q
     uint32_t max_depth;
     if (!scan(w, lv, q, &max_depth) || !sort_by_depth(w, lv, max_depth) || !cut_runs(w, lv, max_depth)) return false;
     lv->match_count = q->match_count;
+    lv->toggle_version = w->storage.toggle_version;
     for (uint32_t j = 0; j < lv->nrels; j++) lv->versions[j] = ecs__relation_get(w, lv->rels[j])->store.version;
     lv->valid = true;
     return true;

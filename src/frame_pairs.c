@@ -415,6 +415,7 @@ void ecs__walk_dirty_pairs(ecs__walk_t *wk)
             if (!ts || ts->max_tick <= wk->window.since) continue;
             rec = ecs__record_from_entity(&wk->world->entity_index, st->dirty[k]);
             if (!rec || (m = match_of(q, rec->chunk->archetype)) < 0) continue;
+            if (!ecs__toggle_row_passes(&q->matches[m], rec->chunk, rec->row)) continue; /* disabled there */
         }
         /* Another chunk (or the end): hand over what the batch holds. */
         if (cur && (k == n || rec->chunk != cur || b->v.n == PAIR_BATCH)) {

@@ -135,7 +135,7 @@ int ecs_world_stats(const ecs_world_t *w, ecs_world_stats_t *out)
     out->frame = w->run.frames;
     out->commands_skipped = w->cmd.skipped;
     out->entities = w->entity_index.alive;
-    out->components = w->registry.component_count;
+    out->components = w->registry.component_count - w->registry.toggles; /* companions are hidden */
     out->archetypes = w->storage.archetype_count;
     out->chunks = w->storage.chunk_count;
     out->systems = w->run.scheduler->system_count;

@@ -132,7 +132,7 @@ static bool access_has(const ecs_component_t *set, uint8_t n, ecs_component_t c)
 /* Terms and change filters: a filter reads its component's tracker (so
  * it conflicts with the component's writers) and, since rows without the
  * component never pass it, requires the component like a WITH term. */
-static void access_from_terms(ecs__access_t *acc, const ecs_term_t *terms, uint32_t n,
+static void access_from_terms(const ecs_world_t *w, ecs__access_t *acc, const ecs_term_t *terms, uint32_t n,
                               const ecs_change_filter_t *changes, uint32_t nc)
 {
     memset(acc, 0, sizeof(*acc));
@@ -161,7 +161,14 @@ static void access_from_terms(ecs__access_t *acc, const ecs_term_t *terms, uint3
             if (!t->optional) access_add(acc->required, &acc->nrequired, t->component);
             break;
         case ECS_WITH: access_add(acc->required, &acc->nrequired, t->component); break;
-        case ECS_WITHOUT: access_add(acc->excluded, &acc->nexcluded, t->component); break;
+        case ECS_WITHOUT:
+            /* A WITHOUT term on a toggle component matches chunks that
+             * have it (the disabled rows): the entity sets are disjoint,
+             * but a chunk is shared, and with it the chunk-level marks of
+             * the columns both may write. Excluded only when it cannot. */
+            if (!w->registry.components[t->component]->toggle)
+                access_add(acc->excluded, &acc->nexcluded, t->component);
+            break;
         }
     }
 }
@@ -402,7 +409,7 @@ static bool check_removals(registration_t *r)
     if (d->removed) {
         if (filtered) return ecs__refusal_set(&r->why, "a removal reader takes no change filters");
         if (d->pairs.mode) return ecs__refusal_set(&r->why, "a removal reader takes no pair dispatch");
-        if (d->removed > r->w->registry.component_count || !r->w->registry.components[d->removed])
+        if (!ecs__component_get(r->w, d->removed))
             return ecs__refusal_set(&r->why, "removed: unknown component");
         if (!only_other_terms(r)) return ecs__refusal_set(&r->why, "a removal reader takes only ECS_OTHER terms");
     }
@@ -510,7 +517,7 @@ static void build_access(registration_t *r)
                            .pair_role = pd->role, .pair_filter = r->pair_filter, .nfar_terms = r->nfar};
     if (reads_own_writes_elsewhere(r)) sys->flags |= ECS_SYSTEM_SINGLE_THREADED;
     build_singletons(r, sys);
-    access_from_terms(&sys->access, r->terms, r->query_terms, r->changes, r->change_count);
+    access_from_terms(r->w, &sys->access, r->terms, r->query_terms, r->changes, r->change_count);
     /* Far-end terms read other entities: like ECS_OTHER terms. */
     for (uint32_t i = 0; i < r->nfar; i++) {
         access_add(sys->access.others, &sys->access.nothers, pd->target_terms[i].component);

@@ -163,7 +163,53 @@ static void archetype_free(ecs_world_t *w, ecs__archetype_t *a)
     ecs__free(&w->allocator, a);
 }
 
+/* Whether a sorted type set needs normalising: a toggle component
+ * without its companion right after it, or a companion without its
+ * component right before it. */
+static bool types_unpaired(const ecs_world_t *w, const ecs_component_t *types, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        const ecs__component_t *c = w->registry.components[types[i]];
+        if (c->toggle && (i + 1 == count || types[i + 1] != c->toggle)) return true;
+        if (c->toggle_of && (i == 0 || types[i - 1] != c->toggle_of)) return true;
+    }
+    return false;
+}
+
+/* The type set with every toggle component's companion beside it and
+ * every companion whose component is absent dropped, into out (room for
+ * 2 * count). Returns its length. */
+static uint32_t types_normalise(const ecs_world_t *w, const ecs_component_t *types, uint32_t count,
+                                ecs_component_t *out)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        const ecs__component_t *c = w->registry.components[types[i]];
+        if (c->toggle_of) continue; /* put back after its component, if that is here */
+        out[n++] = types[i];
+        if (c->toggle) out[n++] = c->toggle;
+    }
+    return n;
+}
+
+static ecs__archetype_t *archetype_ensure(ecs_world_t *w, const ecs_component_t *types, uint32_t count);
+
+/* The one place type sets are normalised for toggle components: every
+ * caller (spawns, command runs, graph edges, marker moves) builds a set
+ * from what it knows and gets the archetype of the normalised set, so the
+ * companion follows its component everywhere with no code of its own. */
 ecs__archetype_t *ecs__archetype_ensure(ecs_world_t *w, const ecs_component_t *types, uint32_t count)
+{
+    if (ECS__LIKELY(!w->registry.toggles) || !types_unpaired(w, types, count)) return archetype_ensure(w, types, count);
+    ecs_component_t stack[64];
+    ecs_component_t *norm = 2 * count <= 64 ? stack : ecs__alloc(&w->allocator, 2 * count * sizeof(*norm), 4);
+    if (!norm) return NULL;
+    ecs__archetype_t *a = archetype_ensure(w, norm, types_normalise(w, types, count, norm));
+    if (norm != stack) ecs__free(&w->allocator, norm);
+    return a;
+}
+
+static ecs__archetype_t *archetype_ensure(ecs_world_t *w, const ecs_component_t *types, uint32_t count)
 {
     uint64_t hash = type_hash(types, count);
     ecs__archetype_t *a = table_find(w, types, count, hash);

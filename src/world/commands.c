@@ -38,6 +38,7 @@ enum {
     CMD_PARENT_SET,
     CMD_SINGLETON_SET, /* no entity: a singleton's value */
     CMD_EMIT,          /* an event; `component` holds the event type */
+    CMD_ENABLE,        /* a toggle component's state; `target` holds 1 (enable) or 0 */
 };
 
 struct ecs__cmd {
@@ -290,6 +291,18 @@ int ecs_cmd_add(ecs_commands_t *cmd, ecs_entity_t e, ecs_component_t c)
 int ecs_cmd_remove(ecs_commands_t *cmd, ecs_entity_t e, ecs_component_t c)
 {
     return cmd_component(cmd, CMD_REMOVE, e, c);
+}
+
+int ecs_cmd_enable(ecs_commands_t *cmd, ecs_entity_t e, ecs_component_t c, bool enabled)
+{
+    int err = check_buffer(cmd, e);
+    if (err) return err;
+    const ecs__component_t *comp = ecs__component_writable(cmd->world, c);
+    if (!comp || !comp->toggle) return ECS_EINVAL;
+    ecs__cmd_t *c_ = cmd_append(cmd, CMD_ENABLE, e, c, 0, 0);
+    if (!c_) return ECS_ENOMEM;
+    c_->target = enabled ? 1 : 0;
+    return ECS_OK;
 }
 
 /* A provisional handle in an entity field of a value must be this
@@ -545,6 +558,10 @@ static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, pl
                 err = ecs__hierarchy_parent_apply(w, ecs__relation_get(w, c->component), e, rec, t, trec);
             break;
         }
+        case CMD_ENABLE:
+            /* An entity that lost the component since: skipped. */
+            err = ecs__toggle_write(w, rec, w->registry.components[c->component], c->target != 0);
+            break;
         case CMD_ADD: err = ecs__entity_add(w, e, rec, c->component); break;
         case CMD_REMOVE: err = ecs__entity_remove(w, e, rec, c->component); break;
         case CMD_SET:
@@ -587,6 +604,7 @@ typedef struct {
     ecs_component_t component;
     uint32_t state; /* 0: untouched, as in the source archetype */
     bool changed;    /* a set found it present (since its last removal) */
+    bool removed;    /* the run removed it (an add after that starts it enabled) */
     ecs__cmd_t *set; /* RUN_SET: the command whose value wins */
 } run_entry_t;
 
@@ -643,6 +661,7 @@ static void run_fold(run_t *r, const ecs__archetype_t *a, ecs__cmd_t *first, con
             en->component = c->component;
             en->state = 0;
             en->changed = false;
+            en->removed = false;
             en->set = NULL;
         }
         switch (c->kind) {
@@ -651,6 +670,7 @@ static void run_fold(run_t *r, const ecs__archetype_t *a, ecs__cmd_t *first, con
             break;
         case CMD_REMOVE:
             if (present) en->state = RUN_REMOVED;
+            if (present) en->removed = true;
             en->changed = false;
             en->set = NULL;
             break;
@@ -755,6 +775,31 @@ static void run_observe_end(ecs_world_t *w, const ecs__change_t *k, ecs_entity_t
     }
 }
 
+/* The values a folded run constructs, one per data component it adds or
+ * sets, taken out of their commands (NULL: default). The values of a
+ * spawn's run are patched later, once its id is known. */
+static uint32_t run_inits(ecs_world_t *w, const ecs_commands_t *owner, run_t *run, bool spawn, ecs__init_t *inits)
+{
+    uint32_t ninit = 0;
+    for (uint32_t k = 0; k < run->count; k++) {
+        run_entry_t *en = &run->entries[k];
+        if (en->state != RUN_DEFAULT && en->state != RUN_SET) continue;
+        const ecs__component_t *comp = w->registry.components[en->component];
+        if (!comp->info.size) continue; /* a tag: presence only */
+        void *value = NULL;
+        if (en->state == RUN_SET) {
+            value = en->set->value;
+            if (!spawn) patch_entity_fields(owner, comp, value);
+            en->set->value = NULL; /* consumed by the caller */
+        }
+        inits[ninit++] = (ecs__init_t){en->component, value};
+        /* Removed and added again: its state starts over (enabled), as
+         * one by one, even where the fold keeps its column in place. */
+        if (comp->toggle && en->removed) inits[ninit++] = (ecs__init_t){comp->toggle, NULL};
+    }
+    return ninit;
+}
+
 /* Applies the run [first, end) of n >= 1 commands, after spawn when spawn
  * is not NULL (the run then targets the spawned entity). */
 static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *spawn, ecs__cmd_t *first,
@@ -804,22 +849,9 @@ static void apply_run(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *s
         return;
     }
 
-    ecs__init_t inits[RUN_MAX_COMPONENTS];
-    uint32_t ninit = 0;
-    for (uint32_t k = 0; k < run.count; k++) {
-        run_entry_t *en = &run.entries[k];
-        if (en->state != RUN_DEFAULT && en->state != RUN_SET) continue;
-        const ecs__component_t *comp = w->registry.components[en->component];
-        if (!comp->info.size) continue; /* a tag: presence only */
-        void *value = NULL;
-        if (en->state == RUN_SET) {
-            value = en->set->value;
-            /* Patched after a spawn's id is known: it may be in the field. */
-            if (!spawn) patch_entity_fields(owner, comp, value);
-            en->set->value = NULL; /* consumed below */
-        }
-        inits[ninit++] = (ecs__init_t){en->component, value};
-    }
+    /* Room for a companion beside each component (see run_inits). */
+    ecs__init_t inits[2 * RUN_MAX_COMPONENTS];
+    uint32_t ninit = run_inits(w, owner, &run, spawn != NULL, inits);
     ecs__change_t change;
     bool observed = ECS__UNLIKELY(w->obs.live != 0) && run_observe_begin(w, &run, spawn ? NULL : a, b, rec, &change);
     if (spawn) {

@@ -62,6 +62,8 @@ static bool component_check(const ecs_world_t *w, const ecs_component_desc_t *de
     if (!ecs__layout_resolve(desc->size, align, why)) return false;
     if (desc->size == 0 && !hooks_empty(&desc->hooks))
         return ecs__refusal_set(why, "hooks on a tag (size 0: there is no value for them)");
+    if (desc->size == 0 && desc->can_toggle)
+        return ecs__refusal_set(why, "can_toggle on a tag (size 0: add or remove it instead)");
     uint32_t n = 0;
     for (; n < ECS_MAX_ENTITY_FIELDS && desc->entity_fields[n]; n++) {
         size_t off = desc->entity_fields[n] - 1;
@@ -74,15 +76,19 @@ static bool component_check(const ecs_world_t *w, const ecs_component_desc_t *de
     if (desc->storage != ECS_STORAGE_TABLE && desc->storage != ECS_STORAGE_SPARSE)
         return ecs__refusal_set(why, "unknown storage %u (ECS_STORAGE_TABLE or ECS_STORAGE_SPARSE)",
                                 (unsigned)desc->storage);
+    if (desc->storage == ECS_STORAGE_SPARSE && desc->can_toggle)
+        return ecs__refusal_set(why, "can_toggle on a sparse component (adding and removing it moves nothing)");
     if (ecs_component_lookup(w, desc->name)) return ecs__refusal_set(why, "a component with this name exists");
-    if (w->registry.component_count == UINT32_MAX - 1) return ecs__refusal_set(why, "too many components");
+    /* A toggle component takes two ids (its companion's). */
+    if (w->registry.component_count >= UINT32_MAX - 2) return ecs__refusal_set(why, "too many components");
     return true;
 }
 
 /* Allocates everything first, then publishes the component, which cannot
- * fail: on out of memory (0) nothing is left behind. */
+ * fail: on out of memory (0) nothing is left behind. A hidden component
+ * (a companion) stays out of the name lookup. */
 static ecs_component_t component_commit(ecs_world_t *w, const ecs_component_desc_t *desc, size_t align,
-                                        uint32_t nfields)
+                                        uint32_t nfields, bool hidden)
 {
     uint32_t id = w->registry.component_count + 1;
     if (!ecs__array_reserve(&w->allocator, (void **)&w->registry.components, &w->registry.component_cap, id + 1,
@@ -106,11 +112,13 @@ static ecs_component_t component_commit(ecs_world_t *w, const ecs_component_desc
     c->removed = ecs__log_make(ECS__LOG_REMOVED, 0);
     c->entity_field_count = nfields;
     for (uint32_t i = 0; i < nfields; i++) c->entity_fields[i] = (uint32_t)(desc->entity_fields[i] - 1);
-    /* Room was reserved: this cannot fail. */
-    uint64_t *head = ecs__map_ensure(&w->registry.component_names, &w->allocator, name_hash(name), NULL);
-    ecs__assert(head != NULL, "name map room reserved");
-    c->name_next = (ecs_component_t)*head;
-    *head = id;
+    if (!hidden) {
+        /* Room was reserved: this cannot fail. */
+        uint64_t *head = ecs__map_ensure(&w->registry.component_names, &w->allocator, name_hash(name), NULL);
+        ecs__assert(head != NULL, "name map room reserved");
+        c->name_next = (ecs_component_t)*head;
+        *head = id;
+    }
     w->registry.components[0] = NULL;
     w->registry.components[id] = c;
     w->registry.component_count = id;
@@ -119,12 +127,35 @@ static ecs_component_t component_commit(ecs_world_t *w, const ecs_component_desc
     return id;
 }
 
+/* A toggle component's companion, registered right after it (id + 1, so
+ * that it sorts next to it in every type set): one byte per row, 0 while
+ * the component is enabled, 1 while it is disabled. Zero is the default,
+ * so a new column needs no ctor and the archetype's moves stay plain
+ * copies (see docs/toggle.md). false on OOM, with the component
+ * unregistered again. */
+static bool companion_commit(ecs_world_t *w, ecs_component_t id)
+{
+    ecs__component_t *c = w->registry.components[id];
+    ecs_component_desc_t desc = {.name = "(toggle)", .size = 1, .align = 1};
+    ecs_component_t cid = component_commit(w, &desc, 1, 0, true);
+    if (!cid) {
+        ecs__component_unregister_last(w, id);
+        return false;
+    }
+    ecs__assert(cid == id + 1, "the companion follows its component");
+    c->toggle = cid;
+    w->registry.components[cid]->toggle_of = id;
+    w->registry.toggles++;
+    return true;
+}
+
 ecs_component_t ecs__component_register(ecs_world_t *w, const ecs_component_desc_t *desc, ecs__refusal_t *why)
 {
     size_t align = 0;
     uint32_t nfields = 0;
     if (!component_check(w, desc, &align, &nfields, why)) return 0;
-    ecs_component_t id = component_commit(w, desc, align, nfields);
+    ecs_component_t id = component_commit(w, desc, align, nfields, false);
+    if (id && desc->can_toggle && !companion_commit(w, id)) id = 0;
     if (!id) ecs__refusal_set(why, "out of memory");
     return id;
 }
@@ -141,12 +172,14 @@ void ecs__component_unregister_last(ecs_world_t *w, ecs_component_t id)
 {
     ecs__assert(id && id == w->registry.component_count, "only the newest component");
     ecs__component_t *c = w->registry.components[id];
-    ecs__assert(!c->archetype_count && !c->removal_readers, "unused");
-    uint64_t hash = name_hash(c->info.name);
-    uint64_t *head = ecs__map_get(&w->registry.component_names, hash);
-    ecs__assert(head && *head == id, "the newest is its chain's head");
-    if (c->name_next) *head = c->name_next;
-    else ecs__map_remove(&w->registry.component_names, hash);
+    ecs__assert(!c->archetype_count && !c->removal_readers && !c->toggle, "unused");
+    if (!c->toggle_of) { /* a companion never entered the name lookup */
+        uint64_t hash = name_hash(c->info.name);
+        uint64_t *head = ecs__map_get(&w->registry.component_names, hash);
+        ecs__assert(head && *head == id, "the newest is its chain's head");
+        if (c->name_next) *head = c->name_next;
+        else ecs__map_remove(&w->registry.component_names, hash);
+    }
     if (ecs__component_is_sparse(c)) {
         ecs__assert(w->sparse.count && w->sparse.ids[w->sparse.count - 1] == id, "the newest sparse one");
         w->sparse.count--;

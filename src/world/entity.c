@@ -435,11 +435,13 @@ ecs_entity_t ecs_spawn(ecs_world_t *w)
 
 /* Scratch for small type sets on the stack, larger ones from the world's
  * allocator. The table components make the type set (types[0, ntypes),
- * their positions in ids at origin[0, ntypes)); the sparse ones' positions
- * in ids, in their order, are origin[count - nsparse, count). */
+ * their positions in ids at origin[0, ntypes)); once the archetype is
+ * known, origin follows its types instead, which may be up to twice as
+ * many (toggle components' companions). The sparse ones' positions in
+ * ids, in their order, are origin[2 * count, 2 * count + nsparse). */
 typedef struct {
     ecs_component_t stack_types[32];
-    int32_t stack_origin[32];
+    int32_t stack_origin[96];
     ecs_component_t *types;
     int32_t *origin;
     uint32_t ntypes, nsparse;
@@ -458,10 +460,11 @@ static bool type_from_ids(const ecs_world_t *w, int count, const ecs_component_t
         const ecs__component_t *comp = ecs__component_writable(w, c);
         if (!comp) return false;
         if (ECS__UNLIKELY(ecs__component_is_sparse(comp))) {
+            int32_t *sparse = origin + 2 * count;
             for (uint32_t j = 0; j < ns; j++) {
-                if (ids[origin[count - 1 - (int)j]] == c) return false;
+                if (ids[sparse[j]] == c) return false;
             }
-            origin[count - 1 - (int)ns++] = k; /* reversed below */
+            sparse[ns++] = k;
             continue;
         }
         uint32_t i = n++;
@@ -473,11 +476,6 @@ static bool type_from_ids(const ecs_world_t *w, int count, const ecs_component_t
         if (i > 0 && types[i - 1] == c) return false;
         types[i] = c;
         origin[i] = k;
-    }
-    for (uint32_t a = (uint32_t)count - ns, b = (uint32_t)count - 1; ns > 1 && a < b; a++, b--) {
-        int32_t t = origin[a];
-        origin[a] = origin[b];
-        origin[b] = t;
     }
     s->ntypes = n;
     s->nsparse = ns;
@@ -492,7 +490,7 @@ static bool scratch_init(ecs_world_t *w, type_scratch_t *s, int count)
         return true;
     }
     s->types = ecs__alloc(&w->allocator, (size_t)count * sizeof(ecs_component_t), 4);
-    s->origin = ecs__alloc(&w->allocator, (size_t)count * sizeof(int32_t), 4);
+    s->origin = ecs__alloc(&w->allocator, 3 * (size_t)count * sizeof(int32_t), 4);
     if (s->types && s->origin) return true;
     ecs__free(&w->allocator, s->types);
     ecs__free(&w->allocator, s->origin);
@@ -522,7 +520,24 @@ static int archetype_from_ids(ecs_world_t *w, int count, const ecs_component_t *
         scratch_fini(w, s);
         return ECS_ENOMEM;
     }
+    /* The archetype adds toggle components' companions: origins follow
+     * the archetype's types, -1 for a companion (no value: enabled). Both
+     * sets are sorted and the archetype's holds every id, so the copy
+     * runs backwards in place. */
+    const ecs__archetype_t *a = *out;
+    if (ECS__UNLIKELY(a->type_count != s->ntypes)) {
+        int32_t j = (int32_t)s->ntypes - 1;
+        for (int32_t t = (int32_t)a->type_count - 1; t >= 0; t--)
+            s->origin[t] = j >= 0 && s->types[j] == a->types[t] ? s->origin[j--] : -1;
+    }
     return ECS_OK;
+}
+
+/* The value given for type t of a spawn's archetype (NULL: none, or a
+ * companion, which has no value of the caller's). */
+static inline const void *spawn_value(const void *const *values, const int32_t *origin, uint32_t t)
+{
+    return values && origin[t] >= 0 ? values[origin[t]] : NULL;
 }
 
 /* A spawn as observers see it: into a, with values given to the data
@@ -534,7 +549,7 @@ static void spawn_change(const ecs__archetype_t *a, const void *const *values, c
     k->dst = (ecs__archetype_t *)a;
     k->nsets = 0;
     for (uint32_t t = 0; values && t < a->type_count && k->nsets < ECS__CHANGE_SETS; t++) {
-        if (a->type_columns[t] >= 0 && values[origin[t]]) k->sets[k->nsets++] = a->types[t];
+        if (a->type_columns[t] >= 0 && spawn_value(values, origin, t)) k->sets[k->nsets++] = a->types[t];
     }
 }
 
@@ -556,7 +571,7 @@ ECS__INLINE ecs_entity_t spawn_in(ecs_world_t *w, const ecs__archetype_t *a, ecs
     for (uint32_t t = 0; t < a->type_count; t++) {
         int32_t col = a->type_columns[t];
         if (col < 0) continue;
-        void *v = values ? (void *)values[origin[t]] : NULL; /* copied, never written */
+        void *v = (void *)spawn_value(values, origin, t); /* copied, never written */
         value_construct1(&a->columns[col], column_row(ch, (uint32_t)col, *row), v, false);
     }
     ecs__chunk_mark_added(w, ch, *row, 1);
@@ -568,7 +583,7 @@ ECS__INLINE ecs_entity_t spawn_in(ecs_world_t *w, const ecs__archetype_t *a, ecs
 static inline ecs__component_t *spawn_sparse_comp(const ecs_world_t *w, const ecs_component_t *ids,
                                                   const type_scratch_t *s, int count, uint32_t j, int32_t *k)
 {
-    *k = s->origin[(uint32_t)count - s->nsparse + j];
+    *k = s->origin[2 * (uint32_t)count + j];
     return w->registry.components[ids[*k]];
 }
 
@@ -687,7 +702,7 @@ ecs_entity_t ecs_spawn_with(ecs_world_t *w, int count, const ecs_component_t *id
         if (cacheable) {
             w->spawn_cache.count = (uint32_t)count;
             memcpy(w->spawn_cache.ids, ids, (size_t)count * sizeof(ecs_component_t));
-            memcpy(w->spawn_cache.origin, s.origin, (size_t)count * sizeof(int32_t));
+            memcpy(w->spawn_cache.origin, s.origin, a->type_count * sizeof(int32_t));
             w->spawn_cache.archetype = a;
         }
     }
@@ -744,7 +759,7 @@ int ecs_spawn_batch(ecs_world_t *w, int n, int count, const ecs_component_t *ids
             if (col < 0) continue;
             const ecs__column_t *c = &a->columns[col];
             void *dst = column_row(ch, (uint32_t)col, base);
-            const void *v = values ? values[s.origin[t]] : NULL;
+            const void *v = spawn_value(values, s.origin, t);
             if (v) ecs__value_copy(c->comp, dst, (const unsigned char *)v + (size_t)done * c->size, (int32_t)k);
             else ecs__value_init(c->comp, dst, (int32_t)k);
         }
@@ -827,7 +842,7 @@ bool ecs_has(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
     const ecs__component_t *sc = sparse_of(w, c);
     if (sc) return ecs__sparse_set_find(&sc->sparse, e) >= 0;
     const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
-    return rec && ecs__archetype_type_index(rec->chunk->archetype, c) >= 0;
+    return rec && ecs__archetype_type_index(rec->chunk->archetype, c) >= 0 && !ecs__component_hidden(w, c);
 }
 
 #ifndef NDEBUG
@@ -863,7 +878,7 @@ const void *ecs_get(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
     check_declared_read(rec, c);
 #endif
     int32_t col = ecs__archetype_column(rec->chunk->archetype, c);
-    return col < 0 ? NULL : column_row(rec->chunk, (uint32_t)col, rec->row);
+    return col < 0 || ecs__component_hidden(w, c) ? NULL : column_row(rec->chunk, (uint32_t)col, rec->row);
 }
 
 void *ecs_get_mut(ecs_world_t *w, ecs_entity_t e, ecs_component_t c)

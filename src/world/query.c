@@ -114,9 +114,26 @@ int ecs__changes_validate(const ecs_world_t *w, const ecs_change_filter_t *chang
     return ECS_OK;
 }
 
+/* Records a toggle test on a's companion column of the term's component
+ * (set: the row must have it disabled). A term that needs the component
+ * enabled, or a WITHOUT term on an archetype that has it. */
+static void toggle_test_add(const ecs_query_t *q, const ecs__archetype_t *a, const ecs_term_t *t,
+                            ecs__query_match_t *m, bool disabled)
+{
+    const ecs__component_t *c = q->world->registry.components[t->component];
+    int32_t col = ecs__toggle_column(a, c);
+    ecs__assert(col >= 0, "the companion is beside its component");
+    int32_t test = col * 2 + (disabled ? 1 : 0);
+    for (uint32_t k = 0; k < m->toggle_count; k++) {
+        if (m->toggles[k] == test) return; /* two terms on one component: one test */
+    }
+    m->toggles[m->toggle_count++] = test;
+}
+
 bool ecs__query_match(const ecs_query_t *q, ecs__archetype_t *a, ecs__query_match_t *m)
 {
     int32_t *columns = m->columns;
+    m->toggle_count = 0;
     for (uint32_t i = 0; i < q->term_count; i++) {
         const ecs_term_t *t = &q->terms[i];
         columns[i] = t->src == ECS_SINGLETON ? ECS__COLUMN_FIXED : -1;
@@ -129,14 +146,25 @@ bool ecs__query_match(const ecs_query_t *q, ecs__archetype_t *a, ecs__query_matc
                 if (!t->optional) return false;
             } else {
                 columns[i] = a->type_columns[ti];
+                if (ECS__UNLIKELY(q->toggles) && ecs__toggle_term(q->world, t)) toggle_test_add(q, a, t, m, false);
             }
             break;
         case ECS_WITH:
             if (ti < 0) return false;
+            if (ECS__UNLIKELY(q->toggles) && ecs__toggle_term(q->world, t)) toggle_test_add(q, a, t, m, false);
             break;
         case ECS_WITHOUT:
-            if (ti >= 0) return false;
+            /* A toggle component is absent where it is disabled: the
+             * archetypes that have it match, for those rows. */
+            if (ti >= 0 && !(q->toggles && ecs__toggle_term(q->world, t))) return false;
+            if (ti >= 0) toggle_test_add(q, a, t, m, true);
             break;
+        }
+    }
+    /* A component both required enabled and excluded: no row passes. */
+    for (uint32_t k = 0; ECS__UNLIKELY(m->toggle_count > 1) && k < m->toggle_count; k++) {
+        for (uint32_t j = 0; j < m->toggle_count; j++) {
+            if (m->toggles[j] == (m->toggles[k] ^ 1)) return false;
         }
     }
     /* A filter tests its component's ticks: rows without it never pass. */
@@ -194,6 +222,7 @@ ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t
     memcpy(q->terms, terms, term_count * sizeof(ecs_term_t));
     q->change_count = change_count;
     if (change_count) memcpy(q->changes, changes, change_count * sizeof(ecs_change_filter_t));
+    for (uint32_t i = 0; i < term_count; i++) q->toggles |= ecs__toggle_term(w, &terms[i]);
 
     /* Candidates come from the component index of the narrowest required
      * term (or every archetype when nothing is required). */
@@ -252,7 +281,7 @@ static void query_untrack(ecs_world_t *w, const ecs_query_t *q, uint32_t n)
 static ecs_query_t *query_commit(ecs_world_t *w, const ecs_query_desc_t *desc, uint32_t n, uint32_t nc)
 {
     ecs_query_t *q = ecs__query_create(w, desc->terms, n, desc->changes, nc);
-    if (!q || !nc) return q;
+    if (!q || (!nc && !q->toggles)) return q;
     q->rows = ecs__alloc(&w->allocator, ECS__CHUNK_MAX_ROWS * sizeof(uint16_t), _Alignof(uint16_t));
     if (!q->rows) {
         ecs__query_free(q);
@@ -399,6 +428,7 @@ bool ecs_query_next(ecs_iter_t *it)
             int32_t n = q->change_count
                             ? ecs__query_select(q, match, ch, it->priv_.since, it->priv_.tick, true, q->rows)
                             : -1;
+            n = ecs__toggle_select(match, ch, n, q->rows);
             if (!n) continue;
             it->priv_.match = (int32_t)m;
             it->priv_.chunk_index = (int32_t)c;
@@ -467,6 +497,8 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
     if (ecs__terms_validate(w, desc->terms, &q.term_count) != ECS_OK) return ECS_EINVAL;
     if (terms_have_up(desc->terms, q.term_count)) return ECS_EINVAL;
     memcpy(q.terms, desc->terms, q.term_count * sizeof(ecs_term_t));
+    for (uint32_t i = 0; i < q.term_count; i++) q.toggles |= ecs__toggle_term(w, &q.terms[i]);
+    uint16_t rows[ECS__CHUNK_MAX_ROWS]; /* toggle selections */
     ecs_iter_t it;
     memset(&it, 0, sizeof(it));
     it.world = w;
@@ -492,7 +524,13 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
         for (uint32_t c = 0; c < nc; c++) {
             const ecs__chunk_t *ch = a->chunks[c];
             if (!ch->count) continue;
+            int32_t n = ecs__toggle_select(&m, ch, -1, rows);
+            if (!n) continue;
             ecs__iter_set_chunk(&it, &q, &m, ch);
+            if (n > 0) {
+                it.rows = rows;
+                it.count = n;
+            }
             fn(&it);
         }
     }

@@ -214,6 +214,13 @@ typedef struct {
     /* A relation's marker (pairs.c): the library adds, removes and writes
      * it; users read it only (ecs__component_writable). */
     bool pair_marker;
+    /* Toggle components (toggle.c): a can_toggle component names its
+     * companion, the hidden one-byte component (id + 1) that every
+     * archetype holding it holds too (0: not a toggle component); the
+     * companion names the component it belongs to (0: not a companion).
+     * A companion is invisible: ecs__component_get refuses it. */
+    ecs_component_t toggle;
+    ecs_component_t toggle_of;
     /* The component index: every archetype that holds this component. */
     ecs__component_record_t *archetypes;
     uint32_t archetype_count, archetype_cap;
@@ -629,8 +636,15 @@ int ecs__entity_set(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec, ecs_comp
 
 typedef struct {
     ecs__archetype_t *archetype;
+    /* Toggle tests (toggle.c): companion columns whose byte a row must
+     * have clear (a term that needs the component enabled) or set (a
+     * WITHOUT term on an archetype that has it), as column * 2 + (1 when
+     * set). Beside the archetype, so that the common case (0) costs a
+     * load of a line the walk reads anyway. */
+    uint32_t toggle_count;
     int32_t columns[ECS_MAX_TERMS];        /* column per term, -1: NULL field, ECS__COLUMN_FIXED */
     int32_t filter_columns[ECS_MAX_TERMS]; /* column per change filter */
+    int32_t toggles[ECS_MAX_TERMS];
 } ecs__query_match_t;
 
 struct ecs_query {
@@ -650,6 +664,9 @@ struct ecs_query {
     uint64_t last_iter;
     uint64_t iter_serial;
     uint16_t *rows;
+    /* Some term may test a toggle component's state: matches may carry
+     * toggle tests, and the cached query's iterator hands rows. */
+    bool toggles;
 };
 
 /* ecs_iter_t.priv_.marks: whether ecs_iter_changed may mark rows, and who
@@ -695,6 +712,40 @@ ECS__INLINE int32_t ecs__query_select(const ecs_query_t *q, const ecs__query_mat
         tests[i].kind = q->changes[i].kind;
     }
     return ecs__changes_select(tests, q->change_count, ch->count, lo, hi, scan, rows);
+}
+
+/* Toggle components (toggle.c): of the rows of chunk ch that a walk
+ * selected (n of them in rows, ascending; n < 0: every row), those that
+ * pass match m's toggle tests, into rows: -1 every row, else how many.
+ * Free when m has no tests. */
+int32_t ecs__toggle_select_slow(const ecs__query_match_t *m, const ecs__chunk_t *ch, int32_t n, uint16_t *rows);
+static inline int32_t ecs__toggle_select(const ecs__query_match_t *m, const ecs__chunk_t *ch, int32_t n,
+                                         uint16_t *rows)
+{
+    if (ECS__LIKELY(!m->toggle_count) || !n) return n;
+    return ecs__toggle_select_slow(m, ch, n, rows);
+}
+/* Whether row of ch passes match m's toggle tests. */
+static inline bool ecs__toggle_row_passes(const ecs__query_match_t *m, const ecs__chunk_t *ch, uint32_t row)
+{
+    for (uint32_t k = 0; k < m->toggle_count; k++) {
+        int32_t t = m->toggles[k];
+        if (((const unsigned char *)ch->cols[t >> 1])[row] != (t & 1)) return false;
+    }
+    return true;
+}
+/* Writes toggle component comp's state on the live entity at rec (what
+ * ecs_enable and its command do once their arguments are checked):
+ * ECS_EINVAL when the entity lacks comp, else ECS_OK. Marks nothing. */
+int ecs__toggle_write(ecs_world_t *w, ecs__record_t *rec, const ecs__component_t *comp, bool enabled);
+/* Whether term t (of a validated list) tests the state of a toggle
+ * component on the matched entity. */
+bool ecs__toggle_term(const ecs_world_t *w, const ecs_term_t *t);
+/* The companion byte of toggle component comp at (ch, row): its column in
+ * ch's archetype (-1: the archetype lacks comp). */
+static inline int32_t ecs__toggle_column(const ecs__archetype_t *a, const ecs__component_t *comp)
+{
+    return comp->toggle ? ecs__archetype_column(a, comp->toggle) : -1;
 }
 
 /* Points it's ECS_SINGLETON fields at the world's values; false when a
@@ -1144,6 +1195,7 @@ typedef struct {
     uint32_t component_cap;
     ecs__map_t component_names;
     uint32_t watched; /* components some system reads the removals of */
+    uint32_t toggles; /* can_toggle components (each with a companion) */
 } ecs__registry_t;
 
 /* The sparse components (sparse_components.c): their ids, in registration
@@ -1166,6 +1218,10 @@ typedef struct {
     uint32_t chunk_count;
     /* Bumped by the row primitives (ecs__chunk_push_n, ecs__chunk_remove_row). */
     uint64_t structure_version;
+    /* Bumped by every change of a toggle component's state (toggle.c):
+     * what a walk kept across frames (frame_levels.c) tests besides the
+     * rows it read. */
+    uint64_t toggle_version;
     bool defer_chunk_release; /* an iteration is walking chunks */
     bool trim_pending;
 } ecs__storage_t;
@@ -1214,7 +1270,7 @@ typedef struct {
 typedef struct {
     uint32_t count;
     ecs_component_t ids[ECS__SPAWN_CACHE_IDS]; /* as the caller listed them */
-    int32_t origin[ECS__SPAWN_CACHE_IDS];      /* per archetype type: index into ids */
+    int32_t origin[2 * ECS__SPAWN_CACHE_IDS];  /* per archetype type: index into ids (-1: a companion) */
     ecs__archetype_t *archetype;
 } ecs__spawn_cache_t;
 
@@ -1268,9 +1324,19 @@ struct ecs_world {
     bool values_dropped; /* every live value's dtor has run (teardown) */
 };
 
+/* Component c as the public calls know it: NULL for an unknown id and
+ * for a toggle component's companion, which no caller may name. */
 static inline ecs__component_t *ecs__component_get(const ecs_world_t *w, ecs_component_t c)
 {
-    return (c && c <= w->registry.component_count) ? w->registry.components[c] : NULL;
+    if (!c || c > w->registry.component_count) return NULL;
+    ecs__component_t *comp = w->registry.components[c];
+    return ECS__LIKELY(!comp->toggle_of) ? comp : NULL;
+}
+
+/* Whether c is a toggle component's companion (c registered). */
+static inline bool ecs__component_hidden(const ecs_world_t *w, ecs_component_t c)
+{
+    return w->registry.toggles && w->registry.components[c]->toggle_of;
 }
 
 /* Component c when a user may add, remove or write it: not a relation's
@@ -1484,7 +1550,10 @@ ECS__INLINE void ecs__entity_move_edge(ecs_world_t *w, ecs_entity_t e, ecs__reco
     for (uint32_t k = 0; k < edge->init_count; k++, op++) {
         unsigned char *dst = (unsigned char *)dst_chunk->cols[op->dst] + (size_t)drow * op->size;
         /* Plain values: a copy and a move are the same bytes. */
-        if (init && init->value) ecs__copy_bytes(dst, init->value, op->size);
+        /* The value is the added component's, the first new column; a
+         * toggle component's companion comes after it (id + 1) and
+         * starts at 0, enabled. */
+        if (k == 0 && init && init->value) ecs__copy_bytes(dst, init->value, op->size);
         else ecs__zero_bytes(dst, op->size);
     }
     /* Dropped plain values need no destruction. */
