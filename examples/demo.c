@@ -364,7 +364,9 @@ static void count_pairs(ecs_iter_t *it)
 {
     PairCount *c = it->ctx;
     for (int i = 0; i < it->count; i++) {
-        int k = ecs_pair_targets(it->world, c->rel, it->entities[i], NULL, NULL);
+        /* it->rows lists the rows whose marker is on (a spark whose pair
+         * went keeps the marker's column, switched off). */
+        int k = ecs_pair_targets(it->world, c->rel, it->entities[ecs_iter_row(it, i)], NULL, NULL);
         CHECK(k == 1); /* a marker only while it has a pair; exclusive: one */
         c->pairs += (unsigned long long)k;
     }

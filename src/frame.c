@@ -653,9 +653,10 @@ static void node_done(const ecs_world_t *w, ecs__plan_node_t *node)
         }
     }
     /* What the callbacks were handed, where that is not the chunks' rows
-     * collect_chunks counted: filtered rows, or pairs. None: no callback
-     * ran, whatever the jobs it was split into (as on the inline path). */
-    if ((sys->query && sys->query->change_count) || sys->pair_mode == ECS_PAIRS_EACH) {
+     * collect_chunks counted: filtered rows (change filters, toggle
+     * components switched off), or pairs. None: no callback ran, whatever
+     * the jobs it was split into (as on the inline path). */
+    if ((sys->query && (sys->query->change_count || sys->query->toggles)) || sys->pair_mode == ECS_PAIRS_EACH) {
         node->rows = 0;
         for (uint32_t k = 0; k < node->job_count; k++) node->rows += node->jobs[k].rows;
         if (!node->rows) node->job_count = 0;

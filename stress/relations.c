@@ -880,8 +880,11 @@ static void per_run(ecs_iter_t *it) /* per source (or per target) */
     uint64_t pairs = 0;
     if (s->cmds) pthread_mutex_lock(&s->lock);
     for (int i = 0; i < it->count && !atomic_load_explicit(&error_count, memory_order_relaxed); i++) {
-        ecs_entity_t e = it->entities[i];
-        own_reads(s, it, i, e);
+        /* Rows come through it->rows: a marker switched off (its
+         * entity's last pair gone) leaves its row out. */
+        int row = ecs_iter_row(it, i);
+        ecs_entity_t e = it->entities[row];
+        own_reads(s, it, row, e);
         if (s->role == ECS_ROLE_SOURCE) {
             const ecs_entity_t *ts;
             const void *ps;

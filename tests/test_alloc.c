@@ -326,7 +326,10 @@ static void snap_take(fx_t *fx, snap_t *s)
         snap_ent_t *se = &s->ents[i];
         CHECK(ecs_is_alive(w, se->e));
         uint64_t h = 0;
-        for (ecs_component_t c = 1; c <= s->stats.components && c < 32; c++) {
+        /* Every id below 32: ids are not counted by stats.components (a
+         * toggle component's hidden companion takes one, see "Toggle
+         * components"), and ecs_has is false for an unknown one. */
+        for (ecs_component_t c = 1; c < 32; c++) {
             if (!ecs_has(w, se->e, c)) continue;
             se->has |= 1u << c;
             const ecs_type_info_t *info = ecs_component_info(w, c);

@@ -170,8 +170,14 @@ ecs_component_t ecs_component_register(ecs_world_t *w, const ecs_component_desc_
 
 void ecs__component_unregister_last(ecs_world_t *w, ecs_component_t id)
 {
-    ecs__assert(id && id == w->registry.component_count, "only the newest component");
     ecs__component_t *c = w->registry.components[id];
+    if (c->toggle) { /* its companion, the newest, goes first */
+        ecs__assert(c->toggle == id + 1, "the companion follows its component");
+        ecs__component_unregister_last(w, c->toggle);
+        c->toggle = 0;
+        w->registry.toggles--;
+    }
+    ecs__assert(id && id == w->registry.component_count, "only the newest component");
     ecs__assert(!c->archetype_count && !c->removal_readers && !c->toggle, "unused");
     if (!c->toggle_of) { /* a companion never entered the name lookup */
         uint64_t hash = name_hash(c->info.name);

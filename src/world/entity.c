@@ -842,7 +842,7 @@ bool ecs_has(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
     const ecs__component_t *sc = sparse_of(w, c);
     if (sc) return ecs__sparse_set_find(&sc->sparse, e) >= 0;
     const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
-    return rec && ecs__archetype_type_index(rec->chunk->archetype, c) >= 0 && !ecs__component_hidden(w, c);
+    return rec && ecs__component_present(w, rec, c);
 }
 
 #ifndef NDEBUG
@@ -877,8 +877,11 @@ const void *ecs_get(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 #ifndef NDEBUG
     check_declared_read(rec, c);
 #endif
-    int32_t col = ecs__archetype_column(rec->chunk->archetype, c);
-    return col < 0 || ecs__component_hidden(w, c) ? NULL : column_row(rec->chunk, (uint32_t)col, rec->row);
+    const ecs__archetype_t *a = rec->chunk->archetype;
+    int32_t t = ecs__archetype_type_index(a, c);
+    /* Not a companion; a marker only while it is on (pairs.c). */
+    if (!ecs__component_present_at(w, rec, c, t) || a->type_columns[t] < 0) return NULL;
+    return column_row(rec->chunk, (uint32_t)a->type_columns[t], rec->row);
 }
 
 void *ecs_get_mut(ecs_world_t *w, ecs_entity_t e, ecs_component_t c)

@@ -38,7 +38,9 @@ static ecs_component_t marker_register(ecs_world_t *w, const char *fmt, const ch
     snprintf(buf, n, fmt, name);
     /* The marker's value is the entity's slot hint (relation.h). */
     ecs__refusal_t inner;
-    const ecs_component_desc_t desc = {.name = buf, .size = sizeof(uint32_t)};
+    /* A toggle component: switched on and off in place once the entity
+     * has its column (see "Markers: switched, not moved" below). */
+    const ecs_component_desc_t desc = {.name = buf, .size = sizeof(uint32_t), .can_toggle = true};
     ecs_component_t c = ecs__component_register(w, &desc, &inner);
     if (c) ecs__component_get(w, c)->pair_marker = true;
     else ecs__refusal_set(why, "marker %s: %s", buf, inner.reason);
@@ -208,38 +210,111 @@ static uint32_t targets_after(const ecs__relation_t *r, ecs_entity_t e, const ec
     return n;
 }
 
-static void types_toggle(ecs_component_t *types, uint32_t *n, ecs_component_t c, bool want)
+/* Adds marker c and its companion (c + 1, next in order) to a sorted
+ * type set, unless it holds c already. */
+static void types_add(const ecs_world_t *w, ecs_component_t *types, uint32_t *n, ecs_component_t c)
 {
     uint32_t i = 0;
     while (i < *n && types[i] < c) i++;
-    bool has = i < *n && types[i] == c;
-    if (has == want) return;
-    if (want) {
-        memmove(&types[i + 1], &types[i], (*n - i) * sizeof(*types));
-        types[i] = c;
-        (*n)++;
+    if (i < *n && types[i] == c) return;
+    ecs_component_t companion = w->registry.components[c]->toggle;
+    ecs__assert(companion == c + 1, "a marker's companion follows it");
+    memmove(&types[i + 2], &types[i], (*n - i) * sizeof(*types));
+    types[i] = c;
+    types[i + 1] = companion;
+    *n += 2;
+}
+
+/*
+ * Markers: switched, not moved. A marker is a toggle component: an
+ * entity gains its column with its first pair on that side (one archetype
+ * move, the marker on) and keeps it while it lives; when its last pair
+ * there goes, the marker is switched off in place, and on again with its
+ * next pair. So a pair write moves an entity at most once per marker in
+ * its life, and queries narrow through the marker as through any toggle
+ * component (a WITH term skips the rows where it is off). Switching on
+ * writes the slot hint and marks the marker's column Added (an
+ * ECS_ADDED filter on the marker sees a new source); switching off logs
+ * the entity for the marker's removal readers, whose room the caller
+ * reserved (markers_reserve_logs).
+ */
+static void marker_switch(ecs_world_t *w, ecs_entity_t e, const ecs__record_t *rec, ecs_component_t m, int32_t t,
+                          bool on, uint32_t hint)
+{
+    ecs__chunk_t *ch = rec->chunk;
+    const ecs__archetype_t *a = ch->archetype;
+    uint32_t col = (uint32_t)a->type_columns[t];
+    ((unsigned char *)ch->cols[a->type_columns[t + 1]])[rec->row] = !on;
+    w->storage.toggle_version++;
+    if (on) {
+        ((uint32_t *)ch->cols[col])[rec->row] = hint;
+        ecs__tracker_t *tr = ecs__chunk_tracker(ch, col);
+        if (tr) {
+            ecs__tracker_mark_added(tr, rec->row, w->run.tick_now);
+            ecs__chunk_list(ch, col);
+        }
     } else {
-        memmove(&types[i], &types[i + 1], (*n - i - 1) * sizeof(*types));
-        (*n)--;
+        ecs__component_t *mc = w->registry.components[m];
+        if (mc->removal_readers) ecs__log_append1(&mc->removed, e);
+    }
+}
+
+/* Room for n entities in the removal log of every marker that has
+ * readers: each of n entities may switch markers off. */
+static bool markers_reserve_logs(ecs_world_t *w, uint32_t n)
+{
+    if (ECS__LIKELY(!w->registry.watched)) return true;
+    for (uint32_t i = 0; i < w->rel.count; i++) {
+        const ecs__relation_t *r = &w->rel.types[i];
+        for (int side = 0; side < 2; side++) {
+            ecs_component_t m = side ? r->target_marker : r->source_marker;
+            ecs__component_t *mc = m ? w->registry.components[m] : NULL;
+            if (mc && mc->removal_readers && !ecs__log_reserve(&mc->removed, &w->allocator, n)) return false;
+        }
+    }
+    return true;
+}
+
+/* Switches every marker whose column e has (at rec) to what the stores
+ * say now, writing the hints of the ones on (after a move that added
+ * columns, whose values start at zero). Never fails (log room reserved). */
+static void markers_settle(ecs_world_t *w, ecs_entity_t e, const ecs__record_t *rec)
+{
+    const ecs__archetype_t *a = rec->chunk->archetype;
+    for (uint32_t i = 0; i < w->rel.count; i++) {
+        const ecs__relation_t *r = &w->rel.types[i];
+        for (int side = 0; side < 2; side++) {
+            ecs_component_t m = side ? r->target_marker : r->source_marker;
+            int32_t t = m ? ecs__archetype_type_index(a, m) : -1;
+            if (t < 0) continue;
+            const ecs__store_t *st = &r->store;
+            uint32_t slot = side ? ecs__store_sources_slot(st, e) : ecs__store_targets_slot(st, e);
+            bool want = slot && (side ? st->rev[slot - 1].count : st->fwd[slot - 1].count) > 0;
+            bool on = ecs__marker_on(rec->chunk, rec->row, t);
+            if (want != on) marker_switch(w, e, rec, m, t, want, slot);
+            else if (want) ((uint32_t *)rec->chunk->cols[a->type_columns[t]])[rec->row] = slot;
+        }
     }
 }
 
 /* The archetype e (in archetype a) belongs in for its pairs, once the
- * doomed entities are gone (NULL: as the stores are now): a itself when
- * its markers are right. NULL on OOM (creating it). */
+ * doomed entities are gone (NULL: as the stores are now): a with the
+ * columns of the markers it will have and lacks (a marker's column is
+ * never taken away: it is switched off), a itself when it lacks none.
+ * NULL on OOM (creating it). */
 static ecs__archetype_t *marker_archetype(ecs_world_t *w, ecs_entity_t e, ecs__archetype_t *a,
                                           const ecs__doomed_t *doomed)
 {
     ecs_component_t stack[64];
-    uint32_t cap = a->type_count + 2 * w->rel.count;
+    uint32_t cap = a->type_count + 4 * w->rel.count; /* each marker with its companion */
     ecs_component_t *types = cap <= 64 ? stack : ecs__alloc(&w->allocator, cap * sizeof(*types), 4);
     if (!types) return NULL;
     uint32_t n = a->type_count;
     memcpy(types, a->types, n * sizeof(*types));
     for (uint32_t i = 0; i < w->rel.count; i++) {
         const ecs__relation_t *r = &w->rel.types[i];
-        if (r->source_marker) types_toggle(types, &n, r->source_marker, sources_after(r, e, doomed) > 0);
-        if (r->target_marker) types_toggle(types, &n, r->target_marker, targets_after(r, e, doomed) > 0);
+        if (r->source_marker && sources_after(r, e, doomed)) types_add(w, types, &n, r->source_marker);
+        if (r->target_marker && targets_after(r, e, doomed)) types_add(w, types, &n, r->target_marker);
     }
     ecs__archetype_t *b = n == a->type_count && !memcmp(types, a->types, n * sizeof(*types))
                               ? a
@@ -248,71 +323,65 @@ static ecs__archetype_t *marker_archetype(ecs_world_t *w, ecs_entity_t e, ecs__a
     return b;
 }
 
-/* Writes e's slot hints into the markers it carries (after a move that
- * may have added one: a new marker's value is zero). */
-static void hints_write(ecs_world_t *w, ecs_entity_t e, const ecs__record_t *rec)
+/* Switches e's marker m (its column there, at rec) to what the stores say
+ * now: the targeted form of markers_settle, for a write that changed one
+ * marker of e. */
+static void marker_settle_one(ecs_world_t *w, ecs_entity_t e, const ecs__record_t *rec, ecs_component_t m)
 {
-    const ecs__archetype_t *a = rec->chunk->archetype;
+    int32_t t = ecs__archetype_type_index(rec->chunk->archetype, m);
+    if (t < 0) return;
     for (uint32_t i = 0; i < w->rel.count; i++) {
         const ecs__relation_t *r = &w->rel.types[i];
-        int32_t col;
-        if (r->source_marker && (col = ecs__archetype_column(a, r->source_marker)) >= 0)
-            ((uint32_t *)rec->chunk->cols[col])[rec->row] = ecs__store_targets_slot(&r->store, e);
-        if (r->target_marker && (col = ecs__archetype_column(a, r->target_marker)) >= 0)
-            ((uint32_t *)rec->chunk->cols[col])[rec->row] = ecs__store_sources_slot(&r->store, e);
+        if (m != r->source_marker && m != r->target_marker) continue;
+        bool side = m == r->target_marker;
+        const ecs__store_t *st = &r->store;
+        uint32_t slot = side ? ecs__store_sources_slot(st, e) : ecs__store_targets_slot(st, e);
+        bool want = slot && (side ? st->rev[slot - 1].count : st->fwd[slot - 1].count) > 0;
+        if (want != ecs__marker_on(rec->chunk, rec->row, t)) marker_switch(w, e, rec, m, t, want, slot);
+        return;
     }
 }
 
-/* Moves e where its markers say (as the stores are now). ECS_OK, or
- * ECS_ENOMEM with e where it was. */
+/* Moves e where its markers say (as the stores are now): a move only for
+ * the markers whose columns it lacks, then every marker switched in
+ * place. ECS_OK, or ECS_ENOMEM with e where it was. */
 static int marker_sync(ecs_world_t *w, ecs_entity_t e)
 {
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return ECS_OK; /* despawned meanwhile */
     ecs__archetype_t *a = rec->chunk->archetype;
-    /* Mostly one marker changes: the archetype graph's cached edge knows
-     * where that goes, and the marker it adds brings its hint along.
-     * Several: the type list is rebuilt and every hint written after. */
+    /* Mostly one marker needs its column: the archetype graph's cached
+     * edge knows where that goes, and the marker brings its hint along.
+     * Several: the type list is rebuilt. */
     uint32_t mark = ecs__archetypes_mark(w);
     ecs_component_t step = 0;
-    bool add = false;
-    uint32_t changes = 0, hint = 0;
-    for (uint32_t i = 0; i < w->rel.count && changes < 2; i++) {
+    uint32_t adds = 0, hint = 0;
+    for (uint32_t i = 0; i < w->rel.count && adds < 2; i++) {
         const ecs__relation_t *r = &w->rel.types[i];
         for (int side = 0; side < 2; side++) {
             ecs_component_t m = side ? r->target_marker : r->source_marker;
-            if (!m) continue;
-            /* An entity with the marker has its slot in it: a hint that
-             * saves the map probe when it holds (hints_write's rule). */
-            int32_t col = ecs__archetype_column(a, m);
-            uint32_t slot = col < 0 ? 0 : ((const uint32_t *)rec->chunk->cols[col])[rec->row];
+            if (!m || ecs__archetype_type_index(a, m) >= 0) continue; /* switched in place below */
             const ecs__store_t *st = &r->store;
-            bool owned = side ? ECS__SLOT_OWNED(st->rev, st->rev_count, slot, e)
-                              : ECS__SLOT_OWNED(st->fwd, st->fwd_count, slot, e);
-            if (!owned) slot = side ? ecs__store_sources_slot(st, e) : ecs__store_targets_slot(st, e);
-            bool want = slot && (side ? st->rev[slot - 1].count : st->fwd[slot - 1].count) > 0;
-            if (want == (col >= 0)) continue;
-            changes++;
+            uint32_t slot = side ? ecs__store_sources_slot(st, e) : ecs__store_targets_slot(st, e);
+            if (!slot || !(side ? st->rev[slot - 1].count : st->fwd[slot - 1].count)) continue;
+            adds++;
             step = m;
-            add = want;
             hint = slot;
         }
     }
-    if (!changes) return ECS_OK;
-    ecs__edge_t *edge = NULL;
-    ecs__archetype_t *b = changes == 1 ? ecs__archetype_step(w, a, step, add, &edge) : marker_archetype(w, e, a, NULL);
-    ecs__chunk_t *ch = b && ecs__removals_reserve(w, a, b) ? ecs__archetype_chunk_with_room(w, b) : NULL;
-    if (!ch) {
-        ecs__archetypes_rollback(w, mark);
-        return ECS_ENOMEM;
-    }
-    if (changes == 1) {
+    if (!markers_reserve_logs(w, 1)) return ECS_ENOMEM;
+    if (adds) {
+        ecs__edge_t *edge = NULL;
+        ecs__archetype_t *b = adds == 1 ? ecs__archetype_step(w, a, step, true, &edge) : marker_archetype(w, e, a, NULL);
+        ecs__chunk_t *ch = b && ecs__removals_reserve(w, a, b) ? ecs__archetype_chunk_with_room(w, b) : NULL;
+        if (!ch) {
+            ecs__archetypes_rollback(w, mark);
+            return ECS_ENOMEM;
+        }
         ecs__init_t init = {step, &hint};
-        ecs__entity_move_step(w, e, rec, ch, edge, add ? &init : NULL, false);
-    } else {
-        ecs__entity_move(w, e, rec, ch, NULL, 0, false);
-        hints_write(w, e, rec);
+        ecs__entity_move_step(w, e, rec, ch, edge, adds == 1 ? &init : NULL, false);
     }
+    markers_settle(w, e, rec);
     return ECS_OK;
 }
 
@@ -322,7 +391,7 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
 typedef struct {
     ecs_entity_t e;
     ecs__record_t *rec;     /* e's record (records stay put; rows move) */
-    ecs__archetype_t *dst;
+    ecs__archetype_t *dst;  /* NULL: no move, markers switched in place */
     const ecs__edge_t *edge; /* the cached edge to dst (NULL: none) */
     ecs_component_t marker;  /* a marker the move adds, whose value is hint */
     uint32_t hint;
@@ -365,7 +434,9 @@ static void plan_fini(ecs_world_t *w, plan_t *p)
 ECS__NOINLINE bool plan_index(ecs_world_t *w, plan_t *p, const move_t *m)
 {
     uint64_t *v = ecs__map_ensure(&p->planned, &w->allocator, m->e, NULL);
-    uint64_t *n = v ? ecs__map_ensure(&p->dsts, &w->allocator, (uint64_t)(uintptr_t)m->dst, NULL) : NULL;
+    if (!v) return false;
+    if (!m->dst) return true; /* switches only: no row to count */
+    uint64_t *n = ecs__map_ensure(&p->dsts, &w->allocator, (uint64_t)(uintptr_t)m->dst, NULL);
     if (!n) return false;
     (*n)++;
     return true;
@@ -441,8 +512,8 @@ static bool plan_entity(ecs_world_t *w, plan_t *p, ecs_entity_t e, const ecs__do
     ecs__archetype_t *a = rec->chunk->archetype;
     ecs__archetype_t *b = marker_archetype(w, e, a, doomed);
     if (!b) return false;
-    if (b == a) return true;
-    return plan_add(w, p, e, rec, b, NULL, 0, 0);
+    /* Its markers switch in place (markers_settle at the apply). */
+    return plan_add(w, p, e, rec, b == a ? NULL : b, NULL, 0, 0);
 }
 
 /* Plans e's move to its archetype with (add, the marker's value hint) or
@@ -454,9 +525,12 @@ static inline bool plan_step(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__rec
 {
     if (!rec) return true;
     ecs__archetype_t *a = rec->chunk->archetype;
+    /* Its column there: switched in place (marker m alone). */
+    if (ecs__archetype_type_index(a, m) >= 0) return plan_add(w, p, e, rec, NULL, NULL, m, 0);
+    if (!add) return true; /* no column, so off already */
     ecs__edge_t *edge;
-    ecs__archetype_t *b = ecs__archetype_step(w, a, m, add, &edge);
-    return b && plan_add(w, p, e, rec, b, edge, add ? m : 0, hint);
+    ecs__archetype_t *b = ecs__archetype_step(w, a, m, true, &edge);
+    return b && plan_add(w, p, e, rec, b, edge, m, hint);
 }
 
 /* Secures removal-log room and rows for every planned move (several may
@@ -466,13 +540,16 @@ static inline bool plan_step(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__rec
  * entities), before any row. */
 ECS__INLINE bool plan_reserve(ecs_world_t *w, plan_t *p, uint32_t extra)
 {
-    if (!p->count) return true; /* a write that moves nobody: mostly */
+    if (!p->count) return true; /* a write that changes no marker */
+    if (!markers_reserve_logs(w, p->count + extra)) return false;
     for (uint32_t i = 0; i < p->count; i++) {
-        if (!ecs__removals_reserve_n(w, p->moves[i].rec->chunk->archetype, p->moves[i].dst, p->count + extra))
+        if (p->moves[i].dst &&
+            !ecs__removals_reserve_n(w, p->moves[i].rec->chunk->archetype, p->moves[i].dst, p->count + extra))
             return false;
     }
     for (uint32_t i = 0; i < p->count; i++) {
-        if (!ecs__archetype_reserve_rows(w, p->moves[i].dst, plan_to(p, p->moves[i].dst))) return false;
+        if (p->moves[i].dst && !ecs__archetype_reserve_rows(w, p->moves[i].dst, plan_to(p, p->moves[i].dst)))
+            return false;
     }
     return true;
 }
@@ -494,17 +571,25 @@ ECS__INLINE void plan_apply(ecs_world_t *w, plan_t *p)
         /* Nothing despawns between the plan and its moves: the record is
          * still e's (the check below catches one planned twice). */
         ecs__record_t *rec = p->moves[i].rec;
-        if (rec->chunk->archetype == p->moves[i].dst) continue;
-        /* No check that dst is where all of e's markers belong: a marker
-         * left stale by a flush whose sync ran out of memory stays until
-         * the next flush syncs it; a plan moves only the markers its own
-         * call changes. */
-        ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, p->moves[i].dst);
-        ecs__assert(ch, "planned moves were secured");
-        /* The added marker's value comes in with the move. */
-        ecs__init_t init = {p->moves[i].marker, &p->moves[i].hint};
-        ecs__entity_move_step(w, p->moves[i].e, rec, ch, p->moves[i].edge, p->moves[i].marker ? &init : NULL,
-                              false);
+        ecs__archetype_t *dst = p->moves[i].dst;
+        if (dst && rec->chunk->archetype != dst) {
+            /* No check that dst holds every marker column e needs: a
+             * marker left stale by a flush whose sync ran out of memory
+             * stays until the next flush syncs it; a plan adds only the
+             * columns its own call needs. */
+            ecs__chunk_t *ch = ecs__archetype_chunk_with_room(w, dst);
+            ecs__assert(ch, "planned moves were secured");
+            /* The added marker's value comes in with the move. */
+            ecs__init_t init = {p->moves[i].marker, &p->moves[i].hint};
+            ecs__entity_move_step(w, p->moves[i].e, rec, ch, p->moves[i].edge, p->moves[i].marker ? &init : NULL,
+                                  false);
+        }
+        /* plan_step's entries name their one marker: a move added its
+         * column, on, with its hint; a switch is made here. plan_entity's
+         * (a despawn's survivors) name none: whatever the stores now say
+         * of every marker. */
+        if (!p->moves[i].marker) markers_settle(w, p->moves[i].e, rec);
+        else if (!dst) marker_settle_one(w, p->moves[i].e, rec, p->moves[i].marker);
     }
 }
 
@@ -550,20 +635,23 @@ static bool restamp_late(ecs_world_t *w, ecs_entity_t e)
     if (!rec) return true;
     for (uint32_t i = 0; i < w->rel.count; i++) {
         ecs__relation_t *r = &w->rel.types[i];
-        if (!r->source_marker || ecs__archetype_type_index(rec->chunk->archetype, r->source_marker) >= 0) continue;
+        if (!r->source_marker ||
+            ecs__marker_on(rec->chunk, rec->row, ecs__archetype_type_index(rec->chunk->archetype, r->source_marker)))
+            continue;
         if (!ecs__store_restamp(&r->store, &w->allocator, e, w->run.tick_now)) return false;
     }
     return true;
 }
 
 /* Whether the marker an entry names is already as its slice says (or
- * its entity is gone): then the entry needs no sync. Most entries are
+ * its entity is gone), or could be switched in place here: then the entry
+ * needs no sync. Most entries are
  * like that (a source whose pair was replaced by a command pair, a target
  * that keeps other sources), and this answers from the slice the write
  * touched and the entity's archetype, without the map probes of a sync.
  * An entity with another marker to change has an entry of its own for it
  * (or one naming them all), whose sync moves it once for all of them. */
-static bool pending_unchanged(const ecs_world_t *w, const ecs__pending_t *pe)
+static bool pending_settled(ecs_world_t *w, const ecs__pending_t *pe)
 {
     if (pe->what == ECS__PENDING_ALL) return false;
     const ecs__relation_t *r = &w->rel.types[pe->what >> 1];
@@ -580,7 +668,15 @@ static bool pending_unchanged(const ecs_world_t *w, const ecs__pending_t *pe)
         m = r->source_marker;
     }
     const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, pe->e);
-    return !rec || (count > 0) == (ecs__archetype_type_index(rec->chunk->archetype, m) >= 0);
+    if (!rec) return true;
+    int32_t t = ecs__archetype_type_index(rec->chunk->archetype, m);
+    bool want = count > 0;
+    if (want == ecs__marker_on(rec->chunk, rec->row, t)) return true;
+    if (t < 0) return false; /* its column first: a move (marker_sync) */
+    /* Switched off: logged where the marker has readers (room first). */
+    if (!want && !markers_reserve_logs(w, 1)) return false;
+    marker_switch(w, pe->e, rec, m, t, want, pe->slot);
+    return true;
 }
 
 int ecs__pairs_flush_markers(ecs_world_t *w)
@@ -589,7 +685,7 @@ int ecs__pairs_flush_markers(ecs_world_t *w)
     uint32_t keep = 0, late = w->rel.pending_late;
     for (uint32_t i = 0; i < w->rel.pending_count; i++) {
         ecs_entity_t e = w->rel.pending[i].e;
-        if (i >= late && pending_unchanged(w, &w->rel.pending[i])) continue;
+        if (i >= late && pending_settled(w, &w->rel.pending[i])) continue;
         if ((i >= late || restamp_late(w, e)) && marker_sync(w, e) == ECS_OK) continue;
         result = ECS_ENOMEM;
         /* Tried again at the next flush, listed once, for all its

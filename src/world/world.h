@@ -1339,6 +1339,33 @@ static inline bool ecs__component_hidden(const ecs_world_t *w, ecs_component_t c
     return w->registry.toggles && w->registry.components[c]->toggle_of;
 }
 
+/* Whether the relation marker at type index t of ch's archetype (-1: the
+ * archetype lacks its column) is on at row. Markers are toggle
+ * components: an entity gains a marker's column with its first pair on
+ * that side and keeps it, the marker switched off while it has no pair
+ * there (pairs.c); it "has" the marker while the column is on. The
+ * companion (id + 1) is the next type. */
+static inline bool ecs__marker_on(const ecs__chunk_t *ch, uint32_t row, int32_t t)
+{
+    return t >= 0 && !((const unsigned char *)ch->cols[ch->archetype->type_columns[t + 1]])[row];
+}
+
+/* Whether e (at rec) has component c as the public calls see it: the
+ * type present, not a companion, and for a marker, switched on. */
+static inline bool ecs__component_present_at(const ecs_world_t *w, const ecs__record_t *rec, ecs_component_t c,
+                                             int32_t t)
+{
+    if (t < 0) return false;
+    const ecs__component_t *comp = w->registry.components[c]; /* a type of an archetype: registered */
+    if (comp->toggle_of) return false;
+    return !comp->pair_marker || ecs__marker_on(rec->chunk, rec->row, t);
+}
+
+static inline bool ecs__component_present(const ecs_world_t *w, const ecs__record_t *rec, ecs_component_t c)
+{
+    return ecs__component_present_at(w, rec, c, ecs__archetype_type_index(rec->chunk->archetype, c));
+}
+
 /* Component c when a user may add, remove or write it: not a relation's
  * marker, whose presence follows the pairs and whose value is the slot
  * hint. NULL otherwise (unknown, or a marker). */
