@@ -15,6 +15,11 @@
  *     was; the same call then succeeds once memory is back; destroying
  *     the world leaves nothing allocated. Each operation runs in a child
  *     process, so a crash is reported against it with the failing k.
+ *     The fixture has a toggle component and sparse components (data,
+ *     hooked, a tag), and the operations include their calls (ecs_enable,
+ *     sparse adds and sets, mixed spawns) and a frame of their commands;
+ *     the snapshot a failure is compared with holds every entity's toggle
+ *     states and sparse values.
  *
  * What a failure leaves behind in flushes and walks is
  * test_alloc_archetypes.c's; the ASan check that nothing bypasses the
@@ -531,18 +536,24 @@ static bool op_spawn_batch(fx_t *fx)
     return fx->err == ECS_OK;
 }
 
-static void done_spawn_batch(fx_t *fx, const snap_t *before)
+/* The i-th entity of a batch spawned from the batch arrays: alive, with
+ * batch_a's value in the int32_t component a, batch_c's in C and
+ * batch_h's in the hooked component h. */
+static void check_batch_row(fx_t *fx, int i, ecs_component_t a, ecs_component_t h)
 {
     ecs_world_t *w = fx->w;
-    for (int i = 0; i < BATCH_N; i++) {
-        ecs_entity_t e = fx->batch_out[i];
-        CHECK(ecs_is_alive(w, e));
-        const int32_t *a = ecs_get(w, e, fx->A);
-        const v16_t *c = ecs_get(w, e, fx->C);
-        CHECK(a && *a == 1000 + i);
-        CHECK(c && c->a == (uint64_t)i && c->b == (uint64_t)i * 3);
-        CHECK(hk_value(w, e, fx->H) == 5000 + (uint64_t)i);
-    }
+    ecs_entity_t e = fx->batch_out[i];
+    CHECK(ecs_is_alive(w, e));
+    const int32_t *av = ecs_get(w, e, a);
+    const v16_t *c = ecs_get(w, e, fx->C);
+    CHECK(av && *av == 1000 + i);
+    CHECK(c && c->a == (uint64_t)i && c->b == (uint64_t)i * 3);
+    CHECK(hk_value(w, e, h) == 5000 + (uint64_t)i);
+}
+
+static void done_spawn_batch(fx_t *fx, const snap_t *before)
+{
+    for (int i = 0; i < BATCH_N; i++) check_batch_row(fx, i, fx->A, fx->H);
     snap_t after;
     snap_take(fx, &after);
     CHECK(after.stats.entities == before->stats.entities + BATCH_N);
@@ -911,15 +922,10 @@ static void done_spawn_batch_mixed(fx_t *fx, const snap_t *before)
     ecs_world_t *w = fx->w;
     for (int i = 0; i < BATCH_MIXED_N; i++) {
         ecs_entity_t e = fx->batch_out[i];
-        CHECK(ecs_is_alive(w, e));
-        const int32_t *g = ecs_get(w, e, fx->G);
-        const v16_t *c = ecs_get(w, e, fx->C);
+        check_batch_row(fx, i, fx->G, fx->SH);
         const uint64_t *sv = ecs_get(w, e, fx->S);
-        CHECK(g && *g == 1000 + i);
         CHECK(ecs_is_enabled(w, e, fx->G));
-        CHECK(c && c->a == (uint64_t)i && c->b == (uint64_t)i * 3);
         CHECK(sv && *sv == 7000 + (uint64_t)i);
-        CHECK(hk_value(w, e, fx->SH) == 5000 + (uint64_t)i);
         CHECK(ecs_has(w, e, fx->ST));
     }
     snap_t after;
@@ -1274,9 +1280,37 @@ static void progress_account(fx_t *fx, pstate_t *ps, int ret, uint64_t skipped_b
     snap_free(&after);
 }
 
+/* The survivors of the two frames of progress_loop: their final state. */
+static void progress_check_final(fx_t *fx)
+{
+    for (int i = 0; i < PROG_N; i++) {
+        ecs_entity_t e = fx->batch_out[i];
+        int id = i + 1;
+        CHECK(ecs_is_alive(fx->w, e) == (id % 7 != 0));
+        if (id % 7 == 0) continue;
+        const int32_t *a = ecs_get(fx->w, e, fx->A);
+        CHECK(a && *a == id + 100000);
+        CHECK(ecs_has(fx->w, e, fx->B) == (id % 3 == 0));
+    }
+}
+
+/* A frame's operation: what builds its world, what accounts for one
+ * frame's outcome, and what the world must be after a second frame. */
+typedef struct {
+    void (*setup)(fx_t *fx, pstate_t *ps);
+    void (*account)(fx_t *fx, pstate_t *ps, int ret, uint64_t skipped_before, const snap_t *before);
+    void (*check_final)(fx_t *fx);
+} frame_op_t;
+
+static const frame_op_t *g_frame_op;
+
+/* For k = 1, 2, ...: a frame with the k-th allocation failing (once, then
+ * from then on), accounted for; then a second frame with memory back
+ * completes the work. */
 static void progress_loop(void)
 {
     static pstate_t ps;
+    const frame_op_t *op = g_frame_op;
     g_ps = &ps;
     for (int persistent = 0; persistent <= 1; persistent++) {
         for (long k = 1;; k++) {
@@ -1286,7 +1320,7 @@ static void progress_loop(void)
             CHECK(k < 100000);
             fx_t fx;
             fx_init(&fx);
-            setup_progress(&fx, &ps);
+            op->setup(&fx, &ps);
             snap_t before;
             snap_take(&fx, &before);
             fx_arm(&fx, k, persistent);
@@ -1294,7 +1328,7 @@ static void progress_loop(void)
             bool injected = fx.al.injected > 0;
             fx_disarm(&fx);
             if (!injected) CHECK(ret == ECS_OK && !ps.cmd_enomem);
-            progress_account(&fx, &ps, ret, before.stats.commands_skipped, &before);
+            op->account(&fx, &ps, ret, before.stats.commands_skipped, &before);
             snap_free(&before);
 
             /* A second frame with memory back completes the work. */
@@ -1305,17 +1339,9 @@ static void progress_loop(void)
             ret = ecs_world_progress(fx.w, 0.016f);
             CHECK(ret == ECS_OK);
             CHECK(fx.al.injected == 0);
-            progress_account(&fx, &ps, ret, before.stats.commands_skipped, &before);
+            op->account(&fx, &ps, ret, before.stats.commands_skipped, &before);
             snap_free(&before);
-            for (int i = 0; i < PROG_N; i++) {
-                ecs_entity_t e = fx.batch_out[i];
-                int id = i + 1;
-                CHECK(ecs_is_alive(fx.w, e) == (id % 7 != 0));
-                if (id % 7 == 0) continue;
-                const int32_t *a = ecs_get(fx.w, e, fx.A);
-                CHECK(a && *a == id + 100000);
-                CHECK(ecs_has(fx.w, e, fx.B) == (id % 3 == 0));
-            }
+            op->check_final(&fx);
             fx_fini(&fx);
             if (!injected) break;
         }
@@ -1325,6 +1351,8 @@ static void progress_loop(void)
 static void alloc_oom_progress_with_commands(void **state)
 {
     (void)state;
+    static const frame_op_t op = {setup_progress, progress_account, progress_check_final};
+    g_frame_op = &op;
     run_isolated("ecs_world_progress", progress_loop);
 }
 
@@ -1443,59 +1471,28 @@ static void toggle_progress_account(fx_t *fx, pstate_t *ps, int ret, uint64_t sk
     CHECK(with_sh == hk_live);
 }
 
-static void toggle_progress_loop(void)
+/* The entities after the two frames: every command applied. */
+static void toggle_progress_check_final(fx_t *fx)
 {
-    static pstate_t ps;
-    g_ps = &ps;
-    for (int persistent = 0; persistent <= 1; persistent++) {
-        for (long k = 1;; k++) {
-            g_prog->pass = 2;
-            g_prog->persistent = persistent;
-            g_prog->k = k;
-            CHECK(k < 100000);
-            fx_t fx;
-            fx_init(&fx);
-            setup_toggle_progress(&fx, &ps);
-            snap_t before;
-            snap_take(&fx, &before);
-            fx_arm(&fx, k, persistent);
-            int ret = ecs_world_progress(fx.w, 0.016f);
-            bool injected = fx.al.injected > 0;
-            fx_disarm(&fx);
-            if (!injected) CHECK(ret == ECS_OK && !ps.cmd_enomem);
-            toggle_progress_account(&fx, &ps, ret, before.stats.commands_skipped, &before);
-            snap_free(&before);
-
-            /* A second frame with memory back completes the work. */
-            snap_take(&fx, &before);
-            ps.n = 0;
-            ps.cmd_enomem = false;
-            fx.al.injected = 0;
-            ret = ecs_world_progress(fx.w, 0.016f);
-            CHECK(ret == ECS_OK);
-            CHECK(fx.al.injected == 0);
-            toggle_progress_account(&fx, &ps, ret, before.stats.commands_skipped, &before);
-            snap_free(&before);
-            for (int i = 0; i < PROG_N; i++) {
-                ecs_entity_t e = fx.batch_out[i];
-                int id = i + 1;
-                const uint64_t *sv = ecs_get(fx.w, e, fx.S);
-                CHECK(ecs_has(fx.w, e, fx.G) == (id % 11 != 0));
-                CHECK(ecs_is_enabled(fx.w, e, fx.G) == (id % 11 != 0 && id % 2 != 0));
-                CHECK(id % 3 ? sv == NULL : sv && *sv == (uint64_t)id);
-                CHECK(ecs_has(fx.w, e, fx.ST) == (id % 5 == 0));
-                CHECK(hk_value(fx.w, e, fx.SH) == (id % 7 ? UINT64_MAX : 900000 + (uint64_t)id));
-            }
-            fx_fini(&fx);
-            if (!injected) break;
-        }
+    ecs_world_t *w = fx->w;
+    for (int i = 0; i < PROG_N; i++) {
+        ecs_entity_t e = fx->batch_out[i];
+        int id = i + 1;
+        const uint64_t *sv = ecs_get(w, e, fx->S);
+        CHECK(ecs_has(w, e, fx->G) == (id % 11 != 0));
+        CHECK(ecs_is_enabled(w, e, fx->G) == (id % 11 != 0 && id % 2 != 0));
+        CHECK(id % 3 ? sv == NULL : sv && *sv == (uint64_t)id);
+        CHECK(ecs_has(w, e, fx->ST) == (id % 5 == 0));
+        CHECK(hk_value(w, e, fx->SH) == (id % 7 ? UINT64_MAX : 900000 + (uint64_t)id));
     }
 }
 
 static void alloc_oom_progress_with_toggle_and_sparse_commands(void **state)
 {
     (void)state;
-    run_isolated("ecs_world_progress (toggle and sparse commands)", toggle_progress_loop);
+    static const frame_op_t op = {setup_toggle_progress, toggle_progress_account, toggle_progress_check_final};
+    g_frame_op = &op;
+    run_isolated("ecs_world_progress (toggle and sparse commands)", progress_loop);
 }
 
 int main(void)

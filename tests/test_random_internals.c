@@ -5,22 +5,37 @@
  * internal header world/world.h).
  *
  * The model is an array of entity records (handle, component presence,
- * component values) for seven components of different sizes: 4, 8, 12,
- * 16 and 24 bytes, a tag, and a component whose hooks own heap memory (so
- * a leak, a double destruction or a use of a moved-from value shows under
- * ASan and in the hook counters). At least 100,000 random operations run:
- * spawn, spawn_with, spawn_batch, despawn (live and stale handles), add,
- * remove, set, writes through ecs_get_mut, calls that must fail and change
- * nothing, and frames in which systems record random deferred commands.
- * The model applies those commands in the documented order (system
- * position in its stage, then chunk order, then recording order), skips
- * the ones whose entity died earlier in the flush, and predicts
- * ecs_world_stats().commands_skipped. After every frame, and every 1000
- * immediate operations, every live entity, every recently dead handle and
- * several queries are compared with the model.
+ * component values, toggle state) for ten components: table components
+ * of 4, 8, 12, 16 and 24 bytes, a tag, a component whose hooks own heap
+ * memory (so a leak, a double destruction or a use of a moved-from value
+ * shows under ASan and in the hook counters), a toggle component
+ * (can_toggle), and two sparse components: one with the same hooks and a
+ * tag. At least 100,000 random operations run: spawn, spawn_with,
+ * spawn_batch (sparse ids mixed with table ones), despawn (live and stale
+ * handles), add, remove, set (also from a pointer into storage),
+ * writes through ecs_get_mut, ecs_enable (refused for an entity lacking
+ * the component, a stale handle or a component without can_toggle, and
+ * then nothing changes), a removal of a disabled component and its re-add
+ * (enabled again), calls that must fail and change nothing, and frames in
+ * which systems record random deferred commands (ecs_cmd_enable and
+ * sparse adds, removes and sets among them). The model applies those
+ * commands in the documented order (system position in its stage, then
+ * chunk order, then recording order), skips the ones whose entity died
+ * earlier in the flush or, for ecs_cmd_enable, lacks the component, and
+ * predicts ecs_world_stats().commands_skipped. After every frame, and
+ * every 1000 immediate operations, every live entity (presence, values,
+ * ecs_is_enabled), every recently dead handle and several queries are
+ * compared with the model; queries with READ, WITH and WITHOUT terms on
+ * the toggle component must hand exactly the entities the model has it
+ * enabled on (or, for WITHOUT, exactly the others), and a system with a
+ * READ term on it only those. No query or system term names a sparse
+ * component (refused for now).
  *
- * The seed is printed; STAGEHAND_SEED=<n> replays a run, and
- * STAGEHAND_RANDOM_OPS=<n> changes its length.
+ * The operations are split between worlds of 1, 2, 4 and 8 workers, each
+ * seeded with the seed + its worker count. The seed is printed;
+ * STAGEHAND_SEED=<n> replays a run, STAGEHAND_RANDOM_OPS=<n> changes its
+ * length, and STAGEHAND_RANDOM_WORKERS=<n> makes it one run at n workers
+ * (with STAGEHAND_SEED, the replay of that run).
  */
 #include <stdarg.h>
 #include <stddef.h>
