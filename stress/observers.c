@@ -5,26 +5,35 @@
  *
  *   world    200..4000 entities (long: up to 20000) with A, some with B,
  *            C and the tag T, some aimed at each other by a relation R
- *            (payload); an observer depth of 4..64;
+ *            (payload), some with the toggle component G (a few of them
+ *            disabled) and the sparse S (data) and ST (a tag); an
+ *            observer depth of 4..64;
  *   systems  `churn` (split into jobs over A) records, per row, from
  *            (seed, frame, entity, A) only: sets of A, adds of T, removes
- *            of B, spawns with A, despawns, R pairs; `tally` (B, random
- *            flags) records sets and removes of C; `noise` writes a
- *            component of its own; some rounds an EXCLUSIVE `direct`
- *            makes the same kinds of changes in immediate mode;
+ *            of B, spawns with A (some with S), despawns, R pairs, sets
+ *            and removes of S, adds and removes of ST, adds and removes
+ *            of G and ecs_cmd_enable of G (skipped where G is missing);
+ *            `tally` (B, random flags) records sets and removes of C;
+ *            `gated` (READ G: its enabled rows) and `ungated` (WITHOUT
+ *            G) check each row's state with ecs_is_enabled and record
+ *            sets of S from G; `noise` writes a component of its own;
+ *            some rounds an EXCLUSIVE `direct` makes the same kinds of
+ *            changes in immediate mode (ecs_enable and sparse sets too);
  *   observers ON_ADD of A sets B (2A); ON_SET of B adds C; ON_REMOVE of A
  *            adds T; ON_ADD of an R pair sets its source's C; ON_SET of C
  *            sets C + 1 until C % 16 is 15 (a chain of up to 15 rounds,
  *            past the depth in some rounds: ECS_ELOOP); ON_ADD / ON_REMOVE
- *            of T counts.
+ *            of T counts; ON_SET / ON_REMOVE of the sparse S (adds ST to
+ *            some); ON_ADD / ON_REMOVE of the sparse tag ST.
  *
  * Every callback checks that it runs on the thread that calls
  * ecs_world_progress, alone (no other callback under way), that an
  * immediate-mode write from it is refused, and folds (observer, event,
  * entity, values) into the round's call hash. The round runs F frames
  * (8..16; long: up to 30) with 1 worker, keeping after each frame the
- * call hash, the world's hash (every entity's values, tag and pairs, and
- * the stats' skipped and dropped commands) and ecs_world_progress's
+ * call hash, the world's hash (every entity's values, tags, G's state,
+ * sparse values and pairs, and the stats' skipped and dropped commands,
+ * which count the enables of a missing G) and ecs_world_progress's
  * result, then again with 2..16 workers (spin 0 or a little), which must
  * match frame by frame.
  *
@@ -52,6 +61,8 @@ static const scale_t scale_long = {.rounds = 300,
 typedef struct {
     ecs_world_t *w;
     ecs_component_t a, b, c, t, noise;
+    ecs_component_t g;     /* can_toggle */
+    ecs_component_t s, st; /* sparse: int32_t, a tag */
     ecs_relation_t r;
     uint64_t seed;
     _Atomic uint64_t frame;
@@ -67,7 +78,7 @@ static uint64_t frame_of(const run_t *r) { return atomic_load(&r->frame); }
 /* Observers                                                               */
 /* ---------------------------------------------------------------------- */
 
-enum { OBS_A_ADD, OBS_B_SET, OBS_A_REMOVE, OBS_R_ADD, OBS_C_CHAIN, OBS_T };
+enum { OBS_A_ADD, OBS_B_SET, OBS_A_REMOVE, OBS_R_ADD, OBS_C_CHAIN, OBS_T, OBS_S, OBS_ST, OBS_COUNT };
 
 typedef struct {
     run_t *run;
@@ -118,6 +129,10 @@ static void on_component(ecs_iter_t *it)
             if (x % 16 != 15) ecs_cmd_set(it->commands, e, r->c, &(int32_t){x + 1});
             break;
         case OBS_T: r->t_events++; break;
+        case OBS_S:
+            if (ev == ECS_ON_SET && x % 5 == 0) ecs_cmd_add(it->commands, e, r->st);
+            break;
+        case OBS_ST: break;
         }
     }
     observer_leave(r);
@@ -180,10 +195,53 @@ static void churn(ecs_iter_t *it)
             break;
         }
         case 6: ecs_cmd_remove(it->commands, e, r->a); break;
+        case 7: ecs_cmd_set(it->commands, e, r->s, &(int32_t){(int32_t)(h >> 40) % 100}); break;
+        case 8: ecs_cmd_remove(it->commands, e, r->s); break;
+        case 9: ecs_cmd_add(it->commands, e, r->st); break;
+        case 10: ecs_cmd_remove(it->commands, e, r->st); break;
+        case 11:
+        case 12: ecs_cmd_enable(it->commands, e, r->g, (h >> 9) & 1); break;
+        case 13:
+            if (h & 0x200) ecs_cmd_set(it->commands, e, r->g, &(int32_t){(int32_t)(h >> 44) % 64});
+            else ecs_cmd_remove(it->commands, e, r->g);
+            break;
+        case 14: {
+            /* A spawn with sparse components, toggled off in its buffer. */
+            ecs_entity_t n = ecs_cmd_spawn(it->commands);
+            ecs_cmd_set(it->commands, n, r->a, &(int32_t){(int32_t)(h >> 32) % 50});
+            ecs_cmd_set(it->commands, n, r->s, &(int32_t){(int32_t)(h >> 20) % 100});
+            ecs_cmd_add(it->commands, n, r->g);
+            if (h & 0x400) ecs_cmd_enable(it->commands, n, r->g, false);
+            if (h & 0x800) ecs_cmd_add(it->commands, n, r->st);
+            break;
+        }
         default: break;
         }
     }
 }
+
+/* A READ term on G: every row handed has it enabled (with_g) or, for a
+ * WITHOUT term, lacks it or has it disabled. Rows picked by a hash record
+ * a set of S. */
+static void toggled(ecs_iter_t *it, bool with_g)
+{
+    run_t *r = it->ctx;
+    const int32_t *g = with_g ? ecs_field(it, 0) : NULL;
+    uint64_t f = frame_of(r);
+    for (int i = 0; i < it->count; i++) {
+        int row = ecs_iter_row(it, i);
+        ecs_entity_t e = it->entities[row];
+        bool on = ecs_is_enabled(it->world, e, r->g);
+        CHECK(on == with_g, "a %s G term handed %#" PRIx64 ", whose G is %s", with_g ? "READ" : "WITHOUT", e,
+              on ? "enabled" : "disabled or missing");
+        uint64_t h = rng_hash3(r->seed ^ 0x6a7e, f, e);
+        if (h % 5 == 0) ecs_cmd_set(it->commands, e, r->s, &(int32_t){g ? g[row] : -1});
+    }
+}
+
+static void gated(ecs_iter_t *it) { toggled(it, true); }
+
+static void ungated(ecs_iter_t *it) { toggled(it, false); }
 
 static void tally(ecs_iter_t *it)
 {
@@ -214,10 +272,17 @@ static void direct(ecs_iter_t *it)
         ecs_entity_t e = r->ids[h % r->nids];
         if (!ecs_is_alive(it->world, e)) continue;
         int err = ECS_OK;
-        switch ((h >> 20) % 4) {
+        switch ((h >> 20) % 7) {
         case 0: err = ecs_set(it->world, e, r->a, &(int32_t){(int32_t)(h >> 40) % 30}); break;
         case 1: err = ecs_remove(it->world, e, r->a); break;
         case 2: err = ecs_set(it->world, e, r->c, &(int32_t){(int32_t)(h >> 40) % 16}); break;
+        case 3: err = ecs_set(it->world, e, r->s, &(int32_t){(int32_t)(h >> 40) % 100}); break;
+        case 4: err = ecs_remove(it->world, e, r->st); break;
+        case 5:
+            /* ECS_EINVAL where e lacks G, and then nothing changes. */
+            err = ecs_enable(it->world, e, r->g, (h >> 30) & 1);
+            if (err == ECS_EINVAL && !ecs_has(it->world, e, r->g)) err = ECS_OK;
+            break;
         default: err = ecs_add(it->world, e, r->t); break;
         }
         CHECK(err == ECS_OK, "an immediate write in an EXCLUSIVE system returned %d", err);
@@ -242,17 +307,28 @@ static bool build(run_t *r, obs_ctx_t *ctx, uint64_t seed, uint32_t n, uint32_t 
     r->t = ecs_component_register(w, &(ecs_component_desc_t){.name = "T"});
     r->noise = ecs_component_register(w, &(ecs_component_desc_t){.name = "Noise", .size = sizeof(uint32_t)});
     r->r = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "R", .size = sizeof(int32_t)});
-    bool ok = r->a && r->b && r->c && r->t && r->noise && r->r;
+    r->g = ecs_component_register(w, &(ecs_component_desc_t){.name = "G", .size = sizeof(int32_t), .can_toggle = true});
+    r->s = ecs_component_register(
+        w, &(ecs_component_desc_t){.name = "S", .size = sizeof(int32_t), .storage = ECS_STORAGE_SPARSE});
+    r->st = ecs_component_register(w, &(ecs_component_desc_t){.name = "ST", .storage = ECS_STORAGE_SPARSE});
+    bool ok = r->a && r->b && r->c && r->t && r->noise && r->r && r->g && r->s && r->st;
     ok = ok && observe(r, ctx, OBS_A_ADD, ECS_ON_ADD, r->a, 0);
     ok = ok && observe(r, ctx, OBS_B_SET, ECS_ON_SET, r->b, 0);
     ok = ok && observe(r, ctx, OBS_A_REMOVE, ECS_ON_REMOVE, r->a, 0);
     ok = ok && observe(r, ctx, OBS_R_ADD, ECS_ON_ADD, 0, r->r);
     ok = ok && observe(r, ctx, OBS_C_CHAIN, ECS_ON_SET, r->c, 0);
     ok = ok && observe(r, ctx, OBS_T, ECS_ON_ADD | ECS_ON_REMOVE, r->t, 0);
+    ok = ok && observe(r, ctx, OBS_S, ECS_ON_SET | ECS_ON_REMOVE, r->s, 0);
+    ok = ok && observe(r, ctx, OBS_ST, ECS_ON_ADD | ECS_ON_REMOVE, r->st, 0);
     ok = ok && ecs_system_register(w, &(ecs_system_desc_t){.name = "churn", .run = churn, .ctx = r,
                                                            .terms = {{.component = r->a, .access = ECS_READ}}}) != 0;
     ok = ok && ecs_system_register(w, &(ecs_system_desc_t){.name = "tally", .run = tally, .ctx = r, .flags = flags,
                                                            .terms = {{.component = r->b, .access = ECS_READ}}}) != 0;
+    ok = ok && ecs_system_register(w, &(ecs_system_desc_t){.name = "gated", .run = gated, .ctx = r,
+                                                           .terms = {{.component = r->g, .access = ECS_READ}}}) != 0;
+    ok = ok && ecs_system_register(w, &(ecs_system_desc_t){.name = "ungated", .run = ungated, .ctx = r,
+                                                           .terms = {{.component = r->a, .access = ECS_READ},
+                                                                     {.component = r->g, .access = ECS_WITHOUT}}}) != 0;
     ok = ok && ecs_system_register(w, &(ecs_system_desc_t){.name = "noise", .run = noise, .ctx = r,
                                                            .terms = {{.component = r->noise, .access = ECS_WRITE}}}) != 0;
     if (exclusive)
@@ -271,6 +347,11 @@ static bool build(run_t *r, obs_ctx_t *ctx, uint64_t seed, uint32_t n, uint32_t 
         ecs_set(w, r->ids[i], r->a, &(int32_t){(int32_t)rng_below(&rng, 40)});
         if (i && rng_below(&rng, 4) == 0)
             ecs_pair_set(w, r->r, r->ids[i], r->ids[rng_below(&rng, i)], &(int32_t){(int32_t)i % 64});
+        uint32_t x = (uint32_t)rng_below(&rng, 16);
+        if (x < 6 && ecs_set(w, r->ids[i], r->g, &(int32_t){(int32_t)i % 32}) != ECS_OK) return false;
+        if (x < 2 && ecs_enable(w, r->ids[i], r->g, false) != ECS_OK) return false;
+        if (x % 3 == 0 && ecs_set(w, r->ids[i], r->s, &(int32_t){(int32_t)i % 100}) != ECS_OK) return false;
+        if (x % 4 == 1 && ecs_add(w, r->ids[i], r->st) != ECS_OK) return false;
     }
     return true;
 }
@@ -283,11 +364,16 @@ typedef struct {
 static void hash_row(ecs_iter_t *it)
 {
     hash_t *k = it->ctx;
-    const int32_t *b = ecs_field(it, 1), *c = ecs_field(it, 2), *a = ecs_field(it, 3);
+    const int32_t *b = ecs_field(it, 1), *c = ecs_field(it, 2), *a = ecs_field(it, 3), *g = ecs_field(it, 4);
     for (int i = 0; i < it->count; i++) {
         ecs_entity_t e = it->entities[i];
         uint64_t x = rng_hash3(e, a ? (uint32_t)a[i] : 0xaaaa, b ? (uint32_t)b[i] : 0xbbbb);
         x = rng_hash3(x, c ? (uint32_t)c[i] : 0xcccc, ecs_has(it->world, e, k->r->t));
+        /* G's value and state (the optional term hands disabled rows too),
+         * the sparse S and ST. */
+        const int32_t *s = ecs_get(it->world, e, k->r->s);
+        x = rng_hash3(x, g ? (uint32_t)g[i] : 0x9999, ecs_is_enabled(it->world, e, k->r->g));
+        x = rng_hash3(x, s ? (uint32_t)*s : 0x5555, ecs_has(it->world, e, k->r->st));
         const ecs_entity_t *targets;
         const void *payloads;
         int np = ecs_pair_targets(it->world, k->r->r, e, &targets, &payloads);
@@ -305,7 +391,8 @@ static uint64_t world_hash(run_t *r)
                    &(ecs_query_desc_t){.terms = {{.component = r->noise, .access = ECS_READ, .optional = true},
                                                  {.component = r->b, .access = ECS_READ, .optional = true},
                                                  {.component = r->c, .access = ECS_READ, .optional = true},
-                                                 {.component = r->a, .access = ECS_READ, .optional = true}}},
+                                                 {.component = r->a, .access = ECS_READ, .optional = true},
+                                                 {.component = r->g, .access = ECS_READ, .optional = true}}},
                    hash_row, &k);
     ecs_world_stats_t st;
     ecs_world_stats(r->w, &st);
@@ -363,7 +450,7 @@ static bool run_round(uint32_t round, const scale_t *sc, uint64_t *calls, uint32
     for (int pass = 0; pass < 2 && ok; pass++) {
         run_t r;
         memset(&r, 0, sizeof(r));
-        obs_ctx_t ctx[6];
+        obs_ctx_t ctx[OBS_COUNT];
         uint32_t wk = pass ? workers : 1;
         watchdog_round(round, wk, spin, n, exclusive ? 4 : 3);
         ok = build(&r, ctx, seed, n, wk, spin, depth, flags, exclusive);

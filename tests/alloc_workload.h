@@ -3,7 +3,10 @@
  * component whose hooks own heap memory and is 64-byte aligned (hk_t,
  * whose ctor, dtor, move and copy count live values and misuse), and a
  * mixed workload (workload_run: 64 archetypes, a big batch, hooked values,
- * queries, stages, and systems that record every kind of command). Shared
+ * a toggle component switched off and on, sparse components (data, hooked
+ * and a tag) in spawns, batches and entity calls, queries, stages, and
+ * systems that record every kind of command, ecs_cmd_enable and sparse
+ * commands included). Shared
  * by test_alloc.c and test_alloc_internals.c. Header-only; include after
  * <cmocka.h> and "alloc_hook.h".
  */
@@ -116,6 +119,24 @@ static inline ecs_component_t register_plain(ecs_world_t *w, const char *name, s
     return ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = size, .align = align});
 }
 
+/* A component that can be toggled (ecs_enable). */
+static inline ecs_component_t register_toggle(ecs_world_t *w, const char *name, size_t size)
+{
+    return ecs_component_register(w, &(ecs_component_desc_t){.name = name, .size = size, .can_toggle = true});
+}
+
+/* A sparse component: size 0 makes a tag; hooked: hk_t values. */
+static inline ecs_component_t register_sparse(ecs_world_t *w, const char *name, size_t size, bool hooked)
+{
+    ecs_component_desc_t d = {.name = name, .size = size, .storage = ECS_STORAGE_SPARSE};
+    if (hooked) {
+        d.size = sizeof(hk_t);
+        d.align = _Alignof(hk_t);
+        d.hooks = (ecs_type_hooks_t){.ctor = hk_ctor, .dtor = hk_dtor, .move = hk_move, .copy = hk_copy};
+    }
+    return ecs_component_register(w, &d);
+}
+
 /* ---------------------------------------------------------------------- */
 /* The workload                                                            */
 /* ---------------------------------------------------------------------- */
@@ -134,6 +155,8 @@ typedef struct {
 
 typedef struct {
     ecs_component_t pos, vel, v16, hk, xf, tag, flags[6];
+    ecs_component_t tog;            /* can_toggle, on Position entities */
+    ecs_component_t sp, sp_hk, sp_tag; /* sparse: uint64_t, hk_t, a tag */
     long rows_seen, misaligned;
 } workload_t;
 
@@ -164,6 +187,12 @@ static inline void sys_move(ecs_iter_t *it)
         ecs_entity_t e = it->entities[i];
         if (e % 9 == 0) ecs_cmd_add(it->commands, e, wl->v16);
         if (e % 31 == 0) ecs_cmd_despawn(it->commands, e);
+        /* Toggle and sparse commands (a toggle command on an entity
+         * without the component is skipped). */
+        if (e % 5 == 0) ecs_cmd_enable(it->commands, e, wl->tog, e % 10 != 0);
+        if (e % 7 == 0) ecs_cmd_set(it->commands, e, wl->sp, &(uint64_t){e});
+        if (e % 11 == 0) ecs_cmd_add(it->commands, e, wl->sp_tag);
+        if (e % 13 == 0) ecs_cmd_remove(it->commands, e, wl->sp);
     }
     bump(&wl->rows_seen, it->count);
 }
@@ -177,8 +206,13 @@ static inline void sys_spawner(ecs_iter_t *it)
         ecs_cmd_set(it->commands, p, wl->pos, &v);
         hk_t h = {.p = hk_box((uint64_t)i)};
         ecs_cmd_set(it->commands, p, wl->hk, &h);
+        if (i % 2) ecs_cmd_set(it->commands, p, wl->sp_hk, &h);
         free(h.p);
         ecs_cmd_add(it->commands, p, wl->tag);
+        if (i % 3 == 0) {
+            ecs_cmd_add(it->commands, p, wl->tog);
+            ecs_cmd_enable(it->commands, p, wl->tog, false);
+        }
     }
 }
 
@@ -217,25 +251,50 @@ static inline void workload_run(ecs_world_t *w, workload_t *wl)
     wl->tag = register_plain(w, "Tag", 0, 0);
     static const char *const flag_names[6] = {"F0", "F1", "F2", "F3", "F4", "F5"};
     for (int i = 0; i < 6; i++) wl->flags[i] = register_plain(w, flag_names[i], 0, 0);
+    wl->tog = register_toggle(w, "Toggle", sizeof(uint32_t));
+    wl->sp = register_sparse(w, "Sparse", sizeof(uint64_t), false);
+    wl->sp_hk = register_sparse(w, "SparseHooked", 0, true);
+    wl->sp_tag = register_sparse(w, "SparseTag", 0, false);
     assert_true(wl->pos && wl->vel && wl->v16 && wl->hk && wl->xf && wl->tag && wl->flags[5]);
+    assert_true(wl->tog && wl->sp && wl->sp_hk && wl->sp_tag);
 
-    /* 64 archetypes of Position + a subset of six flags, 20 entities each. */
+    /* 64 archetypes of Position + a subset of six flags, 20 entities
+     * each; every other archetype with the toggle component, some of
+     * them also with sparse components (a value, a tag). */
     for (int s = 0; s < 64; s++) {
-        ecs_component_t ids[8] = {wl->pos, wl->vel};
+        ecs_component_t ids[11] = {wl->pos, wl->vel};
         int n = 2;
         for (int f = 0; f < 6; f++) {
             if (s & (1 << f)) ids[n++] = wl->flags[f];
         }
+        uint32_t t = (uint32_t)s;
+        uint64_t sv = 1000 + (uint64_t)s;
+        const void *vals[11] = {NULL};
+        if (s % 2) {
+            vals[n] = &t;
+            ids[n++] = wl->tog;
+        }
+        if (s % 3 == 0) {
+            vals[n] = &sv;
+            ids[n++] = wl->sp;
+            ids[n++] = wl->sp_tag;
+        }
         for (int i = 0; i < 20; i++) {
             vec3_t p = {(float)i, 0, 0}, v = {1, 1, 1};
-            const void *vals[8] = {&p, &v};
-            assert_true(ecs_spawn_with(w, n, ids, vals) != ECS_NULL);
+            vals[0] = &p;
+            vals[1] = &v;
+            ecs_entity_t e = ecs_spawn_with(w, n, ids, vals);
+            assert_true(e != ECS_NULL);
+            if (s % 2 && i % 4 == 0) assert_int_equal(ecs_enable(w, e, wl->tog, false), ECS_OK);
         }
     }
     /* A big archetype through a batch, and entities with the hooked,
      * 64-byte aligned component. */
     ecs_component_t xf_ids[1] = {wl->xf};
     assert_int_equal(ecs_spawn_batch(w, 20000, 1, xf_ids, NULL, NULL), ECS_OK);
+    /* A batch that fills the sparse sets by thousands at once. */
+    ecs_component_t mixed_ids[4] = {wl->sp_tag, wl->v16, wl->sp, wl->tog};
+    assert_int_equal(ecs_spawn_batch(w, 3000, 4, mixed_ids, NULL, NULL), ECS_OK);
     ecs_entity_t hooked[200];
     for (int i = 0; i < 200; i++) {
         hooked[i] = ecs_spawn(w);
@@ -250,8 +309,23 @@ static inline void workload_run(ecs_world_t *w, workload_t *wl)
         if (i % 3 == 0) assert_int_equal(ecs_add(w, hooked[i], wl->pos), ECS_OK);
         const v16_t *v = ecs_get(w, hooked[i], wl->v16);
         if (v && (uintptr_t)v % 16) wl->misaligned++;
+        /* Sparse values and tags, and the toggle component off and on. */
+        if (i % 3 == 1) {
+            hk_t sh = {.p = hk_box(2000 + (uint64_t)i)};
+            assert_int_equal(ecs_set(w, hooked[i], wl->sp_hk, &sh), ECS_OK);
+            free(sh.p);
+            const hk_t *got_sh = ecs_get(w, hooked[i], wl->sp_hk);
+            if (!got_sh || (uintptr_t)got_sh % 64) wl->misaligned++;
+        }
+        if (i % 4 == 1) assert_int_equal(ecs_add(w, hooked[i], wl->sp_tag), ECS_OK);
+        if (i % 2 == 0) {
+            assert_int_equal(ecs_add(w, hooked[i], wl->tog), ECS_OK);
+            assert_int_equal(ecs_enable(w, hooked[i], wl->tog, false), ECS_OK);
+            if (i % 4 == 0) assert_int_equal(ecs_enable(w, hooked[i], wl->tog, true), ECS_OK);
+        }
     }
     for (int i = 0; i < 200; i += 4) assert_int_equal(ecs_remove(w, hooked[i], wl->hk), ECS_OK);
+    for (int i = 1; i < 200; i += 9) assert_int_equal(ecs_remove(w, hooked[i], wl->sp_hk), ECS_OK);
     for (int i = 0; i < 200; i += 5) assert_int_equal(ecs_despawn(w, hooked[i]), ECS_OK);
 
     /* A query over all 64 Position archetypes (and more), created after
@@ -266,6 +340,10 @@ static inline void workload_run(ecs_world_t *w, workload_t *wl)
     it.ctx = wl;
     while (ecs_query_next(&it)) count_rows(&it);
     ecs_query_destroy(tmp);
+    /* Toggled terms: rows selected within chunks. */
+    ecs_query_t *qt = ecs_query_create(w, &(ecs_query_desc_t){.terms = {{.component = wl->pos},
+                                                                       {.component = wl->tog, .access = ECS_WITHOUT}}});
+    assert_non_null(qt);
 
     assert_int_equal(ecs_stage_add(w, "Late", "PostUpdate"), ECS_OK);
     assert_true(ecs_system_register(w, &(ecs_system_desc_t){
@@ -286,6 +364,8 @@ static inline void workload_run(ecs_world_t *w, workload_t *wl)
     it = ecs_query_iter(w, q);
     it.ctx = wl;
     while (ecs_query_next(&it)) count_rows(&it);
+    it = ecs_query_iter(w, qt);
+    while (ecs_query_next(&it)) bump(&wl->rows_seen, it.count);
 }
 
 #endif /* ECS_TEST_ALLOC_WORKLOAD_H */

@@ -15,6 +15,11 @@
  *     was; the same call then succeeds once memory is back; destroying
  *     the world leaves nothing allocated. Each operation runs in a child
  *     process, so a crash is reported against it with the failing k.
+ *     The fixture has a toggle component and sparse components (data,
+ *     hooked, a tag), and the operations include their calls (ecs_enable,
+ *     sparse adds and sets, mixed spawns) and a frame of their commands;
+ *     the snapshot a failure is compared with holds every entity's toggle
+ *     states and sparse values.
  *
  * What a failure leaves behind in flushes and walks is
  * test_alloc_archetypes.c's; the ASan check that nothing bypasses the
@@ -157,7 +162,9 @@ typedef struct {
     alloc_hook_t al;
     ecs_world_t *w;
     ecs_component_t A, B, C, H, T;
-    ecs_query_t *qa;
+    ecs_component_t G;         /* can_toggle (int32_t) */
+    ecs_component_t S, SH, ST; /* sparse: uint64_t, hk_t, a tag */
+    ecs_query_t *qa, *qg;
     ecs_entity_t base[20];
     ecs_entity_t extra[4];
     long sys_rows, sys2_rows; /* bumped atomically: jobs run in parallel */
@@ -172,13 +179,14 @@ typedef struct {
     int32_t *batch_a;
     v16_t *batch_c;
     hk_t *batch_h;
+    uint64_t *batch_s;
 } fx_t;
 
 typedef struct {
     int32_t a, b;
 } c8_t;
 
-enum { BATCH_N = 5000 };
+enum { BATCH_N = 5000, BATCH_MIXED_N = 1000 /* the first BATCH_MIXED_N of the batch arrays */ };
 
 static void fx_count_rows(ecs_iter_t *it)
 {
@@ -192,9 +200,11 @@ static void fx_count_rows2(ecs_iter_t *it)
     bump(&fx->sys2_rows, it->count);
 }
 
-/* Builds the fixture world with no failure injected. Baseline: ten {A},
- * five {A, H}, five {B}; nothing in the empty archetype; a cached query
- * on A and a system on A. */
+/* Builds the fixture world with no failure injected. Baseline: ten {A}
+ * (the first two with G, base[1]'s disabled; the first four with S),
+ * five {A, H}, five {B} (base[17] with ST); nothing in the empty
+ * archetype, none with SH; cached queries on A and on G (enabled rows)
+ * and a system on A. */
 static void fx_init(fx_t *fx)
 {
     memset(fx, 0, sizeof(*fx));
@@ -208,7 +218,11 @@ static void fx_init(fx_t *fx)
     fx->C = ECS_COMPONENT(w, v16_t);
     fx->H = register_hooked(w, "H");
     fx->T = register_plain(w, "T", 0, 0);
-    CHECK(fx->A && fx->B && fx->C && fx->H && fx->T);
+    fx->G = register_toggle(w, "G", sizeof(int32_t));
+    fx->S = register_sparse(w, "S", sizeof(uint64_t), false);
+    fx->SH = register_sparse(w, "SH", 0, true);
+    fx->ST = register_sparse(w, "ST", 0, false);
+    CHECK(fx->A && fx->B && fx->C && fx->H && fx->T && fx->G && fx->S && fx->SH && fx->ST);
     for (int i = 0; i < 10; i++) {
         int32_t a = i + 1;
         const void *vals[1] = {&a};
@@ -230,8 +244,13 @@ static void fx_init(fx_t *fx)
         fx->base[i] = ecs_spawn_with(w, 1, &fx->B, vals);
         CHECK(fx->base[i]);
     }
+    for (int i = 0; i < 2; i++) CHECK(ecs_set(w, fx->base[i], fx->G, &(int32_t){60 + i}) == ECS_OK);
+    CHECK(ecs_enable(w, fx->base[1], fx->G, false) == ECS_OK);
+    for (int i = 0; i < 4; i++) CHECK(ecs_set(w, fx->base[i], fx->S, &(uint64_t){500 + (uint64_t)i}) == ECS_OK);
+    CHECK(ecs_add(w, fx->base[17], fx->ST) == ECS_OK);
     fx->qa = ecs_query_create(w, &(ecs_query_desc_t){.terms = {{.component = fx->A}}});
-    CHECK(fx->qa);
+    fx->qg = ecs_query_create(w, &(ecs_query_desc_t){.terms = {{.component = fx->G}}});
+    CHECK(fx->qa && fx->qg);
     CHECK(ecs_system_register(w, &(ecs_system_desc_t){
         .name = "count", .terms = {{.component = fx->A}}, .run = fx_count_rows, .ctx = fx}));
 }
@@ -250,6 +269,7 @@ static void fx_fini(fx_t *fx)
     free(fx->batch_out);
     free(fx->batch_a);
     free(fx->batch_c);
+    free(fx->batch_s);
     if (fx->batch_h) {
         for (int i = 0; i < BATCH_N; i++) free(fx->batch_h[i].p);
         free(fx->batch_h);
@@ -284,6 +304,8 @@ typedef struct {
     size_t n, cap;
     size_t query_rows;
     uint64_t query_sum;
+    size_t g_rows;  /* the cached query on G: its enabled rows */
+    uint64_t g_sum;
     long hk_live;
 } snap_t;
 
@@ -327,16 +349,18 @@ static void snap_take(fx_t *fx, snap_t *s)
         CHECK(ecs_is_alive(w, se->e));
         uint64_t h = 0;
         /* Every id below 32: ids are not counted by stats.components (a
-         * toggle component's hidden companion takes one, see "Toggle
-         * components"), and ecs_has is false for an unknown one. */
+         * toggle component's hidden companion takes one, the built-in
+         * markers' too, see "Toggle components"); an unknown id has no
+         * info. */
         for (ecs_component_t c = 1; c < 32; c++) {
-            if (!ecs_has(w, se->e, c)) continue;
-            se->has |= 1u << c;
             const ecs_type_info_t *info = ecs_component_info(w, c);
+            if (!info || !ecs_has(w, se->e, c)) continue;
+            se->has |= 1u << c;
+            h = mix(h, ecs_is_enabled(w, se->e, c));
             const void *v = ecs_get(w, se->e, c);
             CHECK((v != NULL) == (info->size != 0));
             if (!v) continue;
-            if (c == fx->H) {
+            if (c == fx->H || c == fx->SH) {
                 h = mix(h, hk_value(w, se->e, c));
             } else {
                 for (size_t b = 0; b < info->size; b++) h = mix(h, ((const unsigned char *)v)[b]);
@@ -349,6 +373,13 @@ static void snap_take(fx_t *fx, snap_t *s)
         for (int i = 0; i < it.count; i++) {
             s->query_rows++;
             s->query_sum += mix(0, it.entities[i]);
+        }
+    }
+    it = ecs_query_iter(w, fx->qg);
+    while (ecs_query_next(&it)) {
+        for (int i = 0; i < it.count; i++) {
+            s->g_rows++;
+            s->g_sum += mix(1, it.entities[ecs_iter_row(&it, i)]);
         }
     }
     s->hk_live = hk_live;
@@ -379,6 +410,8 @@ static void snap_check_equal(const snap_t *a, const snap_t *b)
     }
     CHECK(a->query_rows == b->query_rows);
     CHECK(a->query_sum == b->query_sum);
+    CHECK(a->g_rows == b->g_rows);
+    CHECK(a->g_sum == b->g_sum);
     CHECK(a->hk_live == b->hk_live);
 }
 
@@ -505,18 +538,24 @@ static bool op_spawn_batch(fx_t *fx)
     return fx->err == ECS_OK;
 }
 
-static void done_spawn_batch(fx_t *fx, const snap_t *before)
+/* The i-th entity of a batch spawned from the batch arrays: alive, with
+ * batch_a's value in the int32_t component a, batch_c's in C and
+ * batch_h's in the hooked component h. */
+static void check_batch_row(fx_t *fx, int i, ecs_component_t a, ecs_component_t h)
 {
     ecs_world_t *w = fx->w;
-    for (int i = 0; i < BATCH_N; i++) {
-        ecs_entity_t e = fx->batch_out[i];
-        CHECK(ecs_is_alive(w, e));
-        const int32_t *a = ecs_get(w, e, fx->A);
-        const v16_t *c = ecs_get(w, e, fx->C);
-        CHECK(a && *a == 1000 + i);
-        CHECK(c && c->a == (uint64_t)i && c->b == (uint64_t)i * 3);
-        CHECK(hk_value(w, e, fx->H) == 5000 + (uint64_t)i);
-    }
+    ecs_entity_t e = fx->batch_out[i];
+    CHECK(ecs_is_alive(w, e));
+    const int32_t *av = ecs_get(w, e, a);
+    const v16_t *c = ecs_get(w, e, fx->C);
+    CHECK(av && *av == 1000 + i);
+    CHECK(c && c->a == (uint64_t)i && c->b == (uint64_t)i * 3);
+    CHECK(hk_value(w, e, h) == 5000 + (uint64_t)i);
+}
+
+static void done_spawn_batch(fx_t *fx, const snap_t *before)
+{
+    for (int i = 0; i < BATCH_N; i++) check_batch_row(fx, i, fx->A, fx->H);
     snap_t after;
     snap_take(fx, &after);
     CHECK(after.stats.entities == before->stats.entities + BATCH_N);
@@ -715,6 +754,190 @@ static void done_stage_add(fx_t *fx, const snap_t *before)
     CHECK(fx->sys2_rows == 15);
 }
 
+/* --- toggle and sparse components ------------------------------------- */
+
+static bool op_add_toggle(fx_t *fx)
+{
+    fx->err = ecs_add(fx->w, fx->base[15], fx->G); /* {B} -> {B, G}: new, with G's state column */
+    return fx->err == ECS_OK;
+}
+
+static void done_add_toggle(fx_t *fx, const snap_t *before)
+{
+    ecs_world_t *w = fx->w;
+    ecs_entity_t e = fx->base[15];
+    const int32_t *g = ecs_get(w, e, fx->G);
+    const uint64_t *b = ecs_get(w, e, fx->B);
+    CHECK(g && *g == 0);
+    CHECK(b && *b == 315);
+    CHECK(ecs_is_enabled(w, e, fx->G));
+    snap_t after;
+    snap_take(fx, &after);
+    CHECK(after.g_rows == before->g_rows + 1); /* the cached query found the new archetype */
+    snap_check_only(before, &after, &e, 1, NULL, 0);
+    snap_free(&after);
+    /* Off, removed, added again: enabled. */
+    CHECK(ecs_enable(w, e, fx->G, false) == ECS_OK);
+    CHECK(ecs_remove(w, e, fx->G) == ECS_OK);
+    CHECK(ecs_add(w, e, fx->G) == ECS_OK);
+    CHECK(ecs_is_enabled(w, e, fx->G));
+}
+
+static bool op_enable(fx_t *fx)
+{
+    fx->err = ecs_enable(fx->w, fx->base[0], fx->G, false);
+    return fx->err == ECS_OK;
+}
+
+static void done_enable(fx_t *fx, const snap_t *before)
+{
+    ecs_world_t *w = fx->w;
+    ecs_entity_t e = fx->base[0];
+    CHECK(!ecs_is_enabled(w, e, fx->G));
+    const int32_t *g = ecs_get(w, e, fx->G);
+    CHECK(g && *g == 60); /* the value stays */
+    snap_t after;
+    snap_take(fx, &after);
+    CHECK(after.g_rows == before->g_rows - 1);
+    CHECK(after.query_rows == before->query_rows);
+    snap_check_only(before, &after, &e, 1, NULL, 0);
+    snap_free(&after);
+    CHECK(ecs_enable(w, fx->base[1], fx->G, true) == ECS_OK);
+    CHECK(ecs_is_enabled(w, fx->base[1], fx->G));
+}
+
+static bool op_sparse_set_hooked(fx_t *fx)
+{
+    hk_t h = {.p = hk_box(88)};
+    fx->err = ecs_set(fx->w, fx->base[12], fx->SH, &h); /* SH's set is empty: its storage is made */
+    free(h.p);
+    return fx->err == ECS_OK;
+}
+
+static void done_sparse_set_hooked(fx_t *fx, const snap_t *before)
+{
+    ecs_world_t *w = fx->w;
+    ecs_entity_t e = fx->base[12];
+    CHECK(hk_value(w, e, fx->SH) == 88);
+    CHECK(hk_value(w, e, fx->H) == 212);
+    snap_t after;
+    snap_take(fx, &after);
+    CHECK(after.hk_live == before->hk_live + 1);
+    CHECK(after.stats.archetypes == before->stats.archetypes); /* sparse: no move */
+    snap_check_only(before, &after, &e, 1, NULL, 0);
+    snap_free(&after);
+    /* More of them (the set grows and relocates), then some go. */
+    for (int i = 0; i < 20; i++) {
+        hk_t h = {.p = hk_box(90 + (uint64_t)i)};
+        CHECK(ecs_set(w, fx->base[i], fx->SH, &h) == ECS_OK);
+        free(h.p);
+    }
+    for (int i = 0; i < 20; i += 3) CHECK(ecs_remove(w, fx->base[i], fx->SH) == ECS_OK);
+    for (int i = 0; i < 20; i++) CHECK(hk_value(w, fx->base[i], fx->SH) == (i % 3 ? 90 + (uint64_t)i : UINT64_MAX));
+}
+
+/* S on base[0..15]: sixteen entries, as many as a set's first arrays hold. */
+static void setup_sparse_add(fx_t *fx)
+{
+    for (int i = 4; i < 16; i++) CHECK(ecs_add(fx->w, fx->base[i], fx->S) == ECS_OK);
+}
+
+static bool op_sparse_add(fx_t *fx)
+{
+    fx->err = ecs_add(fx->w, fx->base[16], fx->S); /* S's 17th entry: its arrays grow */
+    return fx->err == ECS_OK;
+}
+
+static void done_sparse_add(fx_t *fx, const snap_t *before)
+{
+    ecs_world_t *w = fx->w;
+    ecs_entity_t e = fx->base[16];
+    const uint64_t *sv = ecs_get(w, e, fx->S);
+    CHECK(sv && *sv == 0);
+    snap_t after;
+    snap_take(fx, &after);
+    snap_check_only(before, &after, &e, 1, NULL, 0);
+    snap_free(&after);
+    for (int i = 0; i < 4; i++) {
+        sv = ecs_get(w, fx->base[i], fx->S);
+        CHECK(sv && *sv == 500 + (uint64_t)i);
+    }
+    /* The tag's set, and a removal that moves the last entry. */
+    CHECK(ecs_add(w, e, fx->ST) == ECS_OK);
+    CHECK(ecs_remove(w, fx->base[0], fx->S) == ECS_OK);
+    sv = ecs_get(w, fx->base[3], fx->S);
+    CHECK(sv && *sv == 503);
+}
+
+static bool op_spawn_with_mixed(fx_t *fx)
+{
+    uint64_t b = 8, sv = 18;
+    int32_t g = 17;
+    hk_t h = {.p = hk_box(19)};
+    /* A new archetype {B, G}; S, SH and ST go to their sets. */
+    ecs_component_t ids[5] = {fx->S, fx->B, fx->SH, fx->ST, fx->G};
+    const void *vals[5] = {&sv, &b, &h, NULL, &g};
+    fx->made = ecs_spawn_with(fx->w, 5, ids, vals);
+    free(h.p);
+    return fx->made != ECS_NULL;
+}
+
+static void done_spawn_with_mixed(fx_t *fx, const snap_t *before)
+{
+    ecs_world_t *w = fx->w;
+    ecs_entity_t e = fx->made;
+    const uint64_t *b = ecs_get(w, e, fx->B), *sv = ecs_get(w, e, fx->S);
+    const int32_t *g = ecs_get(w, e, fx->G);
+    CHECK(b && *b == 8);
+    CHECK(sv && *sv == 18);
+    CHECK(g && *g == 17);
+    CHECK(ecs_is_enabled(w, e, fx->G));
+    CHECK(hk_value(w, e, fx->SH) == 19);
+    CHECK(ecs_has(w, e, fx->ST));
+    snap_t after;
+    snap_take(fx, &after);
+    CHECK(after.g_rows == before->g_rows + 1);
+    snap_check_only(before, &after, NULL, 0, &fx->made, 1);
+    snap_free(&after);
+}
+
+static void setup_spawn_batch_mixed(fx_t *fx)
+{
+    setup_spawn_batch(fx);
+    fx->batch_s = malloc(BATCH_MIXED_N * sizeof(*fx->batch_s));
+    CHECK(fx->batch_s);
+    for (int i = 0; i < BATCH_MIXED_N; i++) fx->batch_s[i] = 7000 + (uint64_t)i;
+}
+
+static bool op_spawn_batch_mixed(fx_t *fx)
+{
+    /* A new archetype {C, G}; the sparse sets grow by BATCH_MIXED_N
+     * entries each (G takes batch_a's int32_t values). */
+    ecs_component_t ids[5] = {fx->SH, fx->C, fx->S, fx->G, fx->ST};
+    const void *vals[5] = {fx->batch_h, fx->batch_c, fx->batch_s, fx->batch_a, NULL};
+    fx->err = ecs_spawn_batch(fx->w, BATCH_MIXED_N, 5, ids, vals, fx->batch_out);
+    return fx->err == ECS_OK;
+}
+
+static void done_spawn_batch_mixed(fx_t *fx, const snap_t *before)
+{
+    ecs_world_t *w = fx->w;
+    for (int i = 0; i < BATCH_MIXED_N; i++) {
+        ecs_entity_t e = fx->batch_out[i];
+        check_batch_row(fx, i, fx->G, fx->SH);
+        const uint64_t *sv = ecs_get(w, e, fx->S);
+        CHECK(ecs_is_enabled(w, e, fx->G));
+        CHECK(sv && *sv == 7000 + (uint64_t)i);
+        CHECK(ecs_has(w, e, fx->ST));
+    }
+    snap_t after;
+    snap_take(fx, &after);
+    CHECK(after.stats.entities == before->stats.entities + BATCH_MIXED_N);
+    CHECK(after.g_rows == before->g_rows + BATCH_MIXED_N);
+    snap_check_only(before, &after, NULL, 0, fx->batch_out, BATCH_MIXED_N);
+    snap_free(&after);
+}
+
 static bool op_world_create(fx_t *fx)
 {
     ecs_world_desc_t desc = t_desc(&fx->al);
@@ -817,6 +1040,18 @@ static const oom_op_t OP_QUERY_CREATE = {"ecs_query_create", NULL, op_query_crea
 static const oom_op_t OP_SYSTEM_REGISTER = {"ecs_system_register", NULL, op_system_register, 0,
                                             done_system_register};
 static const oom_op_t OP_STAGE_ADD = {"ecs_stage_add", NULL, op_stage_add, ECS_ENOMEM, done_stage_add};
+static const oom_op_t OP_ADD_TOGGLE = {"ecs_add (a toggle component)", NULL, op_add_toggle, ECS_ENOMEM,
+                                       done_add_toggle};
+static const oom_op_t OP_ENABLE = {"ecs_enable", NULL, op_enable, ECS_ENOMEM, done_enable};
+static const oom_op_t OP_SPARSE_SET_HOOKED = {"ecs_set (sparse, hooked)", NULL, op_sparse_set_hooked, ECS_ENOMEM,
+                                              done_sparse_set_hooked};
+static const oom_op_t OP_SPARSE_ADD = {"ecs_add (sparse, growing its set)", setup_sparse_add, op_sparse_add, ECS_ENOMEM,
+                                       done_sparse_add};
+static const oom_op_t OP_SPAWN_WITH_MIXED = {"ecs_spawn_with (table, toggle and sparse ids)", NULL,
+                                             op_spawn_with_mixed, 0, done_spawn_with_mixed};
+static const oom_op_t OP_SPAWN_BATCH_MIXED = {"ecs_spawn_batch (table, toggle and sparse ids)",
+                                              setup_spawn_batch_mixed, op_spawn_batch_mixed, ECS_ENOMEM,
+                                              done_spawn_batch_mixed};
 
 static const oom_op_t *g_op;
 static void oom_body(void) { oom_loop(g_op); }
@@ -851,6 +1086,12 @@ OOM_CASE(alloc_oom_set_adding_hooked, OP_SET_ADDING_HOOKED)
 OOM_CASE(alloc_oom_query_create, OP_QUERY_CREATE)
 OOM_CASE(alloc_oom_system_register, OP_SYSTEM_REGISTER)
 OOM_CASE(alloc_oom_stage_add, OP_STAGE_ADD)
+OOM_CASE(alloc_oom_add_toggle, OP_ADD_TOGGLE)
+OOM_CASE(alloc_oom_enable, OP_ENABLE)
+OOM_CASE(alloc_oom_sparse_set_hooked, OP_SPARSE_SET_HOOKED)
+OOM_CASE(alloc_oom_sparse_add, OP_SPARSE_ADD)
+OOM_CASE(alloc_oom_spawn_with_mixed, OP_SPAWN_WITH_MIXED)
+OOM_CASE(alloc_oom_spawn_batch_mixed, OP_SPAWN_BATCH_MIXED)
 
 /* --- ecs_world_progress ------------------------------------------------- */
 
@@ -1041,9 +1282,37 @@ static void progress_account(fx_t *fx, pstate_t *ps, int ret, uint64_t skipped_b
     snap_free(&after);
 }
 
+/* The survivors of the two frames of progress_loop: their final state. */
+static void progress_check_final(fx_t *fx)
+{
+    for (int i = 0; i < PROG_N; i++) {
+        ecs_entity_t e = fx->batch_out[i];
+        int id = i + 1;
+        CHECK(ecs_is_alive(fx->w, e) == (id % 7 != 0));
+        if (id % 7 == 0) continue;
+        const int32_t *a = ecs_get(fx->w, e, fx->A);
+        CHECK(a && *a == id + 100000);
+        CHECK(ecs_has(fx->w, e, fx->B) == (id % 3 == 0));
+    }
+}
+
+/* A frame's operation: what builds its world, what accounts for one
+ * frame's outcome, and what the world must be after a second frame. */
+typedef struct {
+    void (*setup)(fx_t *fx, pstate_t *ps);
+    void (*account)(fx_t *fx, pstate_t *ps, int ret, uint64_t skipped_before, const snap_t *before);
+    void (*check_final)(fx_t *fx);
+} frame_op_t;
+
+static const frame_op_t *g_frame_op;
+
+/* For k = 1, 2, ...: a frame with the k-th allocation failing (once, then
+ * from then on), accounted for; then a second frame with memory back
+ * completes the work. */
 static void progress_loop(void)
 {
     static pstate_t ps;
+    const frame_op_t *op = g_frame_op;
     g_ps = &ps;
     for (int persistent = 0; persistent <= 1; persistent++) {
         for (long k = 1;; k++) {
@@ -1053,7 +1322,7 @@ static void progress_loop(void)
             CHECK(k < 100000);
             fx_t fx;
             fx_init(&fx);
-            setup_progress(&fx, &ps);
+            op->setup(&fx, &ps);
             snap_t before;
             snap_take(&fx, &before);
             fx_arm(&fx, k, persistent);
@@ -1061,7 +1330,7 @@ static void progress_loop(void)
             bool injected = fx.al.injected > 0;
             fx_disarm(&fx);
             if (!injected) CHECK(ret == ECS_OK && !ps.cmd_enomem);
-            progress_account(&fx, &ps, ret, before.stats.commands_skipped, &before);
+            op->account(&fx, &ps, ret, before.stats.commands_skipped, &before);
             snap_free(&before);
 
             /* A second frame with memory back completes the work. */
@@ -1072,17 +1341,9 @@ static void progress_loop(void)
             ret = ecs_world_progress(fx.w, 0.016f);
             CHECK(ret == ECS_OK);
             CHECK(fx.al.injected == 0);
-            progress_account(&fx, &ps, ret, before.stats.commands_skipped, &before);
+            op->account(&fx, &ps, ret, before.stats.commands_skipped, &before);
             snap_free(&before);
-            for (int i = 0; i < PROG_N; i++) {
-                ecs_entity_t e = fx.batch_out[i];
-                int id = i + 1;
-                CHECK(ecs_is_alive(fx.w, e) == (id % 7 != 0));
-                if (id % 7 == 0) continue;
-                const int32_t *a = ecs_get(fx.w, e, fx.A);
-                CHECK(a && *a == id + 100000);
-                CHECK(ecs_has(fx.w, e, fx.B) == (id % 3 == 0));
-            }
+            op->check_final(&fx);
             fx_fini(&fx);
             if (!injected) break;
         }
@@ -1092,7 +1353,148 @@ static void progress_loop(void)
 static void alloc_oom_progress_with_commands(void **state)
 {
     (void)state;
+    static const frame_op_t op = {setup_progress, progress_account, progress_check_final};
+    g_frame_op = &op;
     run_isolated("ecs_world_progress", progress_loop);
+}
+
+/* --- ecs_world_progress: toggle and sparse commands -------------------- */
+
+/*
+ * PROG_N entities {A = 1..N, G}. "flipper" records, per entity with G
+ * (read with ecs_has), for multiples of 11 a removal of G and then an
+ * ecs_cmd_enable of it, which playback must skip and count (the entity
+ * lacks G by then), and for other even ones a disable of G; for every
+ * entity, for multiples of 3 a set of the sparse S, of 5 an add of the
+ * sparse tag ST, of 7 a set of the sparse hooked SH. Each frame, every
+ * recorded command was applied or counted as skipped; a frame that
+ * returns ECS_OK skipped only the enables after removals.
+ */
+enum { T_ENABLE_OFF = 16, T_REMOVE_G, T_ENABLE_AFTER, T_SET_S, T_ADD_ST, T_SET_SH };
+
+static void sys_flipper(ecs_iter_t *it)
+{
+    pstate_t *ps = it->ctx;
+    fx_t *fx = ps->fx;
+    const int32_t *a = ecs_field(it, 0);
+    for (int i = 0; i < it->count; i++) {
+        ecs_entity_t e = it->entities[i];
+        int32_t id = a[i];
+        int err;
+        if (ecs_has(it->world, e, fx->G) && id % 11 == 0) {
+            err = ecs_cmd_remove(it->commands, e, fx->G);
+            note_err(ps, err);
+            if (err == ECS_OK) plog(ps, T_REMOVE_G, e, 0);
+            err = ecs_cmd_enable(it->commands, e, fx->G, true);
+            note_err(ps, err);
+            if (err == ECS_OK) plog(ps, T_ENABLE_AFTER, e, 0);
+        } else if (ecs_has(it->world, e, fx->G) && id % 2 == 0) {
+            err = ecs_cmd_enable(it->commands, e, fx->G, false);
+            note_err(ps, err);
+            if (err == ECS_OK) plog(ps, T_ENABLE_OFF, e, 0);
+        }
+        if (id % 3 == 0) {
+            err = ecs_cmd_set(it->commands, e, fx->S, &(uint64_t){(uint64_t)id});
+            note_err(ps, err);
+            if (err == ECS_OK) plog(ps, T_SET_S, e, (uint64_t)id);
+        }
+        if (id % 5 == 0) {
+            err = ecs_cmd_add(it->commands, e, fx->ST);
+            note_err(ps, err);
+            if (err == ECS_OK) plog(ps, T_ADD_ST, e, 0);
+        }
+        if (id % 7 == 0) {
+            hk_t h = {.p = hk_box(900000 + (uint64_t)id)};
+            err = ecs_cmd_set(it->commands, e, fx->SH, &h);
+            free(h.p);
+            note_err(ps, err);
+            if (err == ECS_OK) plog(ps, T_SET_SH, e, 900000 + (uint64_t)id);
+        }
+    }
+}
+
+static void setup_toggle_progress(fx_t *fx, pstate_t *ps)
+{
+    ecs_world_t *w = fx->w;
+    for (int i = 0; i < 20; i++) CHECK(ecs_despawn(w, fx->base[i]) == ECS_OK);
+    fx->batch_a = malloc(PROG_N * sizeof(int32_t));
+    fx->batch_out = malloc(PROG_N * sizeof(ecs_entity_t));
+    CHECK(fx->batch_a && fx->batch_out);
+    for (int i = 0; i < PROG_N; i++) fx->batch_a[i] = i + 1;
+    ecs_component_t ids[2] = {fx->A, fx->G};
+    const void *vals[2] = {fx->batch_a, NULL};
+    CHECK(ecs_spawn_batch(w, PROG_N, 2, ids, vals, fx->batch_out) == ECS_OK);
+    memset(ps, 0, sizeof(*ps));
+    ps->fx = fx;
+    CHECK(ecs_system_register(w, &(ecs_system_desc_t){
+        .name = "flipper", .terms = {{.component = fx->A}}, .run = sys_flipper, .ctx = ps}));
+}
+
+/* Checks one frame's outcome against its command log. */
+static void toggle_progress_account(fx_t *fx, pstate_t *ps, int ret, uint64_t skipped_before, const snap_t *before)
+{
+    ecs_world_t *w = fx->w;
+    CHECK(ret == ECS_OK || ret == ECS_ENOMEM);
+    ecs_world_stats_t st;
+    CHECK(ecs_world_stats(w, &st) == ECS_OK);
+    uint64_t skipped = st.commands_skipped - skipped_before;
+    CHECK(st.entities == before->stats.entities); /* nothing spawned or despawned */
+    size_t applied = 0, after_removals = 0;
+    for (size_t i = 0; i < ps->n; i++) {
+        const plog_t *l = &ps->log[i];
+        switch (l->kind) {
+        case T_ENABLE_OFF: applied += ecs_has(w, l->e, fx->G) && !ecs_is_enabled(w, l->e, fx->G); break;
+        case T_REMOVE_G: applied += !ecs_has(w, l->e, fx->G); break;
+        case T_ENABLE_AFTER:
+            /* Applied only where the removal before it was not. */
+            applied += ecs_has(w, l->e, fx->G);
+            after_removals++;
+            break;
+        case T_SET_S: {
+            const uint64_t *v = ecs_get(w, l->e, fx->S);
+            applied += v && *v == l->v;
+            break;
+        }
+        case T_ADD_ST: applied += ecs_has(w, l->e, fx->ST); break;
+        case T_SET_SH: applied += hk_value(w, l->e, fx->SH) == l->v; break;
+        default: CHECK(false);
+        }
+    }
+    CHECK(skipped == ps->n - applied);
+    if (ret == ECS_OK) {
+        CHECK(skipped == after_removals);
+    } else {
+        bool frame_skipped = ecs_world_frame(w) == before->stats.frame && ps->n == 0;
+        CHECK(skipped > after_removals || ps->cmd_enomem || frame_skipped);
+    }
+    /* No hooked value leaked or lost. */
+    long with_sh = 0;
+    for (int i = 0; i < PROG_N; i++) with_sh += ecs_has(w, fx->batch_out[i], fx->SH);
+    CHECK(with_sh == hk_live);
+}
+
+/* The entities after the two frames: every command applied. */
+static void toggle_progress_check_final(fx_t *fx)
+{
+    ecs_world_t *w = fx->w;
+    for (int i = 0; i < PROG_N; i++) {
+        ecs_entity_t e = fx->batch_out[i];
+        int id = i + 1;
+        const uint64_t *sv = ecs_get(w, e, fx->S);
+        CHECK(ecs_has(w, e, fx->G) == (id % 11 != 0));
+        CHECK(ecs_is_enabled(w, e, fx->G) == (id % 11 != 0 && id % 2 != 0));
+        CHECK(id % 3 ? sv == NULL : sv && *sv == (uint64_t)id);
+        CHECK(ecs_has(w, e, fx->ST) == (id % 5 == 0));
+        CHECK(hk_value(w, e, fx->SH) == (id % 7 ? UINT64_MAX : 900000 + (uint64_t)id));
+    }
+}
+
+static void alloc_oom_progress_with_toggle_and_sparse_commands(void **state)
+{
+    (void)state;
+    static const frame_op_t op = {setup_toggle_progress, toggle_progress_account, toggle_progress_check_final};
+    g_frame_op = &op;
+    run_isolated("ecs_world_progress (toggle and sparse commands)", progress_loop);
 }
 
 int main(void)
@@ -1112,7 +1514,14 @@ int main(void)
         cmocka_unit_test(alloc_oom_query_create),
         cmocka_unit_test(alloc_oom_system_register),
         cmocka_unit_test(alloc_oom_stage_add),
+        cmocka_unit_test(alloc_oom_add_toggle),
+        cmocka_unit_test(alloc_oom_enable),
+        cmocka_unit_test(alloc_oom_sparse_set_hooked),
+        cmocka_unit_test(alloc_oom_sparse_add),
+        cmocka_unit_test(alloc_oom_spawn_with_mixed),
+        cmocka_unit_test(alloc_oom_spawn_batch_mixed),
         cmocka_unit_test(alloc_oom_progress_with_commands),
+        cmocka_unit_test(alloc_oom_progress_with_toggle_and_sparse_commands),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,22 +5,37 @@
  * internal header world/world.h).
  *
  * The model is an array of entity records (handle, component presence,
- * component values) for seven components of different sizes: 4, 8, 12,
- * 16 and 24 bytes, a tag, and a component whose hooks own heap memory (so
- * a leak, a double destruction or a use of a moved-from value shows under
- * ASan and in the hook counters). At least 100,000 random operations run:
- * spawn, spawn_with, spawn_batch, despawn (live and stale handles), add,
- * remove, set, writes through ecs_get_mut, calls that must fail and change
- * nothing, and frames in which systems record random deferred commands.
- * The model applies those commands in the documented order (system
- * position in its stage, then chunk order, then recording order), skips
- * the ones whose entity died earlier in the flush, and predicts
- * ecs_world_stats().commands_skipped. After every frame, and every 1000
- * immediate operations, every live entity, every recently dead handle and
- * several queries are compared with the model.
+ * component values, toggle state) for ten components: table components
+ * of 4, 8, 12, 16 and 24 bytes, a tag, a component whose hooks own heap
+ * memory (so a leak, a double destruction or a use of a moved-from value
+ * shows under ASan and in the hook counters), a toggle component
+ * (can_toggle), and two sparse components: one with the same hooks and a
+ * tag. At least 100,000 random operations run: spawn, spawn_with,
+ * spawn_batch (sparse ids mixed with table ones), despawn (live and stale
+ * handles), add, remove, set (also from a pointer into storage),
+ * writes through ecs_get_mut, ecs_enable (refused for an entity lacking
+ * the component, a stale handle or a component without can_toggle, and
+ * then nothing changes), a removal of a disabled component and its re-add
+ * (enabled again), calls that must fail and change nothing, and frames in
+ * which systems record random deferred commands (ecs_cmd_enable and
+ * sparse adds, removes and sets among them). The model applies those
+ * commands in the documented order (system position in its stage, then
+ * chunk order, then recording order), skips the ones whose entity died
+ * earlier in the flush or, for ecs_cmd_enable, lacks the component, and
+ * predicts ecs_world_stats().commands_skipped. After every frame, and
+ * every 1000 immediate operations, every live entity (presence, values,
+ * ecs_is_enabled), every recently dead handle and several queries are
+ * compared with the model; queries with READ, WITH and WITHOUT terms on
+ * the toggle component must hand exactly the entities the model has it
+ * enabled on (or, for WITHOUT, exactly the others), and a system with a
+ * READ term on it only those. No query or system term names a sparse
+ * component (refused for now).
  *
- * The seed is printed; STAGEHAND_SEED=<n> replays a run, and
- * STAGEHAND_RANDOM_OPS=<n> changes its length.
+ * The operations are split between worlds of 1, 2, 4 and 8 workers, each
+ * seeded with the seed + its worker count. The seed is printed;
+ * STAGEHAND_SEED=<n> replays a run, STAGEHAND_RANDOM_OPS=<n> changes its
+ * length, and STAGEHAND_RANDOM_WORKERS=<n> makes it one run at n workers
+ * (with STAGEHAND_SEED, the replay of that run).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,12 +73,20 @@ static void chunk_of(const ecs_iter_t *it, uint32_t *arch, uint32_t *chunk)
 /* Components                                                              */
 /* ---------------------------------------------------------------------- */
 
-enum { K4, K8, K12, K16, K24, KTAG, KHOOK, NCOMP };
+/* KTOG can be toggled (ecs_enable); KSP (hooked, like KHOOK) and KSTAG
+ * are sparse: they live outside the archetypes, and no query or system
+ * term may name them. */
+enum { K4, K8, K12, K16, K24, KTAG, KHOOK, KTOG, KSP, KSTAG, NCOMP };
 #define VAL_MAX 24
 
-static const size_t comp_size[NCOMP] = {4, 8, 12, 16, 24, 0, sizeof(uint64_t *)};
-static const size_t comp_align[NCOMP] = {4, 8, 4, 8, 8, 0, _Alignof(uint64_t *)};
-static const char *const comp_name[NCOMP] = {"C4", "C8", "C12", "C16", "C24", "Tag", "Hooked"};
+static const size_t comp_size[NCOMP] = {4, 8, 12, 16, 24, 0, sizeof(uint64_t *), 12, sizeof(uint64_t *), 0};
+static const size_t comp_align[NCOMP] = {4, 8, 4, 8, 8, 0, _Alignof(uint64_t *), 4, _Alignof(uint64_t *), 0};
+static const char *const comp_name[NCOMP] = {"C4",     "C8",  "C12",    "C16",    "C24",
+                                             "Tag",    "Hooked", "Toggle", "Sparse", "SparseTag"};
+
+static bool comp_is_tag(int k) { return k == KTAG || k == KSTAG; }
+static bool comp_is_hooked(int k) { return k == KHOOK || k == KSP; }
+static bool comp_is_sparse(int k) { return k == KSP || k == KSTAG; }
 
 /* The hooked component: a pointer to a heap-allocated payload. */
 typedef struct {
@@ -166,17 +189,19 @@ typedef struct {
     uint64_t serial;     /* command spawns: the marker written to C8 */
     uint32_t live_pos;
     uint32_t seen;       /* verification stamp */
-    uint8_t has;         /* bit k: component k present */
+    uint16_t has;        /* bit k: component k present */
+    bool tog_off;        /* KTOG present and disabled */
     bool alive;
     unsigned char val[NCOMP][VAL_MAX];
 } ment_t;
 
 /* A logged command, as the model will replay it. */
-enum { CMD_SPAWN, CMD_DESPAWN, CMD_ADD, CMD_REMOVE, CMD_SET };
+enum { CMD_SPAWN, CMD_DESPAWN, CMD_ADD, CMD_REMOVE, CMD_SET, CMD_ENABLE };
 
 typedef struct {
     uint8_t kind, comp;
     bool prov;         /* target is a provisional handle of this buffer */
+    bool on;           /* CMD_ENABLE: enable (true) or disable */
     ecs_entity_t e;    /* the handle as recorded */
     uint64_t serial;   /* CMD_SPAWN: its marker */
     unsigned char val[VAL_MAX];
@@ -192,7 +217,8 @@ typedef struct model {
     ecs_world_t *w;
     ecs_component_t id[NCOMP];
     ecs_query_t *q_all;
-    ecs_query_t *q_comp[NCOMP];
+    ecs_query_t *q_comp[NCOMP]; /* NULL for the sparse components */
+    ecs_query_t *q_tog_with, *q_tog_without;
 
     ment_t *ents;
     uint32_t ent_count, ent_cap;
@@ -219,8 +245,8 @@ typedef struct model {
     uint32_t pending_count, pending_cap;
 
     /* per-frame bookkeeping of the systems */
-    long rows[5];
-    long calls[5];
+    long rows[6];
+    long calls[6];
     long expect_rows_d;
     ecs_entity_t foreign_prov; /* a provisional handle of another system's buffer */
     int foreign_sys;
@@ -228,6 +254,7 @@ typedef struct model {
     /* statistics, printed at the end */
     uint64_t n_ops[32];
     uint64_t n_cmds, n_cmd_skips, n_frames, n_spawned;
+    uint64_t n_enable_cmds; /* ecs_cmd_enable applied at playback */
 } model_t;
 
 static void *grow(void *p, uint32_t *cap, uint32_t need, size_t elem)
@@ -326,22 +353,35 @@ static void model_add(model_t *m, uint32_t mid, int k)
 {
     ment_t *me = &m->ents[mid];
     if (me->has & (1u << k)) return;
-    me->has = (uint8_t)(me->has | (1u << k));
+    me->has = (uint16_t)(me->has | (1u << k));
     memset(me->val[k], 0, VAL_MAX);
+    if (k == KTOG) me->tog_off = false; /* a component starts enabled */
 }
 
 static void model_remove(model_t *m, uint32_t mid, int k)
 {
     ment_t *me = &m->ents[mid];
-    me->has = (uint8_t)(me->has & ~(1u << k));
+    me->has = (uint16_t)(me->has & ~(1u << k));
+    if (k == KTOG) me->tog_off = false;
 }
 
 static void model_set(model_t *m, uint32_t mid, int k, const unsigned char *v)
 {
     ment_t *me = &m->ents[mid];
-    me->has = (uint8_t)(me->has | (1u << k));
+    if (!(me->has & (1u << k)) && k == KTOG) me->tog_off = false; /* a set of a present one keeps its state */
+    me->has = (uint16_t)(me->has | (1u << k));
     memset(me->val[k], 0, VAL_MAX);
     memcpy(me->val[k], v, comp_size[k]);
+}
+
+/* Whether KTOG is present and enabled: what READ / WITH terms on it match. */
+static bool model_tog_on(const ment_t *me) { return ((me->has >> KTOG) & 1) && !me->tog_off; }
+
+static uint32_t model_count_tog_on(const model_t *m)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < m->live_count; i++) n += model_tog_on(&m->ents[m->live[i]]);
+    return n;
 }
 
 static uint32_t model_random_live(model_t *m)
@@ -384,7 +424,7 @@ typedef struct {
 
 static const void *value_arg(value_arg_t *a, int k, const unsigned char *v)
 {
-    if (k == KHOOK) {
+    if (comp_is_hooked(k)) {
         uint64_t payload;
         memcpy(&payload, v, 8);
         a->h.p = box_new(payload);
@@ -408,7 +448,7 @@ static void value_arg_done(value_arg_t *a)
 static bool value_matches(const model_t *m, const ment_t *me, int k, const void *got)
 {
     (void)m;
-    if (k == KHOOK) {
+    if (comp_is_hooked(k)) {
         const hooked_t *h = got;
         if (!h->p || h->p == HOOK_POISON) return false;
         return memcmp(h->p, me->val[k], 8) == 0;
@@ -416,19 +456,31 @@ static bool value_matches(const model_t *m, const ment_t *me, int k, const void 
     return memcmp(got, me->val[k], comp_size[k]) == 0;
 }
 
-static void check_entity(const model_t *m, uint32_t mid)
+/* Compares one live entity with the model. full: every call (ecs_has
+ * and ecs_is_enabled of each component too); otherwise a data component's
+ * presence is read from ecs_get alone, and ecs_is_enabled only of KTOG,
+ * which keeps verify_all's sweep of every live entity cheap. */
+static void check_entity_ex(const model_t *m, uint32_t mid, bool full)
 {
     const ment_t *me = &m->ents[mid];
     ecs_world_t *w = m->w;
     if (!ecs_is_alive(w, me->handle)) fail_msg("entity %#llx: not alive", (unsigned long long)me->handle);
     for (int k = 0; k < NCOMP; k++) {
         bool want = (me->has >> k) & 1;
-        bool has = ecs_has(w, me->handle, m->id[k]);
         const void *got = ecs_get(w, me->handle, m->id[k]);
-        if (has != want)
-            fail_msg("entity %#llx: ecs_has(%s) is %d, model says %d", (unsigned long long)me->handle, comp_name[k],
-                     (int)has, (int)want);
-        if (!want || k == KTAG) {
+        if (full || comp_is_tag(k)) {
+            bool has = ecs_has(w, me->handle, m->id[k]);
+            if (has != want)
+                fail_msg("entity %#llx: ecs_has(%s) is %d, model says %d", (unsigned long long)me->handle,
+                         comp_name[k], (int)has, (int)want);
+        }
+        /* ecs_is_enabled: false for every component but a present,
+         * enabled KTOG (the state never hides it from ecs_has / ecs_get). */
+        bool on = k == KTOG && model_tog_on(me);
+        if ((full || k == KTOG) && ecs_is_enabled(w, me->handle, m->id[k]) != on)
+            fail_msg("entity %#llx: ecs_is_enabled(%s) is %d, model says %d", (unsigned long long)me->handle,
+                     comp_name[k], (int)!on, (int)on);
+        if (!want || comp_is_tag(k)) {
             if (got) fail_msg("entity %#llx: ecs_get(%s) is not NULL", (unsigned long long)me->handle, comp_name[k]);
             continue;
         }
@@ -441,34 +493,50 @@ static void check_entity(const model_t *m, uint32_t mid)
     }
 }
 
-static void check_dead(const model_t *m, ecs_entity_t e)
+static void check_entity(const model_t *m, uint32_t mid) { check_entity_ex(m, mid, true); }
+
+/* A dead handle: not alive, and (full) no component of it is seen. */
+static void check_dead_ex(const model_t *m, ecs_entity_t e, bool full)
 {
     ecs_world_t *w = m->w;
     if (ecs_is_alive(w, e)) fail_msg("dead handle %#llx is alive", (unsigned long long)e);
-    for (int k = 0; k < NCOMP; k++) {
+    for (int k = 0; k < NCOMP && full; k++) {
         assert_false(ecs_has(w, e, m->id[k]));
         assert_null(ecs_get(w, e, m->id[k]));
+        assert_false(ecs_is_enabled(w, e, m->id[k]));
     }
 }
+
+static void check_dead(const model_t *m, ecs_entity_t e) { check_dead_ex(m, e, true); }
 
 typedef struct {
     model_t *m;
     uint32_t count;
 } collect_t;
 
-static void collect_all(ecs_iter_t *it)
+/* Stamps every entity handed (it->rows honoured); fails on one the model
+ * does not know, one handed twice, or (with want_tog >= 0) one whose
+ * KTOG state (model_tog_on) is not want_tog. */
+static void collect_rows(ecs_iter_t *it, collect_t *c, int want_tog)
 {
-    collect_t *c = it->ctx;
     model_t *m = c->m;
     for (int i = 0; i < it->count; i++) {
-        uint32_t mid = model_find(m, it->entities[i]);
-        if (mid == NONE) fail_msg("query returned %#llx, unknown to the model", (unsigned long long)it->entities[i]);
-        if (m->ents[mid].seen == m->stamp)
-            fail_msg("query returned %#llx twice", (unsigned long long)it->entities[i]);
+        ecs_entity_t e = it->entities[ecs_iter_row(it, i)];
+        uint32_t mid = model_find(m, e);
+        if (mid == NONE) fail_msg("query returned %#llx, unknown to the model", (unsigned long long)e);
+        if (m->ents[mid].seen == m->stamp) fail_msg("query returned %#llx twice", (unsigned long long)e);
+        if (want_tog >= 0 && model_tog_on(&m->ents[mid]) != (want_tog != 0))
+            fail_msg("a query %s %s handed %#llx, whose state the model has %s",
+                     want_tog ? "with" : "without", comp_name[KTOG], (unsigned long long)e,
+                     model_tog_on(&m->ents[mid]) ? "enabled" : ((m->ents[mid].has >> KTOG) & 1) ? "disabled" : "absent");
         m->ents[mid].seen = m->stamp;
         c->count++;
     }
 }
+
+static void collect_all(ecs_iter_t *it) { collect_rows(it, it->ctx, -1); }
+
+static void collect_tog_on(ecs_iter_t *it) { collect_rows(it, it->ctx, 1); }
 
 static void verify_all(model_t *m)
 {
@@ -480,10 +548,10 @@ static void verify_all(model_t *m)
     assert_int_equal(st.commands_skipped, m->skipped);
     long with_hook = 0;
     for (uint32_t i = 0; i < m->live_count; i++) {
-        check_entity(m, m->live[i]);
-        with_hook += (m->ents[m->live[i]].has >> KHOOK) & 1;
+        check_entity_ex(m, m->live[i], (i & 7) == (m->stamp & 7)); /* every call on an eighth of them */
+        with_hook += ((m->ents[m->live[i]].has >> KHOOK) & 1) + ((m->ents[m->live[i]].has >> KSP) & 1);
     }
-    for (uint32_t i = 0; i < m->dead_count; i++) check_dead(m, m->dead[i]);
+    for (uint32_t i = 0; i < m->dead_count; i++) check_dead_ex(m, m->dead[i], (i & 7) == (m->stamp & 7));
     assert_int_equal(atomic_load(&hook_live), with_hook);
     assert_int_equal(atomic_load(&hook_errors), 0);
 
@@ -503,43 +571,76 @@ static void verify_all(model_t *m)
         collect_all(&it);
     }
     assert_int_equal(c.count, m->live_count);
-    /* One cached query per component: the right rows, the right values. */
+    /* One cached query per table component: the right rows, the right
+     * values (READ of KTOG: its enabled rows only). */
     for (int k = 0; k < NCOMP; k++) {
+        if (!m->q_comp[k]) continue;
         uint32_t rows = 0;
+        m->stamp++;
         it = ecs_query_iter(w, m->q_comp[k]);
         while (ecs_query_next(&it)) {
             const unsigned char *col = ecs_field(&it, 0);
-            if (k == KTAG) assert_null(col);
+            if (comp_is_tag(k)) assert_null(col);
             else assert_non_null(col);
             for (int i = 0; i < it.count; i++) {
-                uint32_t mid = model_find(m, it.entities[i]);
+                int row = ecs_iter_row(&it, i);
+                uint32_t mid = model_find(m, it.entities[row]);
                 assert_true(mid != NONE);
-                const ment_t *me = &m->ents[mid];
+                ment_t *me = &m->ents[mid];
                 if (!((me->has >> k) & 1))
                     fail_msg("query on %s returned %#llx, which lacks it", comp_name[k],
                              (unsigned long long)me->handle);
-                if (col && !value_matches(m, me, k, col + (size_t)ecs_iter_row(&it, i) * comp_size[k]))
+                if (k == KTOG && me->tog_off)
+                    fail_msg("query on %s returned %#llx, which has it disabled", comp_name[k],
+                             (unsigned long long)me->handle);
+                if (me->seen == m->stamp)
+                    fail_msg("query on %s returned %#llx twice", comp_name[k], (unsigned long long)me->handle);
+                me->seen = m->stamp;
+                if (col && !value_matches(m, me, k, col + (size_t)row * comp_size[k]))
                     fail_msg("query on %s: field of %#llx differs from the model", comp_name[k],
                              (unsigned long long)me->handle);
             }
             rows += (uint32_t)it.count;
         }
-        if (rows != model_count_with(m, k))
-            fail_msg("query on %s saw %u rows, model has %u", comp_name[k], rows, model_count_with(m, k));
+        uint32_t want = k == KTOG ? model_count_tog_on(m) : model_count_with(m, k);
+        if (rows != want) fail_msg("query on %s saw %u rows, model has %u", comp_name[k], rows, want);
     }
+    /* WITH and WITHOUT terms on KTOG: exactly the entities the model has
+     * enabled, and exactly the others (lacking it or disabled); the
+     * uncached READ walk agrees. */
+    uint32_t on = model_count_tog_on(m);
+    c.count = 0;
+    m->stamp++;
+    it = ecs_query_iter(w, m->q_tog_with);
+    while (ecs_query_next(&it)) collect_rows(&it, &c, 1);
+    if (c.count != on) fail_msg("WITH %s handed %u entities, the model has %u enabled", comp_name[KTOG], c.count, on);
+    c.count = 0;
+    m->stamp++;
+    it = ecs_query_iter(w, m->q_tog_without);
+    while (ecs_query_next(&it)) collect_rows(&it, &c, 0);
+    if (c.count != m->live_count - on)
+        fail_msg("WITHOUT %s handed %u entities, the model has %u without it enabled", comp_name[KTOG], c.count,
+                 m->live_count - on);
+    c.count = 0;
+    m->stamp++;
+    ecs_query_desc_t rd;
+    memset(&rd, 0, sizeof(rd));
+    rd.terms[0].component = m->id[KTOG];
+    assert_int_equal(ecs_query_each(w, &rd, collect_tog_on, &c), ECS_OK);
+    assert_int_equal(c.count, on);
 }
 
 /* ---------------------------------------------------------------------- */
 /* Systems that record random commands                                     */
 /* ---------------------------------------------------------------------- */
 
-enum { SYS_A, SYS_B, SYS_C, SYS_SYNC, SYS_D, SYS_COUNT };
+enum { SYS_A, SYS_B, SYS_C, SYS_E, SYS_SYNC, SYS_D, SYS_COUNT };
 
 typedef struct {
     model_t *m;
     int which;
     int stage, pos; /* stage index (0 Update, 1 PostUpdate) and position in it */
-    int key_comp;   /* the component every matched row has (-1: none) */
+    int key_comp;   /* the component every matched row has (-1: none; KTOG: enabled) */
     int opt_comp;   /* an optional term's component (-1: none) */
 } sysctx_t;
 
@@ -566,7 +667,7 @@ static int random_data_comp(uint64_t *rng)
 {
     int k;
     do k = random_comp(rng);
-    while (k == KTAG);
+    while (comp_is_tag(k));
     return k;
 }
 
@@ -585,6 +686,12 @@ static void record_on(model_t *m, ecs_commands_t *cmd, uint64_t *rng, local_log_
     if (r < 8 && allow_despawn) {
         c.kind = CMD_DESPAWN;
         assert_int_equal(ecs_cmd_despawn(cmd, e), ECS_OK);
+    } else if (r >= 90) {
+        /* Playback skips (and counts) it where the entity lacks KTOG. */
+        c.kind = CMD_ENABLE;
+        c.comp = KTOG;
+        c.on = rnd_below(rng, 2);
+        assert_int_equal(ecs_cmd_enable(cmd, e, m->id[KTOG], c.on), ECS_OK);
     } else if (r < 38) {
         c.kind = CMD_ADD;
         c.comp = (uint8_t)k;
@@ -594,7 +701,7 @@ static void record_on(model_t *m, ecs_commands_t *cmd, uint64_t *rng, local_log_
         c.comp = (uint8_t)k;
         assert_int_equal(ecs_cmd_remove(cmd, e, m->id[k]), ECS_OK);
     } else {
-        while (k == KTAG || (!allow_c8 && k == K8)) k = random_data_comp(rng);
+        while (comp_is_tag(k) || (!allow_c8 && k == K8)) k = random_data_comp(rng);
         c.kind = CMD_SET;
         c.comp = (uint8_t)k;
         random_value(rng, k, c.val);
@@ -630,7 +737,14 @@ static void record_errors(model_t *m, ecs_iter_t *it, uint64_t *rng, ecs_entity_
         assert_false(ecs_is_alive(w, p));
         break;
     }
-    case 6: assert_int_equal(ecs_cmd_remove(NULL, e, m->id[K4]), ECS_EINVAL); break;
+    case 6:
+        assert_int_equal(ecs_cmd_remove(NULL, e, m->id[K4]), ECS_EINVAL);
+        if (e) {
+            assert_int_equal(ecs_cmd_enable(cmd, e, m->id[K4], false), ECS_EINVAL);  /* not a toggle component */
+            assert_int_equal(ecs_cmd_enable(cmd, e, m->id[KSP], false), ECS_EINVAL); /* sparse, no can_toggle */
+        }
+        assert_int_equal(ecs_cmd_enable(cmd, dead, m->id[KTOG], true), ECS_ESTALE);
+        break;
     case 7:
         /* Immediate mode is closed inside a non-exclusive system. */
         assert_int_equal(ecs_spawn(w), ECS_NULL);
@@ -639,6 +753,9 @@ static void record_errors(model_t *m, ecs_iter_t *it, uint64_t *rng, ecs_entity_
         assert_int_equal(ecs_remove(w, e, m->id[K4]), ECS_EBUSY);
         assert_int_equal(ecs_set(w, e, m->id[K4], &v), ECS_EBUSY);
         assert_null(ecs_get_mut(w, e, m->id[K4]));
+        assert_int_equal(ecs_enable(w, e, m->id[KTOG], false), ECS_EBUSY);
+        assert_int_equal(ecs_add(w, e, m->id[KSTAG]), ECS_EBUSY);
+        assert_null(ecs_get_mut(w, e, m->id[KSP]));
         break;
     case 8:
         assert_int_equal(ecs_spawn_with(w, 1, &m->id[K4], NULL), ECS_NULL);
@@ -670,15 +787,20 @@ static void sys_record(ecs_iter_t *it)
         const unsigned char *key = ecs_field(it, 0);
         const unsigned char *opt = sc->opt_comp >= 0 ? ecs_field(it, 1) : NULL;
         for (int i = 0; i < it->count; i++) {
-            uint32_t mid = model_find(m, it->entities[i]);
-            if (mid == NONE) fail_msg("system saw %#llx, unknown to the model", (unsigned long long)it->entities[i]);
+            int row = ecs_iter_row(it, i);
+            uint32_t mid = model_find(m, it->entities[row]);
+            if (mid == NONE) fail_msg("system saw %#llx, unknown to the model", (unsigned long long)it->entities[row]);
             const ment_t *me = &m->ents[mid];
             assert_true((me->has >> sc->key_comp) & 1);
-            if (key) assert_true(value_matches(m, me, sc->key_comp, key + (size_t)i * comp_size[sc->key_comp]));
+            if (sc->key_comp == KTOG && me->tog_off)
+                fail_msg("system %d was handed %#llx, whose %s is disabled", sc->which,
+                         (unsigned long long)me->handle, comp_name[KTOG]);
+            if (key) assert_true(value_matches(m, me, sc->key_comp, key + (size_t)row * comp_size[sc->key_comp]));
             if (sc->opt_comp >= 0) {
+                /* Optional terms ignore the toggle state. */
                 bool has_opt = (me->has >> sc->opt_comp) & 1;
                 assert_int_equal(opt != NULL, has_opt);
-                if (opt) assert_true(value_matches(m, me, sc->opt_comp, opt + (size_t)i * comp_size[sc->opt_comp]));
+                if (opt) assert_true(value_matches(m, me, sc->opt_comp, opt + (size_t)row * comp_size[sc->opt_comp]));
             }
         }
     } else {
@@ -691,7 +813,7 @@ static void sys_record(ecs_iter_t *it)
         if (rnd_below(&rng, 1000) < 15) picks++;
     }
     for (int n = 0; n < picks && l.n < LOCAL_MAX - 16; n++) {
-        ecs_entity_t e = it->count ? it->entities[rnd_below(&rng, (uint32_t)it->count)] : ECS_NULL;
+        ecs_entity_t e = it->count ? it->entities[ecs_iter_row(it, (int)rnd_below(&rng, (uint32_t)it->count))] : ECS_NULL;
         uint32_t r = rnd_below(&rng, 100);
         if (!e) r = 55 + rnd_below(&rng, 20); /* no entity to work on: spawns */
         lcmd_t c;
@@ -837,7 +959,7 @@ static void model_apply_stage(model_t *m, int stage)
             } else {
                 mid = model_find(m, c->e);
             }
-            if (mid == NONE) {
+            if (mid == NONE || (c->kind == CMD_ENABLE && !((m->ents[mid].has >> KTOG) & 1))) {
                 skipped++;
                 continue;
             }
@@ -846,6 +968,10 @@ static void model_apply_stage(model_t *m, int stage)
             case CMD_ADD: model_add(m, mid, c->comp); break;
             case CMD_REMOVE: model_remove(m, mid, c->comp); break;
             case CMD_SET: model_set(m, mid, c->comp, c->val); break;
+            case CMD_ENABLE:
+                m->ents[mid].tog_off = !c->on;
+                m->n_enable_cmds++;
+                break;
             }
         }
     }
@@ -890,18 +1016,20 @@ static void op_spawn(model_t *m)
     check_entity(m, mid);
 }
 
-static uint8_t random_subset(model_t *m)
+/* A random set of components, sparse ones mixed in (spawns put the table
+ * ids in the archetype and the sparse ones in their sets). */
+static uint16_t random_subset(model_t *m)
 {
     /* Small sets are likelier, so archetypes get crowded. */
-    uint8_t mask = 0;
+    uint16_t mask = 0;
     uint32_t n = rnd_below(&m->rng, 4) + (rnd_below(&m->rng, 4) == 0 ? 3 : 0);
-    for (uint32_t i = 0; i < n; i++) mask = (uint8_t)(mask | (1u << random_comp(&m->rng)));
+    for (uint32_t i = 0; i < n; i++) mask = (uint16_t)(mask | (1u << random_comp(&m->rng)));
     return mask;
 }
 
 static void op_spawn_with(model_t *m)
 {
-    uint8_t mask = random_subset(m);
+    uint16_t mask = random_subset(m);
     ecs_component_t ids[NCOMP];
     int ks[NCOMP], n = 0;
     for (int k = 0; k < NCOMP; k++) {
@@ -925,7 +1053,7 @@ static void op_spawn_with(model_t *m)
         args[i].h.p = NULL;
         vals[i] = NULL;
         memset(v[i], 0, VAL_MAX);
-        if (k == KTAG) {
+        if (comp_is_tag(k)) {
             vals[i] = rnd_below(&m->rng, 2) ? &dummy : NULL; /* tags take no value */
         } else if (rnd_below(&m->rng, 4)) {
             random_value(&m->rng, k, v[i]);
@@ -939,7 +1067,7 @@ static void op_spawn_with(model_t *m)
     uint32_t mid = model_new(m, e);
     for (int i = 0; i < n; i++) {
         int k = ks[i];
-        if (no_values || !vals[i] || k == KTAG) model_add(m, mid, k);
+        if (no_values || !vals[i] || comp_is_tag(k)) model_add(m, mid, k);
         else model_set(m, mid, k, v[i]);
     }
     check_entity(m, mid);
@@ -948,15 +1076,17 @@ static void op_spawn_with(model_t *m)
 static void op_spawn_batch(model_t *m)
 {
     uint32_t n = 1 + rnd_below(&m->rng, 8);
-    uint8_t mask = random_subset(m);
+    uint16_t mask = random_subset(m);
     if (rnd_below(&m->rng, 8) == 0) {
         /* Big batches, often into one of two crowded archetypes (256 and
          * 128 rows per chunk), so archetypes span many chunks that later
-         * empty out in random order. */
+         * empty out in random order; or into one with the toggle
+         * component, whose sparse sets grow by hundreds at once. */
         n = 100 + rnd_below(&m->rng, 600);
-        uint32_t r = rnd_below(&m->rng, 3);
+        uint32_t r = rnd_below(&m->rng, 4);
         if (r == 0) mask = (1u << K12) | (1u << K16) | (1u << K24);
         if (r == 1) mask = (1u << K4) | (1u << K8) | (1u << K12) | (1u << K16) | (1u << K24) | (1u << KHOOK);
+        if (r == 2) mask = (1u << K4) | (1u << KTOG) | (1u << KSP) | (1u << KSTAG);
     }
     ecs_component_t ids[NCOMP];
     int ks[NCOMP], count = 0;
@@ -973,10 +1103,10 @@ static void op_spawn_batch(model_t *m)
         int k = ks[i];
         bytes[i] = NULL;
         vals[i] = NULL;
-        if (k == KTAG || rnd_below(&m->rng, 3) == 0) continue;
+        if (comp_is_tag(k) || rnd_below(&m->rng, 3) == 0) continue;
         bytes[i] = malloc((size_t)n * VAL_MAX);
         assert_non_null(bytes[i]);
-        if (k == KHOOK) {
+        if (comp_is_hooked(k)) {
             hooked_t *hs = malloc(n * sizeof(*hs));
             assert_non_null(hs);
             for (uint32_t j = 0; j < n; j++) {
@@ -1010,7 +1140,7 @@ static void op_spawn_batch(model_t *m)
         if (j < 4 || j + 1 == n) check_entity(m, mid);
     }
     for (int i = 0; i < count; i++) {
-        if (ks[i] == KHOOK && vals[i]) {
+        if (comp_is_hooked(ks[i]) && vals[i]) {
             hooked_t *hs = (hooked_t *)vals[i];
             for (uint32_t j = 0; j < n; j++) free(hs[j].p);
         }
@@ -1042,6 +1172,10 @@ static void op_stale(model_t *m)
     assert_int_equal(ecs_remove(m->w, e, m->id[K4]), ECS_ESTALE);
     assert_int_equal(ecs_set(m->w, e, m->id[K4], &v), ECS_ESTALE);
     assert_null(ecs_get_mut(m->w, e, m->id[K4]));
+    assert_int_equal(ecs_enable(m->w, e, m->id[KTOG], rnd_below(&m->rng, 2)), ECS_ESTALE);
+    assert_int_equal(ecs_add(m->w, e, m->id[KSTAG]), ECS_ESTALE);
+    assert_int_equal(ecs_remove(m->w, e, m->id[KSP]), ECS_ESTALE);
+    assert_null(ecs_get_mut(m->w, e, m->id[KSP]));
     check_dead(m, e);
     ecs_world_stats(m->w, &after);
     assert_int_equal(after.entities, before.entities);
@@ -1105,14 +1239,14 @@ static void op_get_mut(model_t *m)
     if (mid == NONE) return;
     int k = random_comp(&m->rng);
     void *p = ecs_get_mut(m->w, m->ents[mid].handle, m->id[k]);
-    if (k == KTAG || !((m->ents[mid].has >> k) & 1)) {
+    if (comp_is_tag(k) || !((m->ents[mid].has >> k) & 1)) {
         assert_null(p);
         return;
     }
     assert_non_null(p);
     unsigned char v[VAL_MAX];
     random_value(&m->rng, k, v);
-    if (k == KHOOK) {
+    if (comp_is_hooked(k)) {
         hooked_t *h = p;
         assert_true(h->p && h->p != HOOK_POISON);
         memcpy(h->p, v, 8);
@@ -1120,6 +1254,52 @@ static void op_get_mut(model_t *m)
         memcpy(p, v, comp_size[k]);
     }
     model_set(m, mid, k, v);
+    check_entity(m, mid);
+}
+
+/* ecs_enable of KTOG on a live entity: ECS_OK when it has KTOG (a no-op
+ * when already in that state), ECS_EINVAL when it lacks it; ECS_EINVAL
+ * for a component without can_toggle. A failure changes nothing. */
+static void op_enable(model_t *m)
+{
+    uint32_t mid = model_random_live(m);
+    if (mid == NONE) return;
+    ment_t *me = &m->ents[mid];
+    bool on = rnd_below(&m->rng, 2);
+    int want = (me->has >> KTOG) & 1 ? ECS_OK : ECS_EINVAL;
+    assert_int_equal(ecs_enable(m->w, me->handle, m->id[KTOG], on), want);
+    if (want == ECS_OK) me->tog_off = !on;
+    int k = random_comp(&m->rng);
+    if (k != KTOG) assert_int_equal(ecs_enable(m->w, me->handle, m->id[k], on), ECS_EINVAL);
+    check_entity(m, mid);
+}
+
+/* A removal of a disabled KTOG and an add (or set) of it again: it comes
+ * back enabled. */
+static void op_toggle_readd(model_t *m)
+{
+    uint32_t mid = model_random_live(m);
+    if (mid == NONE) return;
+    ecs_world_t *w = m->w;
+    ecs_entity_t e = m->ents[mid].handle;
+    if (!((m->ents[mid].has >> KTOG) & 1)) {
+        assert_int_equal(ecs_add(w, e, m->id[KTOG]), ECS_OK);
+        model_add(m, mid, KTOG);
+    }
+    assert_int_equal(ecs_enable(w, e, m->id[KTOG], false), ECS_OK);
+    assert_false(ecs_is_enabled(w, e, m->id[KTOG]));
+    assert_int_equal(ecs_remove(w, e, m->id[KTOG]), ECS_OK);
+    model_remove(m, mid, KTOG);
+    if (rnd_below(&m->rng, 2)) {
+        assert_int_equal(ecs_add(w, e, m->id[KTOG]), ECS_OK);
+        model_add(m, mid, KTOG);
+    } else {
+        unsigned char v[VAL_MAX];
+        random_value(&m->rng, KTOG, v);
+        assert_int_equal(ecs_set(w, e, m->id[KTOG], v), ECS_OK);
+        model_set(m, mid, KTOG, v);
+    }
+    assert_true(ecs_is_enabled(w, e, m->id[KTOG]));
     check_entity(m, mid);
 }
 
@@ -1140,12 +1320,23 @@ static void op_invalid(model_t *m)
         assert_int_equal(ecs_remove(w, e, 9999), ECS_EINVAL);
         assert_null(ecs_get(w, e, 9999));
         assert_false(ecs_has(w, e, 9999));
+        assert_int_equal(ecs_set(w, e, m->id[KSTAG], &v), ECS_EINVAL);
+        assert_int_equal(ecs_set(w, e, m->id[KSP], NULL), ECS_EINVAL);
+        assert_int_equal(ecs_enable(w, e, m->id[KTAG], false), ECS_EINVAL);
+        assert_int_equal(ecs_enable(w, e, 9999, false), ECS_EINVAL);
+        assert_false(ecs_is_enabled(w, e, 9999));
+        /* The hidden state component right after KTOG is no component. */
+        assert_false(ecs_has(w, e, m->id[KTOG] + 1));
+        assert_null(ecs_get(w, e, m->id[KTOG] + 1));
         check_entity(m, mid);
     }
     ecs_component_t dup[2] = {m->id[K4], m->id[K4]};
     ecs_component_t bad[2] = {m->id[K8], 9999};
+    ecs_component_t dup_sparse[3] = {m->id[KSP], m->id[K4], m->id[KSP]};
     assert_int_equal(ecs_spawn_with(w, 2, dup, NULL), ECS_NULL);
     assert_int_equal(ecs_spawn_with(w, 2, bad, NULL), ECS_NULL);
+    assert_int_equal(ecs_spawn_with(w, 3, dup_sparse, NULL), ECS_NULL);
+    assert_int_equal(ecs_spawn_batch(w, 3, 3, dup_sparse, NULL, NULL), ECS_EINVAL);
     assert_int_equal(ecs_spawn_with(w, -1, dup, NULL), ECS_NULL);
     assert_int_equal(ecs_spawn_with(w, 1, NULL, NULL), ECS_NULL);
     assert_int_equal(ecs_spawn_batch(w, 3, 2, dup, NULL, NULL), ECS_EINVAL);
@@ -1163,6 +1354,7 @@ static void op_progress(model_t *m)
     memset(m->rows, 0, sizeof(m->rows));
     memset(m->calls, 0, sizeof(m->calls));
     long expect_a = model_count_with(m, K4), expect_c = model_count_with(m, KTAG);
+    long expect_e = model_count_tog_on(m); /* Update's systems see the states of the frame's start */
     uint64_t frame = ecs_world_frame(w);
     m->frame = frame;
     assert_int_equal(ecs_world_progress(w, 1.0f / 60), ECS_OK);
@@ -1171,6 +1363,7 @@ static void op_progress(model_t *m)
     verify_all(m);
     assert_int_equal(m->rows[SYS_A], expect_a);
     assert_int_equal(m->rows[SYS_C], expect_c);
+    assert_int_equal(m->rows[SYS_E], expect_e);
     assert_int_equal(m->rows[SYS_D], m->expect_rows_d);
     assert_int_equal(m->calls[SYS_B], 1); /* no terms: once per frame */
     assert_int_equal(m->calls[SYS_SYNC], 1);
@@ -1194,14 +1387,14 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
     return (uint64_t)v;
 }
 
-static void model_init(model_t *m, uint64_t seed)
+static void model_init(model_t *m, uint64_t seed, int workers)
 {
     memset(m, 0, sizeof(*m));
     m->rng = seed;
     assert_int_equal(pthread_mutex_init(&m->log_lock, NULL), 0);
     atomic_store(&hook_live, 0);
     atomic_store(&hook_errors, 0);
-    ecs_world_t *w = ecs_world_create(NULL);
+    ecs_world_t *w = ecs_world_create(&(ecs_world_desc_t){.workers = workers});
     assert_non_null(w);
     m->w = w;
     for (int k = 0; k < NCOMP; k++) {
@@ -1210,8 +1403,10 @@ static void model_init(model_t *m, uint64_t seed)
         d.name = comp_name[k];
         d.size = comp_size[k];
         d.align = comp_align[k];
-        if (k == KHOOK)
+        if (comp_is_hooked(k))
             d.hooks = (ecs_type_hooks_t){.ctor = hook_ctor, .dtor = hook_dtor, .move = hook_move, .copy = hook_copy};
+        d.can_toggle = k == KTOG;
+        d.storage = comp_is_sparse(k) ? ECS_STORAGE_SPARSE : ECS_STORAGE_TABLE;
         m->id[k] = ecs_component_register(w, &d);
         assert_true(m->id[k] != 0);
     }
@@ -1220,6 +1415,7 @@ static void model_init(model_t *m, uint64_t seed)
     m->q_all = ecs_query_create(w, &all);
     assert_non_null(m->q_all);
     for (int k = 0; k < NCOMP; k++) {
+        if (comp_is_sparse(k)) continue; /* terms on sparse components are refused */
         ecs_query_desc_t d;
         memset(&d, 0, sizeof(d));
         d.terms[0].component = m->id[k];
@@ -1227,22 +1423,33 @@ static void model_init(model_t *m, uint64_t seed)
         m->q_comp[k] = ecs_query_create(w, &d);
         assert_non_null(m->q_comp[k]);
     }
+    m->q_tog_with = ecs_query_create(w, &(ecs_query_desc_t){.terms = {{.component = m->id[KTOG], .access = ECS_WITH}}});
+    m->q_tog_without =
+        ecs_query_create(w, &(ecs_query_desc_t){.terms = {{.component = m->id[KTOG], .access = ECS_WITHOUT}}});
+    assert_true(m->q_tog_with && m->q_tog_without);
 
-    /* Update: A (on C4), B (no terms), C (with the tag, C24 optional).
+    /* Update: A (on C4, Toggle optional), B (no terms), C (with the tag,
+     * C24 optional), E (on Toggle: its enabled rows only).
      * PostUpdate: the exclusive model sync, then D (on C16, hooked optional). */
-    g_sys[SYS_A] = (sysctx_t){m, SYS_A, 0, 0, K4, -1};
+    g_sys[SYS_A] = (sysctx_t){m, SYS_A, 0, 0, K4, KTOG};
     g_sys[SYS_B] = (sysctx_t){m, SYS_B, 0, 1, -1, -1};
     g_sys[SYS_C] = (sysctx_t){m, SYS_C, 0, 2, KTAG, K24};
+    g_sys[SYS_E] = (sysctx_t){m, SYS_E, 0, 3, KTOG, -1};
     g_sys[SYS_SYNC] = (sysctx_t){m, SYS_SYNC, 1, 0, -1, -1};
     g_sys[SYS_D] = (sysctx_t){m, SYS_D, 1, 1, K16, KHOOK};
     assert_true(ecs_system_register(w, &(ecs_system_desc_t){
-        .name = "A", .terms = {{.component = m->id[K4]}}, .run = sys_record, .ctx = &g_sys[SYS_A]}));
+        .name = "A",
+        .terms = {{.component = m->id[K4]}, {.component = m->id[KTOG], .optional = true}},
+        .run = sys_record,
+        .ctx = &g_sys[SYS_A]}));
     assert_true(ecs_system_register(w, &(ecs_system_desc_t){.name = "B", .run = sys_record, .ctx = &g_sys[SYS_B]}));
     assert_true(ecs_system_register(w, &(ecs_system_desc_t){
         .name = "C",
         .terms = {{.component = m->id[KTAG], .access = ECS_WITH}, {.component = m->id[K24], .optional = true}},
         .run = sys_record,
         .ctx = &g_sys[SYS_C]}));
+    assert_true(ecs_system_register(w, &(ecs_system_desc_t){
+        .name = "E", .terms = {{.component = m->id[KTOG]}}, .run = sys_record, .ctx = &g_sys[SYS_E]}));
     assert_true(ecs_system_register(w, &(ecs_system_desc_t){
         .name = "sync", .stage = "PostUpdate", .flags = ECS_SYSTEM_EXCLUSIVE, .run = sys_sync, .ctx = &g_sys[SYS_SYNC]}));
     assert_true(ecs_system_register(w, &(ecs_system_desc_t){
@@ -1270,18 +1477,21 @@ static void model_fini(model_t *m)
 }
 
 enum { OP_SPAWN, OP_SPAWN_WITH, OP_SPAWN_BATCH, OP_DESPAWN, OP_STALE, OP_ADD, OP_REMOVE, OP_SET, OP_SET_ALIASED,
-       OP_GET_MUT, OP_INVALID, OP_PROGRESS, OP_KINDS };
+       OP_GET_MUT, OP_ENABLE, OP_TOGGLE_READD, OP_INVALID, OP_PROGRESS, OP_KINDS };
 
-static void world_random_ops_match_model(void **state)
+typedef struct {
+    uint64_t frames, cmds, skips, enable_cmds;
+} run_totals_t;
+
+/* One run of `ops` random operations on a world of `workers` workers. */
+static void random_run(uint64_t seed, uint64_t ops, int workers, run_totals_t *tot)
 {
-    (void)state;
-    uint64_t seed = env_u64("STAGEHAND_SEED", 0x5a6e4a2d1c0b9e37ull);
-    uint64_t ops = env_u64("STAGEHAND_RANDOM_OPS", 100000);
-    print_message("test_random: seed %#llx (STAGEHAND_SEED to replay), %llu operations\n",
-                  (unsigned long long)seed, (unsigned long long)ops);
+    print_message("test_random: seed %#llx, %d worker(s), %llu operations\n", (unsigned long long)seed, workers,
+                  (unsigned long long)ops);
     static model_t model;
     model_t *m = &model;
-    model_init(m, seed);
+    model_init(m, seed, workers);
+    assert_int_equal(ecs_world_workers(m->w), workers);
 
     for (uint64_t op = 0; op < ops; op++) {
         /* The population swings between a few hundred and a few thousand
@@ -1299,6 +1509,8 @@ static void world_random_ops_match_model(void **state)
             [OP_SET] = 150,
             [OP_SET_ALIASED] = 25,
             [OP_GET_MUT] = 80,
+            [OP_ENABLE] = 60,
+            [OP_TOGGLE_READD] = 8,
             [OP_INVALID] = 5,
             [OP_PROGRESS] = 10,
         };
@@ -1319,6 +1531,8 @@ static void world_random_ops_match_model(void **state)
         case OP_SET: op_set(m); break;
         case OP_SET_ALIASED: op_set_aliased(m); break;
         case OP_GET_MUT: op_get_mut(m); break;
+        case OP_ENABLE: op_enable(m); break;
+        case OP_TOGGLE_READD: op_toggle_readd(m); break;
         case OP_INVALID: op_invalid(m); break;
         case OP_PROGRESS: op_progress(m); break;
         }
@@ -1328,15 +1542,45 @@ static void world_random_ops_match_model(void **state)
     verify_all(m);
     ecs_world_stats_t st;
     ecs_world_stats(m->w, &st);
-    print_message("test_random: %llu frames, %llu commands replayed (%llu skipped), %llu entities spawned, "
-                  "%u live, %u archetypes, %u chunks at the end\n",
+    print_message("test_random: %llu frames, %llu commands replayed (%llu skipped, %llu enables applied), "
+                  "%llu entities spawned, %u live, %u archetypes, %u chunks at the end\n",
                   (unsigned long long)m->n_frames, (unsigned long long)m->n_cmds, (unsigned long long)m->n_cmd_skips,
-                  (unsigned long long)m->n_spawned, st.entities, st.archetypes, st.chunks);
-    /* The run exercised what it is meant to. */
-    assert_true(m->n_frames >= 100);
-    assert_true(m->n_cmd_skips > 0);
-    assert_true(m->n_cmds > 1000);
+                  (unsigned long long)m->n_enable_cmds, (unsigned long long)m->n_spawned, st.entities,
+                  st.archetypes, st.chunks);
+    tot->frames += m->n_frames;
+    tot->cmds += m->n_cmds;
+    tot->skips += m->n_cmd_skips;
+    tot->enable_cmds += m->n_enable_cmds;
     model_fini(m);
+}
+
+/* STAGEHAND_RANDOM_WORKERS=<n> makes it one run at n workers; by default
+ * the operations are split between runs at 1, 2, 4 and 8 workers (more
+ * than the cores: jobs of one system then record commands in parallel
+ * with no spare core), each seeded with the seed + its worker count, so
+ * STAGEHAND_SEED=<s> STAGEHAND_RANDOM_WORKERS=<n> replays one of them. */
+static void world_random_ops_match_model(void **state)
+{
+    (void)state;
+    uint64_t seed = env_u64("STAGEHAND_SEED", 0x5a6e4a2d1c0b9e37ull);
+    uint64_t ops = env_u64("STAGEHAND_RANDOM_OPS", 100000);
+    uint64_t only = env_u64("STAGEHAND_RANDOM_WORKERS", 0);
+    print_message("test_random: seed %#llx (STAGEHAND_SEED to replay), %llu operations\n",
+                  (unsigned long long)seed, (unsigned long long)ops);
+    static const int worker_counts[] = {1, 2, 4, 8};
+    run_totals_t tot = {0};
+    if (only) {
+        assert_true(only <= ECS_MAX_WORKERS);
+        random_run(seed + only, ops, (int)only, &tot);
+    } else {
+        for (int i = 0; i < 4; i++)
+            random_run(seed + (uint64_t)worker_counts[i], ops / 4, worker_counts[i], &tot);
+    }
+    /* The runs exercised what they are meant to. */
+    assert_true(tot.frames >= 100);
+    assert_true(tot.skips > 0);
+    assert_true(tot.cmds > 1000);
+    assert_true(tot.enable_cmds > 0);
 }
 
 /* ecs_set of a component the entity lacks, with a value read from the
