@@ -6,6 +6,8 @@
  *
  *   enable_100k      ecs_enable(false) then (true) on 100k entities in a
  *                    random order: ns per call
+ *   get_100k         ecs_get on the same entities in the same order: the
+ *                    floor of any call by handle (enable's ratio to it)
  *   tag_100k         ecs_add then ecs_remove of a tag on the same entities
  *                    in the same order (the archetype move a toggle
  *                    replaces): ns per call, and enable's ratio to it
@@ -176,7 +178,7 @@ static void bench_calls(void)
         order[i] = order[k];
         order[k] = x;
     }
-    double te[64], tt[64];
+    double te[64], tt[64], tg[64];
     for (int r = 0; r <= reps; r++) {
         double t0 = now_ns();
         for (int i = 0; i < TOGGLES; i++) ecs_enable(b.w, order[i], b.pos, false);
@@ -185,15 +187,24 @@ static void bench_calls(void)
         for (int i = 0; i < TOGGLES; i++) ecs_add(b.w, order[i], b.tag);
         for (int i = 0; i < TOGGLES; i++) ecs_remove(b.w, order[i], b.tag);
         double t2 = now_ns();
+        /* The floor of any call by handle in this order: a get (the
+         * entity's record, its chunk, the column). */
+        uintptr_t got = 0;
+        for (int i = 0; i < TOGGLES; i++) got += (uintptr_t)ecs_get(b.w, order[i], b.pos);
+        double t3 = now_ns();
+        sink += (float)(got & 1);
         if (r) { /* the first round warms (the tag's archetype, its chunks) */
             te[r - 1] = (t1 - t0) / (2.0 * TOGGLES);
             tt[r - 1] = (t2 - t1) / (2.0 * TOGGLES);
+            tg[r - 1] = (t3 - t2) / TOGGLES;
         }
     }
-    double e = median(te, reps), t = median(tt, reps);
+    double e = median(te, reps), t = median(tt, reps), g = median(tg, reps);
     printf("{\"name\":\"enable_100k\",\"entities\":%d,\"order\":\"random\",\"reps\":%d,\"ns_per_call\":%.2f,"
-           "\"ratio_to_tag_add_remove\":%.3f}\n",
-           TOGGLES, reps, e, e / t);
+           "\"ratio_to_tag_add_remove\":%.3f,\"ratio_to_get\":%.3f}\n",
+           TOGGLES, reps, e, e / t, e / g);
+    printf("{\"name\":\"get_100k\",\"entities\":%d,\"order\":\"random\",\"reps\":%d,\"ns_per_call\":%.2f}\n",
+           TOGGLES, reps, g);
     printf("{\"name\":\"tag_100k\",\"entities\":%d,\"order\":\"random\",\"reps\":%d,\"ns_per_call\":%.2f}\n",
            TOGGLES, reps, t);
     free(order);

@@ -1318,14 +1318,21 @@ ECS_API int ecs_cmd_singleton_set(ecs_commands_t *cmd, ecs_component_t component
  * A relation type links a source entity to target entities, each pair
  * with an optional payload ("a Hunting b, with {strength}"). Pairs live in
  * a side table per relation type, not in archetypes: making or breaking a
- * pair moves no entity, apart from the marker components below. A source's
+ * pair moves no entity, apart from the first pair an entity gets on each
+ * side (the marker column below). A source's
  * targets (with their payloads) and a target's sources are flat arrays,
  * walked in O(pairs of that entity).
  *
  * Markers: unless switched off, each relation has a source marker and a
- * target marker, ordinary components that an entity carries while it is
- * the source of at least one pair, or the target of at least one, so that
- * queries and systems can narrow to those entities (WITH terms). Their
+ * target marker, components that an entity has while it is the source of
+ * at least one pair, or the target of at least one, so that queries and
+ * systems can narrow to those entities (WITH terms). They are toggle
+ * components (see "Toggle components"): an entity gains a marker's column
+ * with its first pair on that side (one archetype move, once) and keeps
+ * it; when its last pair there goes the marker is switched off in place,
+ * and on again with its next pair. ecs_has and ecs_get see a marker only
+ * while it is on; terms treat it as any toggle component (rows come
+ * through it->rows). Their
  * names are "(Name, *)" and "(*, Name)". Their value (a uint32_t) is the
  * library's: where the entity's pairs are kept, which per-pair walks read
  * to skip a hash lookup per row. Markers are read-only to users: adding,
