@@ -412,8 +412,7 @@ static void walk_dense_all(ecs__walk_t *wk)
 static void walk_sparse_begin(ecs__walk_t *wk, ecs__sparse_cursor_t *c, uint32_t worker)
 {
     const ecs__plan_node_t *node = wk->node;
-    *c = (ecs__sparse_cursor_t){.q = wk->q, .sp = wk->q->sparse, .since = node->since, .tick = node->this_run,
-                                .scan = node->since == 0, .mark = node->this_run};
+    *c = (ecs__sparse_cursor_t){.q = wk->q, .sp = wk->q->sparse, .since = node->since, .tick = node->this_run, .mark = node->this_run};
     ecs_world_t *w = wk->world;
     ecs__sparse_cursor_place(c, w->sparse.scratch + (size_t)worker * w->sparse.scratch_stride, ECS__SPARSE_BATCH);
     ecs__sparse_iter_fields(wk->it, c);

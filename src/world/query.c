@@ -378,7 +378,7 @@ bool ecs__iter_set_singletons(ecs_iter_t *it, const ecs_query_t *q)
  * window; a query's WRITE terms mark nothing (as its table ones). */
 static ecs__sparse_cursor_t query_cursor(const ecs_query_t *q, const ecs_iter_t *it)
 {
-    ecs__sparse_cursor_t c = {.q = q, .sp = q->sparse, .since = it->priv_.since, .tick = it->priv_.tick, .scan = true};
+    ecs__sparse_cursor_t c = {.q = q, .sp = q->sparse, .since = it->priv_.since, .tick = it->priv_.tick};
     ecs__sparse_cursor_place(&c, q->sparse_scratch, ECS__SPARSE_BATCH);
     return c;
 }
@@ -566,7 +566,7 @@ ECS__NOINLINE int query_each_sparse(ecs_world_t *w, ecs_query_t *q, ecs_iter_t *
 {
     _Alignas(64) unsigned char scratch[EACH_SPARSE_CAP * (sizeof(ecs_entity_t) + ECS_MAX_TERMS * sizeof(void *))];
     uint16_t rows[ECS__CHUNK_MAX_ROWS];
-    ecs__sparse_cursor_t c = {.q = q, .sp = q->sparse, .scan = true};
+    ecs__sparse_cursor_t c = {.q = q, .sp = q->sparse};
     ecs__sparse_cursor_place(&c, scratch, EACH_SPARSE_CAP);
     ecs__sparse_iter_fields(it, &c);
     bool guard = ecs__world_immediate_ok(w) && !w->storage.defer_chunk_release;

@@ -162,12 +162,12 @@ int32_t ecs__sparse_drive(const ecs_query_t *q)
 
 /* Whether entry slot of st's set passes st's change filters in c's
  * window, compared as a chunk tracker's ticks are (changes/tracker.c):
- * Added in (since, tick), or below tick on a first run; Changed in
- * (since, tick). */
+ * Added in (since, tick), or below tick on a first run (since 0);
+ * Changed in (since, tick). */
 static inline bool ticks_pass(const ecs__sparse_cursor_t *c, const ecs__sparse_test_t *st, uint32_t slot)
 {
     uint64_t added = st->set->added[slot], changed = st->set->changed[slot];
-    bool a = (added > c->since || c->scan) && added < c->tick;
+    bool a = (added > c->since || c->since == 0) && added < c->tick;
     bool ch = changed > c->since && changed < c->tick;
     if ((st->changes & 1) && !a) return false;
     if ((st->changes & 2) && !ch) return false;

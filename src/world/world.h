@@ -791,8 +791,8 @@ typedef struct {
     ecs_entity_t *entities;
     void **ptrs;
     uint32_t cap;
-    uint64_t since, tick; /* the change window (since, tick) */
-    bool scan;            /* a first run: every present entry is Added */
+    uint64_t since, tick; /* the change window (since, tick); since 0: a
+                             first run, every entry present is Added */
     uint64_t mark;        /* the tick WRITE terms mark with; 0: none (queries) */
 } ecs__sparse_cursor_t;
 
