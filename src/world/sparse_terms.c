@@ -129,7 +129,7 @@ void ecs__sparse_iter_batch(ecs_iter_t *it, const ecs__sparse_cursor_t *c, uint3
     const ecs_query_t *q = c->q;
     it->count = (int)n;
     it->rows = NULL;
-    it->entities = c->entities;
+    it->entities = c->batch;
     it->priv_.chunk = NULL;
     for (uint32_t i = 0; i < q->term_count; i++) {
         if (q->terms[i].src != ECS_SINGLETON && !(c->sp->term_mask >> i & 1)) it->priv_.fields[i] = NULL;
@@ -206,6 +206,21 @@ uint32_t ecs__sparse_select_rows(const ecs__sparse_cursor_t *c, const ecs__chunk
                                  uint32_t *pos)
 {
     uint32_t total = n < 0 ? ch->count : (uint32_t)n, i = *pos, k = 0;
+    const ecs__query_sparse_t *sp = c->sp;
+    if (sp->count == 1 && !sp->tests[0].changes && !(sp->tests[0].write && c->mark)) {
+        /* One sparse component, no filter, no mark: the lookup alone. */
+        const ecs__sparse_test_t *st = &sp->tests[0];
+        void **out = st->ptrs >= 0 ? c->ptrs + (size_t)st->ptrs * c->cap : NULL;
+        for (; i < total && k < c->cap; i++) {
+            uint32_t r = n < 0 ? i : rows[i];
+            int32_t s = ecs__sparse_set_find(st->set, ch->entities[r]);
+            if (s < 0 ? (st->need & ECS__SPARSE_HAS) : (st->need & ECS__SPARSE_LACKS)) continue;
+            if (out) out[k] = s < 0 ? NULL : ecs__sparse_set_value(st->set, (uint32_t)s);
+            rows[k++] = (uint16_t)r;
+        }
+        *pos = i;
+        return k;
+    }
     for (; i < total && k < c->cap; i++) {
         uint32_t r = n < 0 ? i : rows[i];
         if (entry_passes(c, ch->entities[r], -1, 0, k)) rows[k++] = (uint16_t)r;
@@ -229,7 +244,7 @@ static const ecs__query_match_t *match_of(const ecs_query_t *q, const ecs__arche
     return NULL;
 }
 
-uint32_t ecs__sparse_select_dense(const ecs__sparse_cursor_t *c, int32_t drive, uint32_t *pos, uint32_t end)
+uint32_t ecs__sparse_select_dense(ecs__sparse_cursor_t *c, int32_t drive, uint32_t *pos, uint32_t end)
 {
     const ecs__query_sparse_t *sp = c->sp;
     const ecs__sparse_test_t *dt = &sp->tests[drive];
@@ -241,7 +256,7 @@ uint32_t ecs__sparse_select_dense(const ecs__sparse_cursor_t *c, int32_t drive, 
         /* Every entry passes: the common case of a system over one
          * sparse component, with no lookup at all. */
         k = end - i < c->cap ? end - i : c->cap;
-        memcpy(c->entities, set->ids + i, k * sizeof(ecs_entity_t));
+        c->batch = set->ids + i; /* no copy: the set does not change while it is handed */
         if (dt->ptrs >= 0) {
             void **out = c->ptrs + (size_t)dt->ptrs * c->cap;
             unsigned char *v = set->values + (size_t)i * set->size;
@@ -253,6 +268,7 @@ uint32_t ecs__sparse_select_dense(const ecs__sparse_cursor_t *c, int32_t drive, 
         *pos = i + k;
         return k;
     }
+    c->batch = c->entities;
     const ecs_world_t *w = c->q->world;
     const ecs__archetype_t *last = NULL;
     const ecs__query_match_t *m = NULL;

@@ -794,6 +794,8 @@ typedef struct {
     uint64_t since, tick; /* the change window (since, tick); since 0: a
                              first run, every entry present is Added */
     uint64_t mark;        /* the tick WRITE terms mark with; 0: none (queries) */
+    const ecs_entity_t *batch; /* the last dense batch's entities: `entities`,
+                                  or the set's own ids when all passed */
 } ecs__sparse_cursor_t;
 
 /* Bytes of one walk's scratch for sp with batches of cap rows. */
@@ -833,7 +835,7 @@ uint32_t ecs__sparse_select_rows(const ecs__sparse_cursor_t *c, const ecs__chunk
  * on (to `end` at most) that pass every test, at most c->cap of them,
  * into c's arrays (entities, values), marking WRITE terms' entries; *pos
  * moves past the entries read. Returns how many. */
-uint32_t ecs__sparse_select_dense(const ecs__sparse_cursor_t *c, int32_t drive, uint32_t *pos, uint32_t end);
+uint32_t ecs__sparse_select_dense(ecs__sparse_cursor_t *c, int32_t drive, uint32_t *pos, uint32_t end);
 /* Sparse-driven batch: it hands c's first n entities (rows NULL), every
  * field that is not per row or fixed NULL. */
 void ecs__sparse_iter_batch(ecs_iter_t *it, const ecs__sparse_cursor_t *c, uint32_t n);
