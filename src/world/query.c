@@ -560,45 +560,24 @@ void *const *ecs__field_sparse_checked(const ecs_iter_t *it, int term, size_t si
  * that pass the sparse tests, at most EACH_SPARSE_CAP a call. */
 #define EACH_SPARSE_CAP 128u
 
-/* Walks every archetype q matches, as ecs_query_each (the same guard on
- * fn's structural changes). */
-ECS__NOINLINE int query_each_sparse(ecs_world_t *w, ecs_query_t *q, ecs_iter_t *it, void (*fn)(ecs_iter_t *it))
+/* Hands chunk ch (match m) to fn in batches of the rows that pass the
+ * toggle and sparse tests, at most c->cap a call. */
+static void each_chunk_sparse(const ecs_query_t *q, const ecs__query_match_t *m, const ecs__chunk_t *ch,
+                              const ecs__sparse_cursor_t *c, uint16_t *rows, ecs_iter_t *it,
+                              void (*fn)(ecs_iter_t *it))
 {
-    _Alignas(64) unsigned char scratch[EACH_SPARSE_CAP * (sizeof(ecs_entity_t) + ECS_MAX_TERMS * sizeof(void *))];
-    uint16_t rows[ECS__CHUNK_MAX_ROWS];
-    ecs__sparse_cursor_t c = {.q = q, .sp = q->sparse};
-    ecs__sparse_cursor_place(&c, scratch, EACH_SPARSE_CAP);
-    ecs__sparse_iter_fields(it, &c);
-    bool guard = ecs__world_immediate_ok(w) && !w->storage.defer_chunk_release;
-    if (guard) w->storage.defer_chunk_release = true;
-    ecs__query_match_t m;
-    uint32_t na = w->storage.archetype_count;
-    for (uint32_t i = 0; i < na; i++) {
-        ecs__archetype_t *a = w->storage.archetypes[i];
-        if (!a->entity_count || !ecs__query_match(q, a, &m)) continue;
-        uint32_t nc = a->chunk_count;
-        for (uint32_t ci = 0; ci < nc; ci++) {
-            const ecs__chunk_t *ch = a->chunks[ci];
-            if (!ch->count) continue;
-            int32_t n = ecs__toggle_select(&m, ch, -1, rows);
-            uint32_t total = n < 0 ? ch->count : (uint32_t)n, pos = 0;
-            while (pos < total) {
-                uint32_t k = ecs__sparse_select_rows(&c, ch, rows, n, &pos);
-                if (!k) continue;
-                ecs__iter_set_chunk(it, q, &m, ch);
-                if (k < ch->count) {
-                    it->rows = rows;
-                    it->count = (int)k;
-                }
-                fn(it);
-            }
+    int32_t n = ecs__toggle_select(m, ch, -1, rows);
+    uint32_t total = n < 0 ? ch->count : (uint32_t)n, pos = 0;
+    while (pos < total) {
+        uint32_t k = ecs__sparse_select_rows(c, ch, rows, n, &pos);
+        if (!k) continue;
+        ecs__iter_set_chunk(it, q, m, ch);
+        if (k < ch->count) {
+            it->rows = rows;
+            it->count = (int)k;
         }
+        fn(it);
     }
-    if (guard) {
-        w->storage.defer_chunk_release = false;
-        ecs__archetypes_trim(w);
-    }
-    return ECS_OK;
 }
 
 int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_iter_t *it), void *ctx)
@@ -628,7 +607,12 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
     it.priv_.query = &q;
     it.priv_.field_count = (int32_t)q.term_count;
     if (!ecs__iter_set_singletons(&it, &q)) return ECS_OK; /* a required singleton is empty */
-    if (ECS__UNLIKELY(q.sparse)) return query_each_sparse(w, &q, &it, fn);
+    _Alignas(64) unsigned char scratch[EACH_SPARSE_CAP * (sizeof(ecs_entity_t) + ECS_MAX_TERMS * sizeof(void *))];
+    ecs__sparse_cursor_t sc = {.q = &q, .sp = q.sparse};
+    if (ECS__UNLIKELY(q.sparse)) {
+        ecs__sparse_cursor_place(&sc, scratch, EACH_SPARSE_CAP);
+        ecs__sparse_iter_fields(&it, &sc);
+    }
     /* fn is told not to change the structure; if it does anyway (possible
      * only where immediate mode is open), walking by index with chunk
      * releases deferred keeps this loop memory-safe (entities may then be
@@ -647,6 +631,10 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
         for (uint32_t c = 0; c < nc; c++) {
             const ecs__chunk_t *ch = a->chunks[c];
             if (!ch->count) continue;
+            if (ECS__UNLIKELY(q.sparse)) {
+                each_chunk_sparse(&q, &m, ch, &sc, rows, &it, fn);
+                continue;
+            }
             int32_t n = ecs__toggle_select(&m, ch, -1, rows);
             if (!n) continue;
             ecs__iter_set_chunk(&it, &q, &m, ch);
