@@ -401,7 +401,8 @@ static void sparse_terms_systems_workers_table_driven(void **state)
     check_workers(1);
 }
 
-/* What a system handed, for the system cases below. */
+/* What a system handed, for the system cases below (registered
+ * SINGLE_THREADED: `seen` is one record, not one per job). */
 static void system_seen(ecs_iter_t *it) { seen_batch(it); }
 
 /* A system over sparse terms sees what a query sees, in both modes. */
@@ -412,7 +413,7 @@ static void sparse_terms_system_terms(void **state)
         fx_t f = fx_new(2);
         const int n = 5000;
         ecs_entity_t *es = populate(&f, n, every);
-        ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {TWITH(f.pos), TR(f.spos)}, .run = system_seen});
+        ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {TWITH(f.pos), TR(f.spos)}, .run = system_seen, .flags = ECS_SYSTEM_SINGLE_THREADED});
         seen_reset(1);
         assert_int_equal(ecs_world_progress(f.w, 0), ECS_OK);
         seen_expect(&f, es, n, has_spos, true);
@@ -421,7 +422,7 @@ static void sparse_terms_system_terms(void **state)
         /* Optional, WITHOUT, EXCLUSIVE. */
         f = fx_new(2);
         es = populate(&f, n, every);
-        ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {TR(f.pos), TOPT(f.spos)}, .run = system_seen});
+        ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {TR(f.pos), TOPT(f.spos)}, .run = system_seen, .flags = ECS_SYSTEM_SINGLE_THREADED});
         seen_reset(1);
         assert_int_equal(ecs_world_progress(f.w, 0), ECS_OK);
         seen_expect(&f, es, n, everyone, true);
@@ -460,7 +461,7 @@ static void sparse_terms_system_change_filters(void **state)
         for (int i = 0; i < n; i++) nsp += ecs_has(f.w, es[i], f.spos);
         /* Added and changed readers, and one that writes what it filters. */
         ecs_system_t added = ecs_system_register(
-            f.w, &(ecs_system_desc_t){.terms = {TR(f.spos)}, .changes = {ADDED(f.spos)}, .run = system_seen});
+            f.w, &(ecs_system_desc_t){.terms = {TR(f.spos)}, .changes = {ADDED(f.spos)}, .run = system_seen, .flags = ECS_SYSTEM_SINGLE_THREADED});
         assert_int_not_equal(added, 0);
         seen_reset(0);
         assert_int_equal(ecs_world_progress(f.w, 0), ECS_OK);
@@ -474,7 +475,7 @@ static void sparse_terms_system_change_filters(void **state)
         f = fx_new(2);
         es = populate(&f, n, every);
         ecs_system_t ch = ecs_system_register(
-            f.w, &(ecs_system_desc_t){.terms = {TR(f.spos)}, .changes = {CHANGED(f.spos)}, .run = system_seen,
+            f.w, &(ecs_system_desc_t){.terms = {TR(f.spos)}, .changes = {CHANGED(f.spos)}, .run = system_seen, .flags = ECS_SYSTEM_SINGLE_THREADED,
                                       .stage = "PostUpdate"});
         ecs_system_t self = ecs_system_register(
             f.w, &(ecs_system_desc_t){.terms = {TW(f.spos)}, .changes = {CHANGED(f.spos)}, .run = writer_some});
@@ -519,7 +520,7 @@ static void sparse_terms_system_command_marks(void **state)
     ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {TOTHER(f.spos)}, .run = cmd_set_target, .ctx = &f,
                                                   .stage = "PreUpdate"});
     ecs_system_register(
-        f.w, &(ecs_system_desc_t){.terms = {TR(f.spos)}, .changes = {CHANGED(f.spos)}, .run = system_seen});
+        f.w, &(ecs_system_desc_t){.terms = {TR(f.spos)}, .changes = {CHANGED(f.spos)}, .run = system_seen, .flags = ECS_SYSTEM_SINGLE_THREADED});
     assert_int_equal(ecs_world_progress(f.w, 0), ECS_OK);
     cmd_target = es[30];
     seen_reset(0);
@@ -542,7 +543,7 @@ static void sparse_terms_write_marks_handed(void **state)
         ecs_entity_t *es = populate(&f, 5000, every);
         ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {TW(f.spos), TWITH(f.stag)}, .run = writer_some});
         ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {TR(f.spos)}, .changes = {CHANGED(f.spos)},
-                                                      .run = system_seen, .stage = "PostUpdate"});
+                                                      .run = system_seen, .flags = ECS_SYSTEM_SINGLE_THREADED, .stage = "PostUpdate"});
         seen_reset(0);
         assert_int_equal(ecs_world_progress(f.w, 0), ECS_OK); /* first run of the reader: none changed yet */
         seen_reset(0);
