@@ -17,7 +17,22 @@
  *   sparse_tag_add / sparse_tag_remove  a sparse tag
  *   sparse_get / sparse_set / sparse_has  on a present sparse component
  *
- * Usage: bench_sparse [--quick]
+ * Systems over sparse terms (1 worker, a frame with that one system,
+ * per frame; the baseline a raw C loop over the values handed, in the
+ * same process):
+ *   system_sparse_driven  Velocity sparse on SYS_SPARSE of SYS_ENTITIES
+ *                 entities (Position table), `v->x += 1` through
+ *                 ECS_FIELD_SPARSE: the set drives (baseline: a loop over
+ *                 SYS_SPARSE contiguous Velocity values)
+ *   system_table_driven  the same system in a world where every one of
+ *                 SYS_SPARSE entities has it: the set is not smaller than
+ *                 the table side, chunks drive, a lookup per row
+ *   system_table_plus_sparse  Position (table READ) + Velocity (sparse
+ *                 WRITE) in the first world: table-driven over every
+ *                 Position row, a lookup each (baseline: the raw loop
+ *                 over SYS_SPARSE values)
+ *
+ * Usage: bench_sparse [--quick] [--systems] (--systems: the systems only)
  */
 #include "ecs.h"
 
@@ -93,10 +108,110 @@ static void report(const char *name, const char *ord, double ns, const char *bas
            name, ENTITIES, ord, reps, ns, base, ns / base_ns);
 }
 
+#define SYS_ENTITIES 1000000
+#define SYS_SPARSE 10000
+
+static void sys_add_x(ecs_iter_t *it)
+{
+    Velocity *const *v = ECS_FIELD_SPARSE(it, Velocity, 0);
+    for (int k = 0; k < it->count; k++) v[k]->x += 1;
+}
+
+static void sys_pos_vel(ecs_iter_t *it)
+{
+    const Position *p = ECS_FIELD(it, Position, 0);
+    Velocity *const *v = ECS_FIELD_SPARSE(it, Velocity, 1);
+    for (int k = 0; k < it->count; k++) v[k]->x += p[ecs_iter_row(it, k)].y + 1;
+}
+
+/* Median time of one frame of world sw (frames per sample). */
+static double frame_ns(ecs_world_t *sw, int reps, int frames)
+{
+    double v[32];
+    ecs_world_progress(sw, 0);
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ns();
+        for (int f = 0; f < frames; f++) ecs_world_progress(sw, 0);
+        v[r] = (now_ns() - t0) / frames;
+    }
+    return median(v, reps);
+}
+
+/* Median time of a raw loop over n contiguous Velocity values. */
+static double raw_ns(int n, int reps, int frames)
+{
+    Velocity *vals = calloc((size_t)n, sizeof(Velocity));
+    double v[32];
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ns();
+        for (int f = 0; f < frames; f++) {
+            for (int i = 0; i < n; i++) vals[i].x += 1;
+            __asm__ volatile("" : : "r"(vals) : "memory"); /* keep each frame's loop */
+        }
+        v[r] = (now_ns() - t0) / frames;
+    }
+    free(vals);
+    return median(v, reps);
+}
+
+static void report_system(const char *name, int entities, int sparse, double ns, const char *base, double base_ns,
+                          int reps)
+{
+    printf("{\"name\":\"%s\",\"entities\":%d,\"sparse_entries\":%d,\"workers\":1,\"reps\":%d,"
+           "\"median_ns_per_frame\":%.0f,\"baseline\":\"%s\",\"baseline_ns\":%.0f,\"ratio\":%.3f}\n",
+           name, entities, sparse, reps, ns, base, base_ns, ns / base_ns);
+}
+
+/* A world of `entities` entities with Position, `sparse` of them (spread
+ * evenly) with sparse Velocity, and the system terms given. */
+static ecs_world_t *system_world(int entities, int sparse, const ecs_term_t *terms, void (*run)(ecs_iter_t *))
+{
+    ecs_world_t *sw = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
+    ecs_component_t pos = ECS_COMPONENT(sw, Position);
+    ecs_component_t vel = ecs_component_register(sw, &(ecs_component_desc_t){.name = "Velocity",
+                                                                              .size = sizeof(Velocity),
+                                                                              .storage = ECS_STORAGE_SPARSE});
+    ecs_entity_t *ids = malloc(sizeof(ecs_entity_t) * (size_t)entities);
+    ecs_spawn_batch(sw, entities, 1, &pos, NULL, ids);
+    int step = entities / sparse;
+    for (int i = 0; i < sparse; i++) ecs_set(sw, ids[i * step], vel, &(Velocity){0, 0});
+    free(ids);
+    ecs_system_desc_t d = {.run = run};
+    for (int k = 0; k < ECS_MAX_TERMS && terms[k].component; k++) {
+        d.terms[k] = terms[k];
+        d.terms[k].component = terms[k].component == 1 ? pos : vel;
+    }
+    ecs_system_register(sw, &d);
+    return sw;
+}
+
+static void bench_systems(int reps)
+{
+    const int frames = 50;
+    /* component 1: Position, 2: Velocity (resolved per world). */
+    const ecs_term_t only_vel[] = {{.component = 2, .access = ECS_WRITE}, {0}};
+    const ecs_term_t pos_vel[] = {{.component = 1, .access = ECS_READ}, {.component = 2, .access = ECS_WRITE}, {0}};
+    double raw = raw_ns(SYS_SPARSE, reps, frames);
+    ecs_world_t *sw = system_world(SYS_ENTITIES, SYS_SPARSE, only_vel, sys_add_x);
+    double driven = frame_ns(sw, reps, frames);
+    ecs_world_destroy(sw);
+    report_system("system_sparse_driven", SYS_ENTITIES, SYS_SPARSE, driven, "raw_loop", raw, reps);
+    sw = system_world(SYS_SPARSE, SYS_SPARSE, only_vel, sys_add_x);
+    double table = frame_ns(sw, reps, frames);
+    ecs_world_destroy(sw);
+    report_system("system_table_driven", SYS_SPARSE, SYS_SPARSE, table, "raw_loop", raw, reps);
+    sw = system_world(SYS_ENTITIES, SYS_SPARSE, pos_vel, sys_pos_vel);
+    double both = frame_ns(sw, reps, 5);
+    ecs_world_destroy(sw);
+    report_system("system_table_plus_sparse", SYS_ENTITIES, SYS_SPARSE, both, "raw_loop", raw, reps);
+}
+
 int main(int argc, char **argv)
 {
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
     int reps = quick ? 3 : 11;
+    bench_systems(reps);
+    if (argc > 1 && !strcmp(argv[argc - 1], "--systems")) return 0;
     w = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
     ecs_component_t pos = ECS_COMPONENT(w, Position);
     ecs_component_t vel = ECS_COMPONENT(w, Velocity);

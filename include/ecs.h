@@ -393,8 +393,9 @@ typedef struct {
  *   a timer). Every entity call, command, hook, observer and removal log
  *   handles it as a table component; a value pointer stays valid until
  *   the next add or remove of that component (on any entity) or a despawn
- *   of an entity that has it. Not yet: query, system and observer filter
- *   terms and change filters naming one are refused (see docs/sparse.md).
+ *   of an entity that has it. Query and system terms and change filters
+ *   on one test each entity (see "Sparse components in terms"); observer
+ *   filter terms on one are refused.
  */
 typedef enum {
     ECS_STORAGE_TABLE = 0,
@@ -986,6 +987,81 @@ ECS_API const void *const *ecs_field_up(const ecs_iter_t *it, int term);
 #define ECS_FIELD_UP(it, T, term) ((const T *const *)ecs_field_up((it), (term)))
 #else
 #define ECS_FIELD_UP(it, T, term) ((const T *const *)ecs__field_up_checked((it), (term), sizeof(T)))
+#endif
+
+/*
+ * Sparse components in terms. READ, WRITE, WITH and WITHOUT terms (READ
+ * and WRITE optional or not) on a component registered with
+ * ECS_STORAGE_SPARSE work in systems, cached queries and ecs_query_each.
+ * They never restrict archetype matching: they test each entity (a
+ * required term: the entity is in the component's set; WITHOUT: it is
+ * not). Change filters on a sparse component test the entry's Added and
+ * Changed ticks against the window exactly as a table component's row
+ * ticks; they cost O(entries of the set), not O(marked). A system's WRITE
+ * term on a sparse component marks the entries it is handed Changed with
+ * its tick, as a table WRITE term marks its chunks (its own marks are
+ * not in its next window), and ecs_iter_changed(it, term, row) marks the
+ * entry of it->entities[row]; a query's WRITE terms mark nothing, as its
+ * table ones. An ECS_OTHER term on one declares reads for ecs_get.
+ * Refused, with a reason: ECS_UP and ECS_SINGLETON on a sparse
+ * component, sparse terms in cascade, ECS_UP or ECS_PAIRS_* systems and
+ * among pair target terms, and observer filter terms on one (test
+ * ecs_has in the callback).
+ *
+ * Fields: a sparse term's field is per handed row, ecs_field_sparse (or
+ * ECS_FIELD_SPARSE); ecs_field returns NULL for it. Table terms keep
+ * their chunk columns (ecs_field), and it->entities[ecs_iter_row(it, k)]
+ * is the k-th handed entity in every case.
+ *
+ * Which side drives, chosen per system run and per ecs_query_iter from
+ * the storage alone (never the worker count):
+ * - table-driven: the matched chunks, each row tested (it->rows lists
+ *   the rows that pass, intersected with toggle and change-filter
+ *   selections; NULL when all do);
+ * - sparse-driven: the entries of the smallest required sparse set, when
+ *   it holds fewer entries than the matched archetypes hold rows, in
+ *   batches of its dense order. A batch's it->entities lists the entities
+ *   handed (rows NULL, count the batch's size). Only a system or query
+ *   with no table data term (READ/WRITE on a table component, optional
+ *   or not) and no change filter on a table component is driven so (table
+ *   WITH/WITHOUT terms and toggle states are tested per entity); and
+ *   never an EXCLUSIVE system (its callbacks may change the set) or
+ *   ecs_query_each. Jobs split a sparse-driven system by batches, whose
+ *   commands are keyed by batch: the playback order is the same at any
+ *   worker count.
+ * A cached query with sparse terms keeps one scratch for the values it
+ * hands: like a filtered query it supports one iteration at a time, and
+ * iterates nothing from inside a system that is not EXCLUSIVE. In
+ * ecs_query_each a chunk may come in several calls (at most 128 rows
+ * each) when it has sparse terms.
+ */
+
+/**
+ * A sparse term's values: one pointer per handed row, entry k the value
+ * of the k-th handed row's entity (it->entities[ecs_iter_row(it, k)]);
+ * NULL entries for an optional term where the entity lacks it.
+ * @param it    the iterator
+ * @param term  the term's index in its list
+ * @return it->count pointers, owned by the world (a system's walk) or the
+ *         query, valid during the callback or until the next
+ *         ecs_query_next (the values until the next add or removal of the
+ *         component); NULL for a tag, WITH or WITHOUT term, a term on a
+ *         table component, out of range, a finished iterator or a NULL it.
+ */
+ECS_API void *const *ecs_field_sparse(const ecs_iter_t *it, int term);
+
+/**
+ * ecs_field_sparse as an array of T * (one per handed row). Builds without
+ * NDEBUG check that sizeof(T) matches the component's size, as ECS_FIELD.
+ * @param it    the iterator
+ * @param T     the component's type
+ * @param term  the term's index
+ * @return (the expression's value) as ecs_field_sparse, cast to T *const *.
+ */
+#ifdef NDEBUG
+#define ECS_FIELD_SPARSE(it, T, term) ((T *const *)ecs_field_sparse((it), (term)))
+#else
+#define ECS_FIELD_SPARSE(it, T, term) ((T *const *)ecs__field_sparse_checked((it), (term), sizeof(T)))
 #endif
 
 /**

@@ -169,6 +169,11 @@ struct ecs__plan_node {
                            the relation's dirty sources, in one job */
     bool window_kept;   /* an EXCLUSIVE filtered run found no room for its
                            due set: nothing ran, the window stays */
+    int32_t sparse_drive; /* sparse-driven this frame: the driving test of
+                             its query's sparse tests; -1: table-driven.
+                             Its chunk list is then the set's batches
+                             (chunk NULL, order: the batch's first slot,
+                             weight: its entries) */
     uint64_t since, this_run; /* its change window */
     ecs__chunk_ref_t *chunks;
     uint32_t chunk_count, chunk_cap;
@@ -351,6 +356,7 @@ typedef struct {
     ecs__walk_keys_t keys;
     ecs__walk_pairs_t pairs;
     ecs__due_walk_t *due; /* NULL unless an EXCLUSIVE filtered run */
+    ecs__sparse_cursor_t *sparse; /* NULL unless the query has sparse terms */
 #ifndef NDEBUG
     ecs__read_set_t *reads;
 #endif

@@ -152,6 +152,8 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *no
     it->priv_.up_at = 0;
     it->priv_.event = 0;
     it->priv_.event_payload = NULL;
+    it->priv_.sparse = 0;
+    it->priv_.drive = 0;
 }
 
 const void *const *ecs_field_up(const ecs_iter_t *it, int term)
@@ -350,6 +352,15 @@ ECS__INLINE void hand_chunk(ecs__walk_t *wk, uint32_t m, ecs__chunk_t *ch, uint6
         ecs__list_written(wk->sys, &wk->q->matches[m], ch);
 }
 
+/* Of the n rows of ch selected so far (-1: all), those that pass the
+ * query's sparse tests (table-driven), their values into the walk's
+ * scratch: -1 every row, else how many. A batch holds a whole chunk. */
+ECS__NOINLINE int32_t walk_sparse_rows(ecs__walk_t *wk, const ecs__chunk_t *ch, int32_t n)
+{
+    uint32_t pos = 0, k = ecs__sparse_select_rows(wk->sparse, ch, wk->rows, n, &pos);
+    return k == ch->count ? -1 : (int32_t)k;
+}
+
 /* Runs the system on chunk ch of match number m: the rows its filters
  * pass (none: no call). */
 static inline void walk_chunk(ecs__walk_t *wk, uint32_t m, ecs__chunk_t *ch)
@@ -357,7 +368,55 @@ static inline void walk_chunk(ecs__walk_t *wk, uint32_t m, ecs__chunk_t *ch)
     const uint64_t key = wk->keys.by_visit ? wk->keys.visit++ : ((uint64_t)m << 32) | ch->index;
     const ecs__query_match_t *match = &wk->q->matches[m];
     int32_t n = ECS__UNLIKELY(wk->due != NULL) ? ecs__due_select(wk, match, ch) : ecs__walk_select(wk, match, ch);
+    if (ECS__UNLIKELY(wk->sparse != NULL) && n) n = walk_sparse_rows(wk, ch, n);
     if (n) hand_chunk(wk, m, ch, key, wk->rows, n);
+}
+
+/* A sparse-driven walk's batch b (dense slots [b * ECS__SPARSE_BATCH,
+ * +ECS__SPARSE_BATCH) of the driving set): its entries that pass, keyed
+ * for commands by b, so that the batches, and the commands' order, are
+ * the same inline and in any split into jobs. */
+static void walk_dense_batch(ecs__walk_t *wk, uint32_t b)
+{
+    ecs_iter_t *it = wk->it;
+    uint32_t pos = b * ECS__SPARSE_BATCH;
+    uint32_t n = ecs__sparse_select_dense(wk->sparse, wk->node->sparse_drive, &pos, pos + ECS__SPARSE_BATCH);
+    if (!n) return;
+#ifndef NDEBUG
+    wk->reads->chunk = NULL;
+#endif
+    ecs__commands_set_chunk(wk->cmd, b);
+    ecs__sparse_iter_batch(it, wk->sparse, n);
+    it->priv_.version = it->world->storage.structure_version;
+    wk->handed += n;
+    wk->sys->run(it);
+}
+
+/* A sparse-driven job: batches [first, last) of its node's list. */
+static void walk_dense(ecs__walk_t *wk)
+{
+    for (uint32_t k = wk->first; k < wk->last; k++)
+        walk_dense_batch(wk, (uint32_t)(wk->node->chunks[k].order / ECS__SPARSE_BATCH));
+}
+
+/* The inline sparse-driven walk: every batch of the driving set. */
+static void walk_dense_all(ecs__walk_t *wk)
+{
+    const ecs__sparse_set_t *set = wk->q->sparse->tests[wk->node->sparse_drive].set;
+    for (uint32_t b = 0; (uint64_t)b * ECS__SPARSE_BATCH < set->count; b++) walk_dense_batch(wk, b);
+}
+
+/* The walk's sparse cursor: the world's scratch of this worker, the
+ * node's window, WRITE terms marking with its tick; per-row fields set
+ * once for the walk. */
+static void walk_sparse_begin(ecs__walk_t *wk, ecs__sparse_cursor_t *c, uint32_t worker)
+{
+    const ecs__plan_node_t *node = wk->node;
+    *c = (ecs__sparse_cursor_t){.q = wk->q, .sp = wk->q->sparse, .since = node->since, .tick = node->this_run, .mark = node->this_run};
+    ecs_world_t *w = wk->world;
+    ecs__sparse_cursor_place(c, w->sparse.scratch + (size_t)worker * w->sparse.scratch_stride, ECS__SPARSE_BATCH);
+    ecs__sparse_iter_fields(wk->it, c);
+    wk->sparse = c;
 }
 
 /* A hierarchy system's walk: runs [first, last) of its node's list
@@ -380,6 +439,10 @@ static void walk_levels(ecs__walk_t *wk)
 /* A job's walk: chunks [first, last) of its node's frame list. */
 static void walk_range(ecs__walk_t *wk)
 {
+    if (ECS__UNLIKELY(wk->node->sparse_drive >= 0)) {
+        walk_dense(wk);
+        return;
+    }
     if (wk->sys->levels) {
         walk_levels(wk);
         return;
@@ -424,6 +487,8 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
 #ifndef NDEBUG
         wk.reads = &reads;
 #endif
+        ecs__sparse_cursor_t sc;
+        if (ECS__UNLIKELY(sys->query->sparse != NULL)) walk_sparse_begin(&wk, &sc, worker);
         if (sys->pair_mode == ECS_PAIRS_EACH) ecs__with_pair_batch(&wk, walk_range);
         else walk_range(&wk);
         j->rows = wk.handed;
@@ -432,6 +497,25 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
     ecs__tls_reads = NULL;
 #endif
     atomic_fetch_add_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
+}
+
+/* A sparse-driven node's list: one entry per batch of the driving set
+ * (what jobs are split over; the set does not change while systems
+ * run). false when the list cannot grow. */
+static bool collect_dense(ecs_world_t *w, ecs__plan_node_t *node)
+{
+    uint32_t count = node->sys->query->sparse->tests[node->sparse_drive].set->count;
+    uint32_t batches = (count + ECS__SPARSE_BATCH - 1) / ECS__SPARSE_BATCH;
+    if (!ecs__array_reserve(&w->allocator, (void **)&node->chunks, &node->chunk_cap, batches ? batches : 1,
+                            sizeof(ecs__chunk_ref_t), _Alignof(ecs__chunk_ref_t)))
+        return false;
+    for (uint32_t b = 0; b < batches; b++) {
+        uint32_t first = b * ECS__SPARSE_BATCH, n = count - first < ECS__SPARSE_BATCH ? count - first : ECS__SPARSE_BATCH;
+        node->chunks[b] = (ecs__chunk_ref_t){NULL, NULL, first, n};
+    }
+    node->chunk_count = batches;
+    node->rows = count;
+    return true;
 }
 
 /* The node's non-empty chunks, in query order, into node->chunks. false
@@ -448,6 +532,7 @@ static bool collect_chunks(ecs_world_t *w, ecs__plan_node_t *node)
         node->rows = ecs__relation_get(w, node->sys->pair_relation)->store.dirty_count;
         return true;
     }
+    if (ECS__UNLIKELY(node->sparse_drive >= 0)) return collect_dense(w, node);
     for (uint32_t m = 0; m < q->match_count; m++) {
         const ecs__archetype_t *a = q->matches[m].archetype;
         if (!a->entity_count) continue;
@@ -654,9 +739,10 @@ static void node_done(const ecs_world_t *w, ecs__plan_node_t *node)
     }
     /* What the callbacks were handed, where that is not the chunks' rows
      * collect_chunks counted: filtered rows (change filters, toggle
-     * components switched off), or pairs. None: no callback ran, whatever
-     * the jobs it was split into (as on the inline path). */
-    if ((sys->query && (sys->query->change_count || sys->query->toggles)) || sys->pair_mode == ECS_PAIRS_EACH) {
+     * components switched off, sparse terms), or pairs. None: no callback
+     * ran, whatever the jobs it was split into (as on the inline path). */
+    const ecs_query_t *q = sys->query;
+    if ((q && (q->change_count || q->toggles || q->sparse)) || sys->pair_mode == ECS_PAIRS_EACH) {
         node->rows = 0;
         for (uint32_t k = 0; k < node->job_count; k++) node->rows += node->jobs[k].rows;
         if (!node->rows) node->job_count = 0;
@@ -893,6 +979,8 @@ static void walk_node(ecs__walk_t *wk)
         wk->first = 0;
         wk->last = wk->node->chunk_count;
         walk_levels(wk);
+    } else if (ECS__UNLIKELY(wk->node->sparse_drive >= 0)) {
+        walk_dense_all(wk);
     } else {
         walk_all(wk);
     }
@@ -944,6 +1032,8 @@ ECS__INLINE void run_node_body(ecs_world_t *w, ecs__plan_node_t *node, float dt,
 #ifndef NDEBUG
         wk.reads = &reads;
 #endif
+        ecs__sparse_cursor_t sc;
+        if (ECS__UNLIKELY(q->sparse != NULL)) walk_sparse_begin(&wk, &sc, 0);
         if (sys->pair_mode == ECS_PAIRS_EACH) ecs__with_pair_batch(&wk, walk_node);
         else walk_node(&wk);
         if (exclusive) {
@@ -1078,6 +1168,12 @@ static void window_begin(const frame_t *f, ecs__plan_node_t *node)
     node->this_run = f->base + node->slot;
     node->filtered = q && q->change_count && node->since != 0;
     node->pair_filtered = node->sys->pair_filter && node->since != 0;
+    /* Chosen from the storage alone, never the workers. An EXCLUSIVE
+     * system's callbacks may add and remove the component it would walk
+     * the set of: it is table-driven. */
+    node->sparse_drive = -1;
+    if (ECS__UNLIKELY(q && q->sparse) && !(node->sys->flags & ECS_SYSTEM_EXCLUSIVE))
+        node->sparse_drive = ecs__sparse_drive(q);
 }
 
 static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_segment_t *seg, float dt)

@@ -138,7 +138,9 @@ static void access_from_terms(const ecs_world_t *w, ecs__access_t *acc, const ec
     memset(acc, 0, sizeof(*acc));
     for (uint32_t i = 0; i < nc; i++) {
         access_add(acc->reads, &acc->nreads, changes[i].component);
-        access_add(acc->required, &acc->nrequired, changes[i].component);
+        /* A sparse component proves no disjointness: see below. */
+        if (!ecs__component_is_sparse(w->registry.components[changes[i].component]))
+            access_add(acc->required, &acc->nrequired, changes[i].component);
     }
     for (uint32_t i = 0; i < n; i++) {
         const ecs_term_t *t = &terms[i];
@@ -150,6 +152,16 @@ static void access_from_terms(const ecs_world_t *w, ecs__access_t *acc, const ec
         if (t->src != ECS_SELF) { /* ECS_OTHER, ECS_UP: reads of other entities */
             access_add(acc->others, &acc->nothers, t->component);
             access_add(acc->reads, &acc->nreads, t->component);
+            continue;
+        }
+        if (ecs__component_is_sparse(w->registry.components[t->component])) {
+            /* Reads and writes count as a table component's do. Required
+             * and excluded do not: two systems split by a sparse WITH and
+             * WITHOUT have disjoint entities but share their chunks, and
+             * with them the chunk-level change marks of the table columns
+             * both may write (as a toggle component's WITHOUT). */
+            access_add(acc->reads, &acc->nreads, t->component);
+            if (t->access == ECS_WRITE) access_add(acc->writes, &acc->nwrites, t->component);
             continue;
         }
         switch (t->access) {
@@ -288,11 +300,40 @@ static bool check_identity(registration_t *r)
     return true;
 }
 
+/* Whether term t names a sparse component. */
+static bool term_sparse(const ecs_world_t *w, const ecs_term_t *t)
+{
+    const ecs__component_t *c = ecs__component_get(w, t->component);
+    return c && ecs__component_is_sparse(c);
+}
+
+/* Terms; on a sparse component, the sources and walks that take them:
+ * a parent's value (ECS_UP) would be a set lookup per row kept by the
+ * hierarchy walk, and a sparse component has no singleton slot; the
+ * hierarchy and per-pair walks hand rows their own way (their kept runs
+ * and pair batches), which per-row sparse fields do not follow. */
 static bool check_terms(registration_t *r)
 {
-    if (ecs__terms_name_sparse(r->w, r->desc->terms, r->desc->changes))
-        return ecs__refusal_set(&r->why, ECS__REFUSAL_SPARSE_TERM);
-    if (ecs__terms_validate(r->w, r->desc->terms, &r->term_count) != ECS_OK)
+    const ecs_system_desc_t *d = r->desc;
+    bool up = false;
+    for (uint32_t i = 0; i < ECS_MAX_TERMS && d->terms[i].component; i++) up |= d->terms[i].src == ECS_UP;
+    for (uint32_t i = 0; i < ECS_MAX_TERMS && d->terms[i].component; i++) {
+        const ecs_term_t *t = &d->terms[i];
+        if (!term_sparse(r->w, t)) continue;
+        if (t->src == ECS_UP || t->src == ECS_SINGLETON)
+            return ecs__refusal_set(&r->why, "term %u: ECS_UP and ECS_SINGLETON are refused on a sparse component "
+                                             "(read it with an ECS_OTHER term and ecs_get)", i);
+        if (t->src == ECS_SELF && (d->cascade || up || d->pairs.mode))
+            return ecs__refusal_set(&r->why, "term %u: sparse terms are not taken by cascade, ECS_UP or pair-dispatch "
+                                             "systems (test the entity with ecs_has / ecs_get and an ECS_OTHER "
+                                             "term)", i);
+    }
+    for (uint32_t i = 0; i < ECS_MAX_TERMS && d->pairs.target_terms[i].component; i++) {
+        if (term_sparse(r->w, &d->pairs.target_terms[i]))
+            return ecs__refusal_set(&r->why, "pairs: target term %u names a sparse component (read it with "
+                                             "ecs_get and an ECS_OTHER term)", i);
+    }
+    if (ecs__terms_validate(r->w, d->terms, &r->term_count) != ECS_OK)
         return ecs__refusal_set(&r->why, "invalid term");
     return true;
 }
@@ -524,8 +565,10 @@ static void build_access(registration_t *r)
         access_add(sys->access.reads, &sys->access.nreads, pd->target_terms[i].component);
         sys->far_terms[i] = pd->target_terms[i].component;
     }
+    /* Sparse WRITE terms mark the entries they hand (sparse_terms.c),
+     * not chunks. */
     for (uint32_t i = 0; i < r->term_count; i++) {
-        if (d->terms[i].src == ECS_SELF && d->terms[i].access == ECS_WRITE)
+        if (d->terms[i].src == ECS_SELF && d->terms[i].access == ECS_WRITE && !term_sparse(r->w, &d->terms[i]))
             sys->write_terms[sys->nwrite_terms++] = (uint8_t)i;
     }
 }
@@ -628,6 +671,7 @@ static void commit_rollback(registration_t *r)
 {
     for (uint32_t i = 0; i < r->tracked; i++) {
         ecs__component_t *c = r->w->registry.components[r->changes[i].component];
+        if (ecs__component_is_sparse(c)) continue; /* its set keeps ticks always */
         c->filter_systems--;
         ecs__tracking_lower(r->w, r->changes[i].component, ecs__tracking_wanted(c));
     }
@@ -635,6 +679,20 @@ static void commit_rollback(registration_t *r)
     ecs__levels_destroy(r->w, r->walk);
     ecs__free(&r->w->allocator, r->name);
     ecs__free(&r->w->allocator, r->stats);
+}
+
+/* The world's per-worker scratch for the walks of systems with sparse
+ * terms: room for sp's batches (kept when larger). */
+static bool sparse_scratch_reserve(ecs_world_t *w, const ecs__query_sparse_t *sp)
+{
+    size_t stride = (ecs__sparse_scratch_bytes(sp, ECS__SPARSE_BATCH) + 63) & ~(size_t)63;
+    if (stride <= w->sparse.scratch_stride) return true;
+    unsigned char *p = ecs__alloc(&w->allocator, stride * ecs__job_pool_workers(w->run.pool), 64);
+    if (!p) return false;
+    ecs__free(&w->allocator, w->sparse.scratch);
+    w->sparse.scratch = p;
+    w->sparse.scratch_stride = stride;
+    return true;
 }
 
 /* Everything that can fail: room in the system arrays, the stats row, the
@@ -670,8 +728,10 @@ static bool commit_reserve(registration_t *r)
         r->walk = ecs__levels_create(w, r->desc->cascade, r->desc->terms, r->term_count);
         ok = r->walk != NULL;
     }
+    if (ok && r->query && r->query->sparse) ok = sparse_scratch_reserve(w, r->query->sparse);
     while (ok && r->tracked < r->change_count) {
         ecs_component_t c = r->changes[r->tracked++].component;
+        if (ecs__component_is_sparse(w->registry.components[c])) continue; /* its set keeps ticks always */
         w->registry.components[c]->filter_systems++;
         ok = ecs__tracking_raise(w, c, ECS__TRACK_DIRTY) == ECS_OK;
     }

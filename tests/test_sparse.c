@@ -3,7 +3,8 @@
  * ECS_STORAGE_SPARSE) through include/ecs.h: every entity call, spawns
  * with mixed ids, commands (provisional handles, playback order),
  * despawns and cascades, type hooks, observers, removal logs, teardown,
- * bad input, the refusal of terms that name one (not yet supported), and
+ * bad input, the terms refused on one (ECS_UP, ECS_SINGLETON, observer
+ * filters; tests/test_sparse_terms.c covers the rest), and
  * out-of-memory injection on every call that can allocate.
  */
 #include <stdarg.h>
@@ -631,7 +632,7 @@ static void sparse_commands_apply_in_order(void **state)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Terms: not yet                                                          */
+/* Terms: what is refused (tests/test_sparse_terms.c covers the rest)     */
 /* ---------------------------------------------------------------------- */
 
 static void noop(ecs_iter_t *it) { (void)it; }
@@ -641,25 +642,38 @@ static void sparse_terms_refused(void **state)
     (void)state;
     fx_t f = fx_new();
     stderr_capture_t cap = stderr_capture_begin();
-    ecs_query_t *q = ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {TR(f.pos), TR(f.spos)}});
-    ecs_query_t *q2 = ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {TR(f.pos)}, .changes = {CHANGED(f.spos)}});
-    ecs_system_t s1 = ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {TWITH(f.stag)}, .run = noop});
-    ecs_system_t s2 = ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {TOTHER(f.spos)}, .run = noop});
+    ecs_system_t up = ecs_system_register(
+        f.w, &(ecs_system_desc_t){.terms = {TR(f.pos), {.component = f.spos, .access = ECS_READ, .src = ECS_UP}},
+                                  .run = noop});
+    ecs_system_t single = ecs_system_register(
+        f.w, &(ecs_system_desc_t){.terms = {{.component = f.spos, .access = ECS_READ, .src = ECS_SINGLETON}},
+                                  .run = noop});
+    ecs_query_t *qup = ecs_query_create(
+        f.w, &(ecs_query_desc_t){.terms = {{.component = f.spos, .access = ECS_READ, .src = ECS_SINGLETON}}});
     ecs_observer_t o = ecs_observer_register(
         f.w, &(ecs_observer_desc_t){.events = ECS_ON_ADD, .terms = {TR(f.pos), TWITHOUT(f.stag)}, .run = noop});
     char msg[2048];
     stderr_capture_end(&cap, msg, sizeof(msg));
-    assert_null(q);
-    assert_null(q2);
-    assert_int_equal(s1, 0);
-    assert_int_equal(s2, 0);
+    assert_int_equal(up, 0);
+    assert_int_equal(single, 0);
+    assert_null(qup);
     assert_int_equal(o, 0);
     assert_non_null(strstr(msg, "sparse"));
-    assert_int_equal(ecs_query_each(f.w, &(ecs_query_desc_t){.terms = {TR(f.spos)}}, noop, NULL), ECS_EINVAL);
-    /* Table terms still work in a world with sparse components. */
-    ecs_query_t *ok = ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {TR(f.pos)}});
-    assert_non_null(ok);
-    ecs_query_destroy(ok);
+    assert_int_equal(ecs_query_each(f.w,
+                                    &(ecs_query_desc_t){.terms = {{.component = f.spos, .access = ECS_READ,
+                                                                   .src = ECS_SINGLETON}}},
+                                    noop, NULL),
+                     ECS_EINVAL);
+    /* What is taken now: terms, filters, ECS_OTHER. */
+    ecs_query_t *q = ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {TR(f.pos), TR(f.spos)}});
+    ecs_query_t *q2 = ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {TR(f.pos)}, .changes = {CHANGED(f.spos)}});
+    assert_non_null(q);
+    assert_non_null(q2);
+    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {TWITH(f.stag)}, .run = noop}), 0);
+    assert_int_not_equal(ecs_system_register(f.w, &(ecs_system_desc_t){.terms = {TOTHER(f.spos)}, .run = noop}), 0);
+    assert_int_equal(ecs_query_each(f.w, &(ecs_query_desc_t){.terms = {TR(f.spos)}}, noop, NULL), ECS_OK);
+    ecs_query_destroy(q);
+    ecs_query_destroy(q2);
     ecs_world_destroy(f.w);
 }
 

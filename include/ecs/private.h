@@ -58,6 +58,12 @@ typedef struct ecs__iter_priv {
      * payload. */
     uint32_t event;
     const void *event_payload;
+    /* Terms on sparse components (bit per term): their fields are per
+     * handed row (ecs_field_sparse), and ecs_field gives NULL for them. */
+    uint32_t sparse;
+    /* A cached query's sparse-driven iteration: its driving test + 1
+     * (0: table-driven); chunk_index is then the batch. */
+    int32_t drive;
 } ecs__iter_priv_t;
 
 #define ECS__EVENT_CUSTOM (1u << 31)
@@ -100,6 +106,8 @@ typedef struct {
 ECS_API void *ecs__field_checked(const ecs_iter_t *it, int term, size_t size);
 /* ECS_FIELD_UP's, the same way. */
 ECS_API const void *const *ecs__field_up_checked(const ecs_iter_t *it, int term, size_t size);
+/* ECS_FIELD_SPARSE's, the same way. */
+ECS_API void *const *ecs__field_sparse_checked(const ecs_iter_t *it, int term, size_t size);
 
 /* What the accessors call when the view does not hold the answer: an
  * index out of the batch, another kind of iterator, payloads or far ends

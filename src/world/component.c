@@ -225,6 +225,7 @@ void ecs__components_fini(ecs_world_t *w)
         ecs__free(&w->allocator, c);
     }
     ecs__free(&w->allocator, w->sparse.ids);
+    ecs__free(&w->allocator, w->sparse.scratch);
     memset(&w->sparse, 0, sizeof(w->sparse));
     ecs__free(&w->allocator, w->registry.components);
     w->registry.components = NULL;

@@ -867,8 +867,13 @@ const void *ecs_get(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
     if (!w) return NULL;
     const ecs__component_t *sc = sparse_of(w, c);
     if (sc) {
-        /* No system declares a sparse component yet, and no system writes
-         * one (commands apply at the barrier): reads need no check. */
+#ifndef NDEBUG
+        /* Systems write sparse values through WRITE terms: a read of
+         * another entity's is checked against what the system declared,
+         * as a table component's. */
+        const ecs__record_t *srec = ecs__record_from_entity(&w->entity_index, e);
+        if (srec) check_declared_read(srec, c);
+#endif
         int32_t slot = ecs__sparse_set_find(&sc->sparse, e);
         return slot < 0 || !sc->sparse.size ? NULL : ecs__sparse_set_value(&sc->sparse, (uint32_t)slot);
     }

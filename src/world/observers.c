@@ -107,8 +107,12 @@ static bool filter_check(const ecs_world_t *w, const ecs_term_t *t, uint32_t k, 
     if (!c) return ecs__refusal_set(why, "term %u: unknown component %u", k, t->component);
     if (c->pair_marker)
         return ecs__refusal_set(why, "term %u: a relation marker (markers follow pairs at a flush's end)", k);
-    /* Filters match archetypes, which never hold a sparse component. */
-    if (ecs__component_is_sparse(c)) return ecs__refusal_set(why, "term %u: " ECS__REFUSAL_SPARSE_TERM, k);
+    /* Filters match archetypes, which never hold a sparse component, and
+     * an observer's batch is the rows of one archetype: a sparse filter
+     * would be a per-entity test that the batches do not take. */
+    if (ecs__component_is_sparse(c))
+        return ecs__refusal_set(why, "term %u: a filter term on a sparse component (test it in the callback "
+                                     "with ecs_has or ecs_get)", k);
     if (t->src != ECS_SELF) return ecs__refusal_set(why, "term %u: an observer's terms are read on the entity (ECS_SELF)", k);
     if (t->access == ECS_WRITE) return ecs__refusal_set(why, "term %u: WRITE (an observer writes through commands)", k);
     if ((unsigned)t->access > ECS_WITHOUT) return ecs__refusal_set(why, "term %u: unknown access %u", k, (unsigned)t->access);

@@ -45,23 +45,8 @@ bool ecs__changes_on_singletons(const ecs_term_t *terms, uint32_t n, const ecs_c
     return false;
 }
 
-bool ecs__terms_name_sparse(const ecs_world_t *w, const ecs_term_t *terms, const ecs_change_filter_t *changes)
-{
-    if (ECS__LIKELY(!w->sparse.count)) return false;
-    for (uint32_t n = 0; terms && n < ECS_MAX_TERMS && terms[n].component; n++) {
-        const ecs__component_t *c = ecs__component_get(w, terms[n].component);
-        if (c && ecs__component_is_sparse(c)) return true;
-    }
-    for (uint32_t n = 0; changes && n < ECS_MAX_TERMS && changes[n].kind; n++) {
-        const ecs__component_t *c = ecs__component_get(w, changes[n].component);
-        if (c && ecs__component_is_sparse(c)) return true;
-    }
-    return false;
-}
-
 int ecs__terms_validate(const ecs_world_t *w, const ecs_term_t *terms, uint32_t *count)
 {
-    if (ecs__terms_name_sparse(w, terms, NULL)) return ECS_EINVAL;
     uint32_t n = 0;
     for (; n < ECS_MAX_TERMS && terms[n].component; n++) {
         const ecs_term_t *t = &terms[n];
@@ -78,6 +63,11 @@ int ecs__terms_validate(const ecs_world_t *w, const ecs_term_t *terms, uint32_t 
         /* ECS_OTHER declares reads of other entities: read-only, never optional. */
         if (t->src == ECS_OTHER && (t->access != ECS_READ || t->optional)) return ECS_EINVAL;
         if (t->src == ECS_SINGLETON && !singleton_term_ok(w, terms, n)) return ECS_EINVAL;
+        /* A sparse component has no singleton slot of its own, and a
+         * parent's value would be a lookup per row: not offered. */
+        if ((t->src == ECS_UP || t->src == ECS_SINGLETON) &&
+            ecs__component_is_sparse(ecs__component_get(w, t->component)))
+            return ECS_EINVAL;
     }
     *count = n;
     return ECS_OK;
@@ -95,7 +85,6 @@ static bool terms_have_up(const ecs_term_t *terms, uint32_t n)
 
 int ecs__changes_validate(const ecs_world_t *w, const ecs_change_filter_t *changes, uint32_t *count)
 {
-    if (ecs__terms_name_sparse(w, NULL, changes)) return ECS_EINVAL;
     uint32_t n = 0;
     for (; n < ECS_MAX_TERMS && changes[n].kind; n++) {
         const ecs_change_filter_t *f = &changes[n];
@@ -138,6 +127,12 @@ bool ecs__query_match(const ecs_query_t *q, ecs__archetype_t *a, ecs__query_matc
         const ecs_term_t *t = &q->terms[i];
         columns[i] = t->src == ECS_SINGLETON ? ECS__COLUMN_FIXED : -1;
         if (t->src != ECS_SELF) continue;
+        /* A sparse term tests entities, not archetypes; its field is
+         * per row, set once per walk (sparse_terms.c). */
+        if (ECS__UNLIKELY(q->sparse) && (q->sparse->term_mask >> i & 1)) {
+            columns[i] = ECS__COLUMN_FIXED;
+            continue;
+        }
         int32_t ti = ecs__archetype_type_index(a, t->component);
         switch (t->access) {
         case ECS_READ:
@@ -186,6 +181,7 @@ static ecs_component_t narrowest_required(const ecs_query_t *q)
     for (uint32_t i = 0; i < q->term_count; i++) {
         const ecs_term_t *t = &q->terms[i];
         if (t->src != ECS_SELF || t->optional || t->access == ECS_WITHOUT) continue;
+        if (q->sparse && (q->sparse->term_mask >> i & 1)) continue; /* held by no archetype */
         uint32_t n = q->world->registry.components[t->component]->archetype_count;
         if (n < best_count) {
             best_count = n;
@@ -223,6 +219,19 @@ ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t
     q->change_count = change_count;
     if (change_count) memcpy(q->changes, changes, change_count * sizeof(ecs_change_filter_t));
     for (uint32_t i = 0; i < term_count; i++) q->toggles |= ecs__toggle_term(w, &terms[i]);
+    /* Sparse terms and filters become tests per entity; the filters
+     * left in q->changes are the table ones, which matching and the
+     * trackers know. */
+    ecs__query_sparse_t sp;
+    if (ECS__UNLIKELY(ecs__sparse_terms_build(w, terms, term_count, changes, change_count, &sp))) {
+        q->sparse = ecs__alloc(&w->allocator, sizeof(sp), _Alignof(ecs__query_sparse_t));
+        if (!q->sparse) {
+            ecs__free(&w->allocator, q);
+            return NULL;
+        }
+        *q->sparse = sp;
+        q->change_count = ecs__changes_drop_sparse(w, q->changes, change_count);
+    }
 
     /* Candidates come from the component index of the narrowest required
      * term (or every archetype when nothing is required). */
@@ -237,6 +246,7 @@ ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t
     }
     if (matches && !ecs__array_reserve(&w->allocator, (void **)&q->matches, &q->match_cap, matches,
                                        sizeof(ecs__query_match_t), _Alignof(ecs__query_match_t))) {
+        ecs__free(&w->allocator, q->sparse);
         ecs__free(&w->allocator, q);
         return NULL;
     }
@@ -262,6 +272,8 @@ void ecs__query_free(ecs_query_t *q)
     last->world_index = q->world_index;
     ecs__free(&w->allocator, q->matches);
     ecs__free(&w->allocator, q->rows);
+    ecs__free(&w->allocator, q->sparse);
+    ecs__free(&w->allocator, q->sparse_scratch);
     ecs__free(&w->allocator, q);
 }
 
@@ -281,9 +293,12 @@ static void query_untrack(ecs_world_t *w, const ecs_query_t *q, uint32_t n)
 static ecs_query_t *query_commit(ecs_world_t *w, const ecs_query_desc_t *desc, uint32_t n, uint32_t nc)
 {
     ecs_query_t *q = ecs__query_create(w, desc->terms, n, desc->changes, nc);
-    if (!q || (!nc && !q->toggles)) return q;
+    if (!q || (!nc && !q->toggles && !q->sparse)) return q;
+    nc = q->change_count; /* the table ones */
     q->rows = ecs__alloc(&w->allocator, ECS__CHUNK_MAX_ROWS * sizeof(uint16_t), _Alignof(uint16_t));
-    if (!q->rows) {
+    if (q->sparse)
+        q->sparse_scratch = ecs__alloc(&w->allocator, ecs__sparse_scratch_bytes(q->sparse, ECS__SPARSE_BATCH), 64);
+    if (!q->rows || (q->sparse && !q->sparse_scratch)) {
         ecs__query_free(q);
         return NULL;
     }
@@ -306,8 +321,8 @@ ecs_query_t *ecs_query_create(ecs_world_t *w, const ecs_query_desc_t *desc)
     ecs_query_t *q = NULL;
     if (!w || !desc) ecs__refusal_set(&why, "NULL world or descriptor");
     else if (!ecs__world_immediate_ok(w)) ecs__refusal_set(&why, ECS__REFUSAL_NOT_IMMEDIATE);
-    else if (ecs__terms_name_sparse(w, desc->terms, desc->changes)) ecs__refusal_set(&why, ECS__REFUSAL_SPARSE_TERM);
-    else if (ecs__terms_validate(w, desc->terms, &n) != ECS_OK) ecs__refusal_set(&why, "invalid term");
+    else if (ecs__terms_validate(w, desc->terms, &n) != ECS_OK)
+        ecs__refusal_set(&why, "invalid term (ECS_UP and ECS_SINGLETON are refused on sparse components)");
     else if (terms_have_up(desc->terms, n)) ecs__refusal_set(&why, "ECS_UP terms are for systems");
     else if (ecs__changes_validate(w, desc->changes, &nc) != ECS_OK)
         ecs__refusal_set(&why, "invalid change filter (a registered data component, no relation)");
@@ -359,6 +374,15 @@ bool ecs__iter_set_singletons(ecs_iter_t *it, const ecs_query_t *q)
     return true;
 }
 
+/* A cached query's sparse cursor: its own scratch, the iterator's
+ * window; a query's WRITE terms mark nothing (as its table ones). */
+static ecs__sparse_cursor_t query_cursor(const ecs_query_t *q, const ecs_iter_t *it)
+{
+    ecs__sparse_cursor_t c = {.q = q, .sp = q->sparse, .since = it->priv_.since, .tick = it->priv_.tick};
+    ecs__sparse_cursor_place(&c, q->sparse_scratch, ECS__SPARSE_BATCH);
+    return c;
+}
+
 ecs_iter_t ecs_query_iter(ecs_world_t *w, ecs_query_t *q)
 {
     ecs_iter_t it;
@@ -371,12 +395,13 @@ ecs_iter_t ecs_query_iter(ecs_world_t *w, ecs_query_t *q)
         it.priv_.query = NULL; /* a mismatched pair iterates nothing */
         return it;
     }
-    if (q->change_count && w->run.phase == ECS__PHASE_SYSTEMS) {
+    if ((q->change_count || q->sparse) && w->run.phase == ECS__PHASE_SYSTEMS) {
         /* A filtered query has one window and one rows buffer: a system's
          * jobs (or a run_if) would race for both, and which job took the
          * window would depend on timing. It iterates nothing there; the
          * system's own change filters are the way (an EXCLUSIVE system
-         * may iterate it). */
+         * may iterate it). A query with sparse terms has one scratch for
+         * its per-row fields: the same rule. */
         it.priv_.query = NULL;
         return it;
     }
@@ -396,14 +421,40 @@ ecs_iter_t ecs_query_iter(ecs_world_t *w, ecs_query_t *q)
         w->run.tick_now++;
     }
     it.priv_.tick = w->run.tick_now;
-    if (q->change_count) {
+    if (q->change_count || (q->sparse && q->sparse->filters)) {
         /* The window: (end of the previous one, now). Marks at `now` made
          * after this call are seen by the next iteration. */
         it.priv_.since = q->last_iter;
         q->last_iter = w->run.tick_now - 1;
-        it.priv_.serial = ++q->iter_serial;
+    }
+    if (q->change_count || q->sparse) it.priv_.serial = ++q->iter_serial;
+    if (ECS__UNLIKELY(q->sparse)) {
+        ecs__sparse_cursor_t c = query_cursor(q, &it);
+        ecs__sparse_iter_fields(&it, &c);
+        it.priv_.drive = ecs__sparse_drive(q) + 1;
     }
     return it;
+}
+
+/* The next batch of a sparse-driven iteration: the dense entries of the
+ * driving set that pass, ECS__SPARSE_BATCH entries read at a time (the
+ * set is read by index, against its count now: an add or removal of the
+ * component while iterating may skip or repeat an entry, never read past
+ * the set). */
+static bool query_next_dense(ecs_iter_t *it, const ecs_query_t *q)
+{
+    ecs__sparse_cursor_t c = query_cursor(q, it);
+    int32_t drive = it->priv_.drive - 1;
+    for (uint32_t b = (uint32_t)(it->priv_.chunk_index + 1);
+         (uint64_t)b * ECS__SPARSE_BATCH < q->sparse->tests[drive].set->count; b++) {
+        uint32_t pos = b * ECS__SPARSE_BATCH;
+        uint32_t n = ecs__sparse_select_dense(&c, drive, &pos, pos + ECS__SPARSE_BATCH);
+        if (!n) continue;
+        it->priv_.chunk_index = (int32_t)b;
+        ecs__sparse_iter_batch(it, &c, n);
+        return true;
+    }
+    return false;
 }
 
 bool ecs_query_next(ecs_iter_t *it)
@@ -415,7 +466,11 @@ bool ecs_query_next(ecs_iter_t *it)
     if (it->priv_.version != q->world->storage.structure_version) goto done;
     /* A filtered query's newer iteration ends this one: the window moved
      * on and the rows buffer is the newer one's. */
-    if (q->change_count && it->priv_.serial != q->iter_serial) goto done;
+    if ((q->change_count || q->sparse) && it->priv_.serial != q->iter_serial) goto done;
+    if (ECS__UNLIKELY(it->priv_.drive)) {
+        if (query_next_dense(it, q)) return true;
+        goto done;
+    }
     for (uint32_t m = (uint32_t)it->priv_.match; m < q->match_count; m++) {
         const ecs__query_match_t *match = &q->matches[m];
         const ecs__archetype_t *a = match->archetype;
@@ -429,6 +484,11 @@ bool ecs_query_next(ecs_iter_t *it)
                             ? ecs__query_select(q, match, ch, it->priv_.since, it->priv_.tick, true, q->rows)
                             : -1;
             n = ecs__toggle_select(match, ch, n, q->rows);
+            if (ECS__UNLIKELY(q->sparse) && n) {
+                ecs__sparse_cursor_t sc = query_cursor(q, it);
+                uint32_t pos = 0, k = ecs__sparse_select_rows(&sc, ch, q->rows, n, &pos);
+                n = k == ch->count ? -1 : (int32_t)k;
+            }
             if (!n) continue;
             it->priv_.match = (int32_t)m;
             it->priv_.chunk_index = (int32_t)c;
@@ -452,8 +512,14 @@ done:
 
 void *ecs_field(const ecs_iter_t *it, int term)
 {
-    if (!it || term < 0 || term >= it->priv_.field_count) return NULL;
+    if (!it || term < 0 || term >= it->priv_.field_count || (it->priv_.sparse >> term & 1)) return NULL;
     return it->priv_.fields[term];
+}
+
+void *const *ecs_field_sparse(const ecs_iter_t *it, int term)
+{
+    if (!it || term < 0 || term >= it->priv_.field_count || !(it->priv_.sparse >> term & 1)) return NULL;
+    return (void *const *)it->priv_.fields[term];
 }
 
 /* ECS_FIELD's and ECS_FIELD_UP's check: sizeof(T) against the term's
@@ -484,6 +550,36 @@ const void *const *ecs__field_up_checked(const ecs_iter_t *it, int term, size_t 
     return ecs_field_up(it, term);
 }
 
+void *const *ecs__field_sparse_checked(const ecs_iter_t *it, int term, size_t size)
+{
+    field_size_check(it, term, size, "ECS_FIELD_SPARSE type does not match the term's component");
+    return ecs_field_sparse(it, term);
+}
+
+/* ecs_query_each's batches with sparse terms: a chunk's selected rows
+ * that pass the sparse tests, at most EACH_SPARSE_CAP a call. */
+#define EACH_SPARSE_CAP 128u
+
+/* Hands chunk ch (match m) to fn in batches of the rows that pass the
+ * toggle and sparse tests, at most c->cap a call. */
+static void each_chunk_sparse(const ecs_query_t *q, const ecs__query_match_t *m, const ecs__chunk_t *ch,
+                              const ecs__sparse_cursor_t *c, uint16_t *rows, ecs_iter_t *it,
+                              void (*fn)(ecs_iter_t *it))
+{
+    int32_t n = ecs__toggle_select(m, ch, -1, rows);
+    uint32_t total = n < 0 ? ch->count : (uint32_t)n, pos = 0;
+    while (pos < total) {
+        uint32_t k = ecs__sparse_select_rows(c, ch, rows, n, &pos);
+        if (!k) continue;
+        ecs__iter_set_chunk(it, q, m, ch);
+        if (k < ch->count) {
+            it->rows = rows;
+            it->count = (int)k;
+        }
+        fn(it);
+    }
+}
+
 int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_iter_t *it), void *ctx)
 {
     if (!w || !desc || !fn) return ECS_EINVAL;
@@ -498,6 +594,11 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
     if (terms_have_up(desc->terms, q.term_count)) return ECS_EINVAL;
     memcpy(q.terms, desc->terms, q.term_count * sizeof(ecs_term_t));
     for (uint32_t i = 0; i < q.term_count; i++) q.toggles |= ecs__toggle_term(w, &q.terms[i]);
+    /* Sparse terms: tests per entity, their values in batches of at most
+     * EACH_SPARSE_CAP rows from the stack (it keeps no matches to drive
+     * from a set with: always table-driven). */
+    ecs__query_sparse_t sp;
+    if (ECS__UNLIKELY(ecs__sparse_terms_build(w, q.terms, q.term_count, NULL, 0, &sp))) q.sparse = &sp;
     uint16_t rows[ECS__CHUNK_MAX_ROWS]; /* toggle selections */
     ecs_iter_t it;
     memset(&it, 0, sizeof(it));
@@ -506,6 +607,12 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
     it.priv_.query = &q;
     it.priv_.field_count = (int32_t)q.term_count;
     if (!ecs__iter_set_singletons(&it, &q)) return ECS_OK; /* a required singleton is empty */
+    _Alignas(64) unsigned char scratch[EACH_SPARSE_CAP * (sizeof(ecs_entity_t) + ECS_MAX_TERMS * sizeof(void *))];
+    ecs__sparse_cursor_t sc = {.q = &q, .sp = q.sparse};
+    if (ECS__UNLIKELY(q.sparse)) {
+        ecs__sparse_cursor_place(&sc, scratch, EACH_SPARSE_CAP);
+        ecs__sparse_iter_fields(&it, &sc);
+    }
     /* fn is told not to change the structure; if it does anyway (possible
      * only where immediate mode is open), walking by index with chunk
      * releases deferred keeps this loop memory-safe (entities may then be
@@ -524,6 +631,10 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
         for (uint32_t c = 0; c < nc; c++) {
             const ecs__chunk_t *ch = a->chunks[c];
             if (!ch->count) continue;
+            if (ECS__UNLIKELY(q.sparse)) {
+                each_chunk_sparse(&q, &m, ch, &sc, rows, &it, fn);
+                continue;
+            }
             int32_t n = ecs__toggle_select(&m, ch, -1, rows);
             if (!n) continue;
             ecs__iter_set_chunk(&it, &q, &m, ch);
@@ -541,12 +652,32 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
     return ECS_OK;
 }
 
+/* ecs_iter_changed of a sparse WRITE term: the entry of the entity at
+ * `row` (it->entities is indexed by row in both driving modes) takes the
+ * iterator's tick. Entries are the walk's own while it runs (its system
+ * is the component's only writer), so the mark is one store. */
+static int iter_changed_sparse(ecs_iter_t *it, const ecs_query_t *q, int term, int row)
+{
+    if (row < 0 || !it->entities || (it->priv_.chunk && (uint32_t)row >= ((const ecs__chunk_t *)it->priv_.chunk)->count) ||
+        (!it->priv_.chunk && row >= it->count))
+        return ECS_EINVAL;
+    ecs__sparse_set_t *set = &q->world->registry.components[q->terms[term].component]->sparse;
+    int32_t slot = ecs__sparse_set_find(set, it->entities[row]);
+    if (slot < 0 || !set->changed) return ECS_EINVAL;
+    set->changed[slot] = it->priv_.marks == ECS__ITER_MARKS_NOW ? q->world->run.tick_now : it->priv_.tick;
+    return ECS_OK;
+}
+
 int ecs_iter_changed(ecs_iter_t *it, int term, int row)
 {
-    if (!it || !it->priv_.marks || !it->priv_.chunk) return ECS_EINVAL;
+    if (!it || !it->priv_.marks) return ECS_EINVAL;
+    /* A sparse-driven batch has no chunk: only its sparse terms mark. */
+    if (!it->priv_.chunk && !(it->priv_.sparse && term >= 0 && term < ECS_MAX_TERMS && (it->priv_.sparse >> term & 1)))
+        return ECS_EINVAL;
     const ecs_query_t *q = it->priv_.query;
     if (!q || term < 0 || (uint32_t)term >= q->term_count) return ECS_EINVAL;
     if (q->terms[term].access != ECS_WRITE || q->terms[term].src != ECS_SELF) return ECS_EINVAL;
+    if (ECS__UNLIKELY(it->priv_.sparse >> term & 1)) return iter_changed_sparse(it, q, term, row);
     /* After a structural change the chunk may be gone, or the row hold
      * another entity (an EXCLUSIVE callback that moved rows). */
     if (it->priv_.version != q->world->storage.structure_version) return ECS_EINVAL;

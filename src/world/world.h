@@ -667,6 +667,12 @@ struct ecs_query {
     /* Some term may test a toggle component's state: matches may carry
      * toggle tests, and the cached query's iterator hands rows. */
     bool toggles;
+    /* Terms and change filters on sparse components (sparse_terms.c);
+     * NULL: none, and no sparse path is taken. A cached query's own
+     * scratch for the per-row fields it hands (NULL for a system's query:
+     * its walks use the world's per-worker scratch). */
+    struct ecs__query_sparse *sparse;
+    void *sparse_scratch;
 };
 
 /* ecs_iter_t.priv_.marks: whether ecs_iter_changed may mark rows, and who
@@ -677,13 +683,10 @@ enum {
 };
 
 /* Whether a term (terms, zero-terminated, or NULL) or change filter
- * (changes, likewise) names a sparse component. Refused for now, with
- * this reason: iterating sparse sets is a later step, and matching by
- * archetype would silently never see them. */
+ * (changes, likewise) names a sparse component. */
 bool ecs__terms_name_sparse(const ecs_world_t *w, const ecs_term_t *terms, const ecs_change_filter_t *changes);
-#define ECS__REFUSAL_SPARSE_TERM "a term or change filter names a sparse component (sparse components in terms: not yet)"
-/* Validates terms and counts them. ECS_EINVAL on a bad term (a sparse
- * component's included). */
+/* Validates terms and counts them. ECS_EINVAL on a bad term (ECS_UP or
+ * ECS_SINGLETON on a sparse component included). */
 int ecs__terms_validate(const ecs_world_t *w, const ecs_term_t *terms, uint32_t *count);
 /* Validates change filters (data components, no relation) and counts them. */
 int ecs__changes_validate(const ecs_world_t *w, const ecs_change_filter_t *changes, uint32_t *count);
@@ -747,6 +750,95 @@ static inline int32_t ecs__toggle_column(const ecs__archetype_t *a, const ecs__c
 {
     return comp->toggle ? ecs__archetype_column(a, comp->toggle) : -1;
 }
+
+/*
+ * Sparse components in terms (sparse_terms.c). A query's terms and change
+ * filters on sparse components never restrict archetype matching: they
+ * are tests per entity, one per sparse component named (its set, whether
+ * the entity must be in it or not, the change filters on it, whether a
+ * WRITE term marks it, and the array its values are handed in). A walk
+ * either filters a chunk's selected rows with them (table-driven), or
+ * hands batches of the dense entries of one required set that pass every
+ * test, the archetype's included (sparse-driven).
+ */
+enum { ECS__SPARSE_HAS = 1, ECS__SPARSE_LACKS = 2 };
+typedef struct {
+    ecs__sparse_set_t *set; /* the component's (components never move) */
+    uint8_t need;           /* ECS__SPARSE_HAS / _LACKS bits; 0: optional only */
+    uint8_t changes;        /* change filters, AND: bit k-1 for kind k */
+    bool write;             /* a WRITE term: handed entries are marked changed */
+    int8_t ptrs;            /* its value pointer array, -1: none */
+} ecs__sparse_test_t;
+
+typedef struct ecs__query_sparse {
+    ecs__sparse_test_t tests[2 * ECS_MAX_TERMS];
+    uint32_t count;                  /* tests: one per sparse component */
+    uint32_t nptrs;                  /* value pointer arrays a batch fills */
+    uint32_t term_mask;              /* terms on sparse components (bit per term) */
+    int8_t term_ptrs[ECS_MAX_TERMS]; /* a term's array, -1: NULL field */
+    bool table_terms;                /* a SELF term on a table component: the archetype must match */
+    bool can_drive;                  /* no table data term, no table change filter */
+    bool filters;                    /* a change filter on a sparse component */
+} ecs__query_sparse_t;
+
+/* The rows a batch can hold (a chunk's most), and the scratch one walk
+ * fills: the batch's entities (sparse-driven) and nptrs arrays of value
+ * pointers, `cap` entries each. */
+#define ECS__SPARSE_BATCH ((uint32_t)ECS__CHUNK_MAX_ROWS)
+typedef struct {
+    const ecs_query_t *q;
+    const ecs__query_sparse_t *sp;
+    ecs_entity_t *entities;
+    void **ptrs;
+    uint32_t cap;
+    uint64_t since, tick; /* the change window (since, tick); since 0: a
+                             first run, every entry present is Added */
+    uint64_t mark;        /* the tick WRITE terms mark with; 0: none (queries) */
+    const ecs_entity_t *batch; /* the last dense batch's entities: `entities`,
+                                  or the set's own ids when all passed */
+} ecs__sparse_cursor_t;
+
+/* Bytes of one walk's scratch for sp with batches of cap rows. */
+static inline size_t ecs__sparse_scratch_bytes(const ecs__query_sparse_t *sp, uint32_t cap)
+{
+    return (size_t)cap * (sizeof(ecs_entity_t) + sp->nptrs * sizeof(void *));
+}
+/* Points c's arrays into scratch (ecs__sparse_scratch_bytes of it). */
+static inline void ecs__sparse_cursor_place(ecs__sparse_cursor_t *c, void *scratch, uint32_t cap)
+{
+    c->entities = (ecs_entity_t *)scratch;
+    c->ptrs = (void **)(c->entities + cap);
+    c->cap = cap;
+}
+/* Builds sp from validated terms and change filters; false when none
+ * names a sparse component. */
+bool ecs__sparse_terms_build(const ecs_world_t *w, const ecs_term_t *terms, uint32_t n,
+                             const ecs_change_filter_t *changes, uint32_t nc, ecs__query_sparse_t *sp);
+/* Splits changes (validated, nc of them) into the table ones, kept in
+ * place in order, and returns their count; the sparse ones stay in sp. */
+uint32_t ecs__changes_drop_sparse(const ecs_world_t *w, ecs_change_filter_t *changes, uint32_t nc);
+/* Points it's per-row fields at c's arrays (NULL for a tag, WITH or
+ * WITHOUT term). */
+void ecs__sparse_iter_fields(ecs_iter_t *it, const ecs__sparse_cursor_t *c);
+/* The test whose set drives this run or iteration (sparse-driven), or -1
+ * (table-driven): the smallest required set, when it holds fewer entries
+ * than the matched archetypes hold rows. A function of the storage only. */
+int32_t ecs__sparse_drive(const ecs_query_t *q);
+/* Table-driven: of the rows of ch selected so far (n in rows, ascending;
+ * n < 0: every row), those from candidate *pos on that pass every sparse
+ * test, at most c->cap of them, into rows (in place), their values into
+ * c's arrays, marking WRITE terms' entries; *pos moves past the
+ * candidates read. Returns how many. */
+uint32_t ecs__sparse_select_rows(const ecs__sparse_cursor_t *c, const ecs__chunk_t *ch, uint16_t *rows, int32_t n,
+                                 uint32_t *pos);
+/* Sparse-driven: the entries of test `drive`'s set from dense slot *pos
+ * on (to `end` at most) that pass every test, at most c->cap of them,
+ * into c's arrays (entities, values), marking WRITE terms' entries; *pos
+ * moves past the entries read. Returns how many. */
+uint32_t ecs__sparse_select_dense(ecs__sparse_cursor_t *c, int32_t drive, uint32_t *pos, uint32_t end);
+/* Sparse-driven batch: it hands c's first n entities (rows NULL), every
+ * field that is not per row or fixed NULL. */
+void ecs__sparse_iter_batch(ecs_iter_t *it, const ecs__sparse_cursor_t *c, uint32_t n);
 
 /* Points it's ECS_SINGLETON fields at the world's values; false when a
  * non-optional one is empty (the query then iterates nothing). */
@@ -1205,6 +1297,11 @@ typedef struct {
     ecs_component_t *ids;
     uint32_t count, cap;
     bool dropped; /* teardown ran their dtors */
+    /* Systems' walks with sparse terms: one block of scratch_stride bytes
+     * per worker (ecs__sparse_scratch_bytes of the largest such system),
+     * reserved when such a system registers, so frames allocate nothing. */
+    unsigned char *scratch;
+    size_t scratch_stride;
 } ecs__sparse_components_t;
 
 /* Archetypes and their chunks (archetype.c), and the versions that those
