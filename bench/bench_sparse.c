@@ -21,9 +21,11 @@
  * per frame; the baseline a raw C loop over the values handed, in the
  * same process):
  *   system_sparse_driven  Velocity sparse on SYS_SPARSE of SYS_ENTITIES
- *                 entities (Position table), `v->x += 1` through
- *                 ECS_FIELD_SPARSE: the set drives (baseline: a loop over
- *                 SYS_SPARSE contiguous Velocity values)
+ *                 entities (Position table), `v->x += 1` over the array
+ *                 ECS_FIELD gives where a batch's values lie in a row:
+ *                 the set drives (baseline: a loop over SYS_SPARSE
+ *                 contiguous Velocity values); _pointers: the same
+ *                 through ECS_FIELD_SPARSE's pointers
  *   system_table_driven  the same system in a world where every one of
  *                 SYS_SPARSE entities has it: the set is not smaller than
  *                 the table side, chunks drive, a lookup per row
@@ -117,6 +119,19 @@ static void sys_add_x(ecs_iter_t *it)
     for (int k = 0; k < it->count; k++) v[k]->x += 1;
 }
 
+/* The same, taking the values as an array where the batch hands them in
+ * a row (ecs_field on a sparse term), the pointers elsewhere. */
+static void sys_add_x_array(ecs_iter_t *it)
+{
+    Velocity *a = ECS_FIELD(it, Velocity, 0);
+    if (a) {
+        for (int k = 0; k < it->count; k++) a[k].x += 1;
+        return;
+    }
+    Velocity *const *v = ECS_FIELD_SPARSE(it, Velocity, 0);
+    for (int k = 0; k < it->count; k++) v[k]->x += 1;
+}
+
 static void sys_pos_vel(ecs_iter_t *it)
 {
     const Position *p = ECS_FIELD(it, Position, 0);
@@ -192,10 +207,14 @@ static void bench_systems(int reps)
     const ecs_term_t only_vel[] = {{.component = 2, .access = ECS_WRITE}, {0}};
     const ecs_term_t pos_vel[] = {{.component = 1, .access = ECS_READ}, {.component = 2, .access = ECS_WRITE}, {0}};
     double raw = raw_ns(SYS_SPARSE, reps, frames);
-    ecs_world_t *sw = system_world(SYS_ENTITIES, SYS_SPARSE, only_vel, sys_add_x);
+    ecs_world_t *sw = system_world(SYS_ENTITIES, SYS_SPARSE, only_vel, sys_add_x_array);
     double driven = frame_ns(sw, reps, frames);
     ecs_world_destroy(sw);
     report_system("system_sparse_driven", SYS_ENTITIES, SYS_SPARSE, driven, "raw_loop", raw, reps);
+    sw = system_world(SYS_ENTITIES, SYS_SPARSE, only_vel, sys_add_x);
+    double driven_ptrs = frame_ns(sw, reps, frames);
+    ecs_world_destroy(sw);
+    report_system("system_sparse_driven_pointers", SYS_ENTITIES, SYS_SPARSE, driven_ptrs, "raw_loop", raw, reps);
     sw = system_world(SYS_SPARSE, SYS_SPARSE, only_vel, sys_add_x);
     double table = frame_ns(sw, reps, frames);
     ecs_world_destroy(sw);

@@ -955,7 +955,9 @@ ECS_API int ecs_query_each(ecs_world_t *world, const ecs_query_desc_t *desc, voi
  * @return the column at row 0 of the chunk (index it with rows), valid
  *         until the next structural change; for an ECS_SINGLETON term
  *         the singleton (or a reduction's copy: see "Singletons"), valid
- *         while the iterator is; NULL for a tag, a WITH/WITHOUT or
+ *         while the iterator is; for a sparse term, its values as an
+ *         array where the batch hands them in a row (see "Sparse
+ *         components"), else NULL; NULL for a tag, a WITH/WITHOUT or
  *         ECS_OTHER term, an absent optional one, a term out of range, a
  *         finished iterator or a NULL it.
  */
@@ -1009,9 +1011,19 @@ ECS_API const void *const *ecs_field_up(const ecs_iter_t *it, int term);
  * ecs_has in the callback).
  *
  * Fields: a sparse term's field is per handed row, ecs_field_sparse (or
- * ECS_FIELD_SPARSE); ecs_field returns NULL for it. Table terms keep
- * their chunk columns (ecs_field), and it->entities[ecs_iter_row(it, k)]
- * is the k-th handed entity in every case.
+ * ECS_FIELD_SPARSE), in every batch. Where a batch's values also lie in a
+ * row, ecs_field gives them as an array (entry k the k-th handed row's):
+ * a sparse-driven batch of a system or query whose one sparse component
+ * is that term's, with no change filter on it, every entry of the batch
+ * passing (a system over that component alone, mostly). Elsewhere
+ * ecs_field returns NULL for a sparse term, so a loop may take the array
+ * when it is there and the pointers otherwise:
+ *     Vel *v = ECS_FIELD(it, Vel, 0);
+ *     Vel *const *vp = ECS_FIELD_SPARSE(it, Vel, 0);
+ *     for (int k = 0; k < it->count; k++) (v ? &v[k] : vp[k])->x += 1;
+ * (or two loops). Table terms keep their chunk columns (ecs_field), and
+ * it->entities[ecs_iter_row(it, k)] is the k-th handed entity in every
+ * case.
  *
  * Which side drives, chosen per system run and per ecs_query_iter from
  * the storage alone (never the worker count):

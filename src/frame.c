@@ -153,6 +153,7 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *no
     it->priv_.event = 0;
     it->priv_.event_payload = NULL;
     it->priv_.sparse = 0;
+    it->priv_.sparse_dense = it->priv_.sparse_lazy = 0;
     it->priv_.drive = 0;
 }
 

@@ -225,6 +225,46 @@ static void sparse_terms_query_batch_shape(void **state)
     ecs_world_destroy(f.w);
 }
 
+/* Where a sparse-driven batch hands one set's values in a row (every
+ * entry passing, no other sparse component, no filter on it), ecs_field
+ * gives them as an array, entry k the k-th handed entity's; elsewhere
+ * NULL, and ecs_field_sparse works in both. */
+static void sparse_terms_field_array_where_values_lie_in_a_row(void **state)
+{
+    (void)state;
+    fx_t f = fx_new(1);
+    ecs_entity_t *es = populate(&f, 3000, 100);
+    ecs_query_t *only = ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {TR(f.spos)}});
+    ecs_query_t *two = ecs_query_create(f.w, &(ecs_query_desc_t){.terms = {TR(f.spos), TWITH(f.stag)}});
+    assert_true(only && two);
+    int rows = 0;
+    ecs_iter_t it = ecs_query_iter(f.w, only);
+    while (ecs_query_next(&it)) {
+        Position *a = ECS_FIELD(&it, Position, 0);
+        Position *const *p = ECS_FIELD_SPARSE(&it, Position, 0);
+        assert_non_null(a);
+        for (int k = 0; k < it.count; k++) {
+            assert_ptr_equal(&a[k], p[k]);
+            assert_ptr_equal(&a[k], ecs_get(f.w, it.entities[k], f.spos));
+        }
+        rows += it.count;
+    }
+    assert_int_equal(rows, 35); /* 30 of populate's, and its 5 without Position */
+    rows = 0;
+    it = ecs_query_iter(f.w, two);
+    while (ecs_query_next(&it)) {
+        assert_null(ecs_field(&it, 0)); /* a second sparse component: entries skipped */
+        Position *const *p = ECS_FIELD_SPARSE(&it, Position, 0);
+        for (int k = 0; k < it.count; k++) assert_ptr_equal(p[k], ecs_get(f.w, it.entities[k], f.spos));
+        rows += it.count;
+    }
+    assert_int_equal(rows, 10);
+    ecs_query_destroy(only);
+    ecs_query_destroy(two);
+    free(es);
+    ecs_world_destroy(f.w);
+}
+
 /* A toggle component's state is tested per entity in both modes. */
 static void sparse_terms_toggles(void **state)
 {
@@ -587,6 +627,7 @@ int main(void)
         cmocka_unit_test(sparse_terms_query_table_driven),
         cmocka_unit_test(sparse_terms_query_sparse_driven),
         cmocka_unit_test(sparse_terms_query_batch_shape),
+        cmocka_unit_test(sparse_terms_field_array_where_values_lie_in_a_row),
         cmocka_unit_test(sparse_terms_toggles),
         cmocka_unit_test(sparse_terms_query_change_filter),
         cmocka_unit_test(sparse_terms_system_terms),

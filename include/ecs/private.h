@@ -61,6 +61,14 @@ typedef struct ecs__iter_priv {
     /* Terms on sparse components (bit per term): their fields are per
      * handed row (ecs_field_sparse), and ecs_field gives NULL for them. */
     uint32_t sparse;
+    /* Of those, the terms whose values this batch hands contiguously (a
+     * sparse-driven batch of one set, every entry passing): ecs_field
+     * gives them as an array. */
+    uint32_t sparse_dense;
+    /* Of those, the terms whose pointer arrays hold only their first
+     * entry yet: ecs_field_sparse fills them when asked (a loop over the
+     * array then pays no pointer per entry). */
+    uint32_t sparse_lazy;
     /* A cached query's sparse-driven iteration: its driving test + 1
      * (0: table-driven); chunk_index is then the batch. */
     int32_t drive;

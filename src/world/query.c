@@ -512,13 +512,23 @@ done:
 
 void *ecs_field(const ecs_iter_t *it, int term)
 {
-    if (!it || term < 0 || term >= it->priv_.field_count || (it->priv_.sparse >> term & 1)) return NULL;
+    if (!it || term < 0 || term >= it->priv_.field_count) return NULL;
+    if (ECS__UNLIKELY(it->priv_.sparse >> term & 1)) {
+        /* A sparse term: an array only where the batch's values lie in a
+         * row (ecs_field_sparse always works). */
+        void *const *ptrs = it->priv_.fields[term];
+        return (it->priv_.sparse_dense >> term & 1) && ptrs ? ptrs[0] : NULL;
+    }
     return it->priv_.fields[term];
 }
 
 void *const *ecs_field_sparse(const ecs_iter_t *it, int term)
 {
     if (!it || term < 0 || term >= it->priv_.field_count || !(it->priv_.sparse >> term & 1)) return NULL;
+    /* A batch whose values lie in a row fills its pointers on the first
+     * ask (the iterator is the caller's, and not const where it lives). */
+    if (ECS__UNLIKELY(it->priv_.sparse_lazy >> term & 1) && it->priv_.fields[term])
+        ecs__sparse_fill((ecs_iter_t *)it, term);
     return (void *const *)it->priv_.fields[term];
 }
 

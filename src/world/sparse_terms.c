@@ -117,6 +117,7 @@ void ecs__sparse_iter_fields(ecs_iter_t *it, const ecs__sparse_cursor_t *c)
 {
     const ecs__query_sparse_t *sp = c->sp;
     it->priv_.sparse = sp->term_mask;
+    it->priv_.sparse_dense = it->priv_.sparse_lazy = 0;
     for (uint32_t i = 0; i < ECS_MAX_TERMS; i++) {
         if (!(sp->term_mask >> i & 1)) continue;
         int8_t a = sp->term_ptrs[i];
@@ -131,6 +132,11 @@ void ecs__sparse_iter_batch(ecs_iter_t *it, const ecs__sparse_cursor_t *c, uint3
     it->rows = NULL;
     it->entities = c->batch;
     it->priv_.chunk = NULL;
+    /* One set drives and every entry passed: its terms' values lie in a
+     * row, which ecs_field hands as an array (each term's pointer array
+     * starts at the first). */
+    it->priv_.sparse_dense = c->contiguous ? c->sp->term_mask : 0;
+    it->priv_.sparse_lazy = it->priv_.sparse_dense;
     for (uint32_t i = 0; i < q->term_count; i++) {
         if (q->terms[i].src != ECS_SINGLETON && !(c->sp->term_mask >> i & 1)) it->priv_.fields[i] = NULL;
     }
@@ -257,18 +263,24 @@ uint32_t ecs__sparse_select_dense(ecs__sparse_cursor_t *c, int32_t drive, uint32
          * sparse component, with no lookup at all. */
         k = end - i < c->cap ? end - i : c->cap;
         c->batch = set->ids + i; /* no copy: the set does not change while it is handed */
-        if (dt->ptrs >= 0) {
-            void **out = c->ptrs + (size_t)dt->ptrs * c->cap;
-            unsigned char *v = set->values + (size_t)i * set->size;
-            for (uint32_t j = 0; j < k; j++) out[j] = v + (size_t)j * set->size;
-        }
+        c->contiguous = true;    /* ecs_field hands the values as an array */
+        /* The values lie in a row: the pointer array gets its first entry
+         * only, the rest when ecs_field_sparse asks (ecs__sparse_fill). */
+        if (dt->ptrs >= 0) c->ptrs[(size_t)dt->ptrs * c->cap] = set->values + (size_t)i * set->size;
         if (dt->write && c->mark && set->changed) {
-            for (uint32_t j = 0; j < k; j++) set->changed[i + j] = c->mark;
+            /* Locals, so that the stores need no reloads (through the set
+             * and the cursor each could alias them), four at a time. */
+            uint64_t *restrict changed = set->changed + i;
+            const uint64_t mark = c->mark;
+            uint32_t j = 0;
+            for (; j + 4 <= k; j += 4) changed[j] = changed[j + 1] = changed[j + 2] = changed[j + 3] = mark;
+            for (; j < k; j++) changed[j] = mark;
         }
         *pos = i + k;
         return k;
     }
     c->batch = c->entities;
+    c->contiguous = false;
     const ecs_world_t *w = c->q->world;
     const ecs__archetype_t *last = NULL;
     const ecs__query_match_t *m = NULL;
@@ -288,4 +300,16 @@ uint32_t ecs__sparse_select_dense(ecs__sparse_cursor_t *c, int32_t drive, uint32
     }
     *pos = i;
     return k;
+}
+
+void ecs__sparse_fill(ecs_iter_t *it, int term)
+{
+    /* Every term on the batch's one sparse component shares its array. */
+    void **ptrs = it->priv_.fields[term];
+    const ecs_query_t *q = it->priv_.query;
+    const ecs__component_t *c = ecs__component_get(it->world, q->terms[term].component);
+    const size_t size = c->sparse.size;
+    unsigned char *v = ptrs[0];
+    for (int k = 1; k < it->count; k++) ptrs[k] = v + (size_t)k * size;
+    it->priv_.sparse_lazy = 0;
 }

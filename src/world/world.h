@@ -796,6 +796,8 @@ typedef struct {
     uint64_t mark;        /* the tick WRITE terms mark with; 0: none (queries) */
     const ecs_entity_t *batch; /* the last dense batch's entities: `entities`,
                                   or the set's own ids when all passed */
+    bool contiguous;           /* the last dense batch handed the set's values
+                                  in a row (every entry passed, one set) */
 } ecs__sparse_cursor_t;
 
 /* Bytes of one walk's scratch for sp with batches of cap rows. */
@@ -839,6 +841,9 @@ uint32_t ecs__sparse_select_dense(ecs__sparse_cursor_t *c, int32_t drive, uint32
 /* Sparse-driven batch: it hands c's first n entities (rows NULL), every
  * field that is not per row or fixed NULL. */
 void ecs__sparse_iter_batch(ecs_iter_t *it, const ecs__sparse_cursor_t *c, uint32_t n);
+/* Fills a batch's lazily handed pointer array for term (its values lie in
+ * a row from entry 0's): what ecs_field_sparse does on the first ask. */
+void ecs__sparse_fill(ecs_iter_t *it, int term);
 
 /* Points it's ECS_SINGLETON fields at the world's values; false when a
  * non-optional one is empty (the query then iterates nothing). */
