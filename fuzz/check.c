@@ -208,10 +208,11 @@ typedef struct {
 static void query_chunk(ecs_iter_t *it, query_seen_t *qs)
 {
     const fz_terms_t *t = qs->t;
-    if (it->rows) fz_fail("query without filters handed it->rows");
+    /* No filters, but a marker term (a toggle component) hands the rows
+     * where the marker is on through it->rows. */
     if (it->count <= 0) fz_fail("query handed an empty chunk (%d rows)", it->count);
-    for (int i = 0; i < it->count; i++) {
-        ecs_entity_t e = it->entities[i];
+    for (int j = 0; j < it->count; j++) {
+        ecs_entity_t e = it->entities[ecs_iter_row(it, j)];
         int slot = fz_model_slot(e);
         if (slot < 0 || !fz_m.ent[slot].alive) fz_fail("query handed %#llx, not alive in the model", (unsigned long long)e);
         if (qs->seen[slot]++) fz_fail("query handed %#llx twice", (unsigned long long)e);
@@ -225,8 +226,11 @@ static void query_chunk(ecs_iter_t *it, query_seen_t *qs)
                     ref->kind == FZ_REF_TMARK;
         bool column = term->src == ECS_SELF && (term->access == ECS_READ || term->access == ECS_WRITE) && data;
         /* A chunk is one archetype: either every row has the component
-         * or none does. */
-        bool has = fz_model_has(fz_model_slot(it->entities[0]), ref);
+         * or none does; a marker's column stays while it is off, so an
+         * optional term on one gives its column whatever the rows. */
+        bool has = fz_model_has(fz_model_slot(it->entities[ecs_iter_row(it, 0)]), ref);
+        bool marker = ref->kind == FZ_REF_SMARK || ref->kind == FZ_REF_TMARK;
+        if (marker && term->optional && column) continue;
         if (!column || !has) {
             if (f) fz_fail("ecs_field(%d) is not NULL (term access %d, src %d)", k, term->access, term->src);
             continue;
@@ -234,7 +238,8 @@ static void query_chunk(ecs_iter_t *it, query_seen_t *qs)
         if (!f) fz_fail("ecs_field(%d) is NULL", k);
         if (ref->kind != FZ_REF_USER) continue; /* marker values are the library's */
         int c = ref->index;
-        for (int i = 0; i < it->count; i++) {
+        for (int j = 0; j < it->count; j++) {
+            int i = ecs_iter_row(it, j);
             int slot = fz_model_slot(it->entities[i]);
             if (!fz_value_equal(c, (const uint8_t *)f + (size_t)i * fz_m.comp[c].size, fz_m.ent[slot].val[c]))
                 fz_fail("query field %d (%s) of %#llx differs from the model", k, fz_m.comp[c].name,

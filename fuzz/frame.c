@@ -252,14 +252,15 @@ void fz_sys_bump(ecs_iter_t *it)
     slow_spin(0);
     uint32_t *c = ecs_field(it, 0);
     if (!c) return;
-    for (int i = 0; i < it->count; i++) c[i]++;
+    for (int k = 0; k < it->count; k++) c[ecs_iter_row(it, k)]++;
 }
 
 void fz_sys_tagger(ecs_iter_t *it)
 {
     slow_spin(1);
     const uint32_t *c = ecs_field(it, 0);
-    for (int i = 0; i < it->count; i++) {
+    for (int k = 0; k < it->count; k++) {
+        int i = ecs_iter_row(it, k); /* rows: a marker term skips the rows where it is off */
         int rc = ECS_OK;
         if ((c[i] & 3) == 0) rc = ecs_cmd_add(it->commands, it->entities[i], fz_c(FZ_HOT));
         else if ((c[i] & 3) == 2) rc = ecs_cmd_remove(it->commands, it->entities[i], fz_c(FZ_HOT));
@@ -276,7 +277,8 @@ static void linker_payload(uint32_t counter, uint8_t *out)
 void fz_sys_linker(ecs_iter_t *it)
 {
     const uint32_t *c = ecs_field(it, 0);
-    for (int i = 0; i < it->count; i++) {
+    for (int k = 0; k < it->count; k++) {
+        int i = ecs_iter_row(it, k);
         uint8_t payload[FZ_PAYLOAD];
         linker_payload(c[i], payload);
         int rc = ecs_cmd_pair_set(it->commands, fz_m.rel[fz_cfg.linker].id, it->entities[i], fz_m.ent[0].id, payload);
@@ -318,7 +320,10 @@ void fz_sys_pairsum(ecs_iter_t *it)
 
 void fz_sys_degree(ecs_iter_t *it)
 {
-    for (int i = 0; i < it->count; i++) {
+    for (int k = 0; k < it->count; k++) {
+        /* Rows come through it->rows: the source marker (a toggle
+         * component) is off on the rows whose last pair went. */
+        int i = ecs_iter_row(it, k);
         int n = ecs_pair_targets(fz_world, fz_m.rel[fz_cfg.degree].id, it->entities[i], NULL, NULL);
         if (n <= 0) fz_fail("degree: a matched source has %d targets", n);
         uint32_t d = (uint32_t)n;

@@ -792,7 +792,8 @@ static void op_query(int op, fz_in_t *in, int variant, bool inside)
             while (ecs_query_next(&it)) {
                 uint8_t *f = ecs_field(&it, k);
                 if (!f) continue; /* an optional term the archetype lacks */
-                for (int i = 0; i < it.count; i++) {
+                for (int j = 0; j < it.count; j++) {
+                    int i = ecs_iter_row(&it, j); /* a marker term hands rows */
                     int s = fz_model_slot(it.entities[i]);
                     if (s < 0 || !((fz_m.ent[s].has >> c) & 1u)) fz_fail("query_write: a row the model lacks");
                     value_bump(c, fz_m.ent[s].val[c], v);
