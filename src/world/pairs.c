@@ -225,6 +225,16 @@ static void types_add(const ecs_world_t *w, ecs_component_t *types, uint32_t *n,
     *n += 2;
 }
 
+/* e's slot in st on a side (target side: its sources), 0 when it has
+ * none, and in *want whether the slice holds a pair: whether e has the
+ * side's marker, as the store is now. */
+static inline uint32_t marker_slot(const ecs__store_t *st, bool side, ecs_entity_t e, bool *want)
+{
+    uint32_t slot = side ? ecs__store_sources_slot(st, e) : ecs__store_targets_slot(st, e);
+    *want = slot && (side ? st->rev[slot - 1].count : st->fwd[slot - 1].count) > 0;
+    return slot;
+}
+
 /*
  * Markers: switched, not moved. A marker is a toggle component: an
  * entity gains its column with its first pair on that side (one archetype
@@ -287,9 +297,8 @@ static void markers_settle(ecs_world_t *w, ecs_entity_t e, const ecs__record_t *
             ecs_component_t m = side ? r->target_marker : r->source_marker;
             int32_t t = m ? ecs__archetype_type_index(a, m) : -1;
             if (t < 0) continue;
-            const ecs__store_t *st = &r->store;
-            uint32_t slot = side ? ecs__store_sources_slot(st, e) : ecs__store_targets_slot(st, e);
-            bool want = slot && (side ? st->rev[slot - 1].count : st->fwd[slot - 1].count) > 0;
+            bool want;
+            uint32_t slot = marker_slot(&r->store, side, e, &want);
             bool on = ecs__marker_on(rec->chunk, rec->row, t);
             if (want != on) marker_switch(w, e, rec, m, t, want, slot);
             else if (want) ((uint32_t *)rec->chunk->cols[a->type_columns[t]])[rec->row] = slot;
@@ -333,10 +342,8 @@ static void marker_settle_one(ecs_world_t *w, ecs_entity_t e, const ecs__record_
     for (uint32_t i = 0; i < w->rel.count; i++) {
         const ecs__relation_t *r = &w->rel.types[i];
         if (m != r->source_marker && m != r->target_marker) continue;
-        bool side = m == r->target_marker;
-        const ecs__store_t *st = &r->store;
-        uint32_t slot = side ? ecs__store_sources_slot(st, e) : ecs__store_targets_slot(st, e);
-        bool want = slot && (side ? st->rev[slot - 1].count : st->fwd[slot - 1].count) > 0;
+        bool want;
+        uint32_t slot = marker_slot(&r->store, m == r->target_marker, e, &want);
         if (want != ecs__marker_on(rec->chunk, rec->row, t)) marker_switch(w, e, rec, m, t, want, slot);
         return;
     }
@@ -361,9 +368,9 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
         for (int side = 0; side < 2; side++) {
             ecs_component_t m = side ? r->target_marker : r->source_marker;
             if (!m || ecs__archetype_type_index(a, m) >= 0) continue; /* switched in place below */
-            const ecs__store_t *st = &r->store;
-            uint32_t slot = side ? ecs__store_sources_slot(st, e) : ecs__store_targets_slot(st, e);
-            if (!slot || !(side ? st->rev[slot - 1].count : st->fwd[slot - 1].count)) continue;
+            bool want;
+            uint32_t slot = marker_slot(&r->store, side, e, &want);
+            if (!want) continue;
             adds++;
             step = m;
             hint = slot;

@@ -1435,12 +1435,6 @@ static inline ecs__component_t *ecs__component_get(const ecs_world_t *w, ecs_com
     return ECS__LIKELY(!comp->toggle_of) ? comp : NULL;
 }
 
-/* Whether c is a toggle component's companion (c registered). */
-static inline bool ecs__component_hidden(const ecs_world_t *w, ecs_component_t c)
-{
-    return w->registry.toggles && w->registry.components[c]->toggle_of;
-}
-
 /* Whether the relation marker at type index t of ch's archetype (-1: the
  * archetype lacks its column) is on at row. Markers are toggle
  * components: an entity gains a marker's column with its first pair on
