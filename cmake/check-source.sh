@@ -22,9 +22,10 @@ allowed() {
     base) echo "base" ;;
     changes) echo "base changes" ;;
     relation) echo "base relation" ;;
-    jobs) echo "base jobs" ;;
+    trace) echo "base trace" ;;
+    jobs) echo "base trace jobs" ;;
     world) echo "base changes relation world" ;;
-    top) echo "base changes relation jobs world top" ;;
+    top) echo "base changes relation trace jobs world top" ;;
     *) echo "" ;;
     esac
 }

@@ -68,7 +68,8 @@ extern "C" {
     XX(EBUSY, -4, "not allowed while systems are running")                     \
     XX(ENOTFOUND, -5, "not found")                                             \
     XX(EEXIST, -6, "already exists")                                           \
-    XX(ELOOP, -7, "observer commands nested deeper than the world's limit")
+    XX(ELOOP, -7, "observer commands nested deeper than the world's limit") \
+    XX(EIO, -8, "a file could not be opened or written")
 
 enum {
     ECS_OK = 0,
@@ -165,14 +166,39 @@ typedef struct {
  *   flush (or one immediate-mode call) applies: commands recorded by the
  *   observers of round k's changes form round k + 1 (see "Observers").
  *   Default 64, at most ECS_MAX_OBSERVER_DEPTH; no environment variable.
+ * - trace: a file to trace every frame into from the world's creation on
+ *   (see "Tracing a frame"), written when the trace stops or the world is
+ *   destroyed. Environment ECS_TRACE. A path that cannot be written is
+ *   reported in one line on stderr; the world is created without a trace.
+ * - trace_frames: the frames a trace keeps, the last ones (its window).
+ *   Environment ECS_TRACE_FRAMES; default 300, at most ECS_MAX_WINDOW.
+ * - stats: ECS_STATS_FULL times every run of every system; sampled (the
+ *   default) times a system run on the calling thread inside a small
+ *   frame one frame in 16 (see ecs_system_stats_t). Environment ECS_STATS
+ *   ("full" or "sampled"). A running trace times every run as full does.
+ * - stats_frames: the frames the stats window covers (ecs_system_stats_t
+ *   window_*, ecs_world_stats_t frame percentiles). Environment
+ *   ECS_STATS_FRAMES; default 300, at most ECS_MAX_WINDOW.
  * A malformed environment value is reported on stderr and ignored.
  */
+typedef enum {
+    ECS_STATS_DEFAULT = 0, /* the environment's, else sampled */
+    ECS_STATS_SAMPLED,
+    ECS_STATS_FULL
+} ecs_stats_mode_t;
+
 typedef struct {
     int workers;
     int spin_us;
     ecs_allocator_t allocator; /* zero: C library */
     int observer_depth;        /* 0: 64 */
+    const char *trace;         /* NULL: ECS_TRACE, else no trace */
+    int trace_frames;          /* 0: ECS_TRACE_FRAMES, else 300 */
+    ecs_stats_mode_t stats;
+    int stats_frames; /* 0: ECS_STATS_FRAMES, else 300 */
 } ecs_world_desc_t;
+
+#define ECS_MAX_WINDOW 100000
 
 #define ECS_MAX_OBSERVER_DEPTH 65536
 
@@ -184,14 +210,15 @@ typedef struct {
  * @return the world, the caller's until ecs_world_destroy; NULL, with one
  *         line on stderr naming the problem (as ecs_system_register does),
  *         when out of memory, when threads cannot be started, or for a
- *         descriptor with workers, spin_us or observer_depth out of range
- *         or a half-filled allocator (alloc or free missing, or a ctx
+ *         descriptor with workers, spin_us, observer_depth, trace_frames,
+ *         stats or stats_frames out of range or a half-filled allocator (alloc or free missing, or a ctx
  *         without them).
  */
 ECS_API ecs_world_t *ecs_world_create(const ecs_world_desc_t *desc);
 
 /**
- * Destroys the world: runs the dtor of every live component value
+ * Destroys the world: writes its trace if one runs (as
+ * ecs_world_trace_stop), runs the dtor of every live component value
  * (singletons included), then frees every allocation. Handles, queries and pointers obtained from the
  * world are invalid afterwards.
  * The dtors run first, on the whole world: a dtor may read it (values
@@ -270,21 +297,41 @@ ECS_API uint64_t ecs_world_frame(const ecs_world_t *world);
  */
 ECS_API int ecs_stage_add(ecs_world_t *world, const char *name, const char *after_stage);
 
-/** One system's figures for the last frame (rows and jobs 0 when no
- * callback ran: it was skipped, or nothing matched; time_ns: its last
- * measurement), and the frames it was skipped in since registration.
- * A system runs in every frame its run conditions (interval, run_if) let
- * it, whether or not any row matches; it is skipped in the others, and
- * in a frame where it cannot run for lack of memory (see
- * ecs_world_progress). Each run calls its begin and end hooks once. */
+/** One system's figures. A system runs in every frame its run conditions
+ * (interval, run_if) let it, whether or not any row matches; it is
+ * skipped in the others, and in a frame where it cannot run for lack of
+ * memory (see ecs_world_progress). Each run calls its begin and end
+ * hooks once.
+ *
+ * Timing: a run's time is the time spent in its jobs (summed over jobs,
+ * whatever worker ran them) and its run hooks. Runs split into jobs over
+ * the pool are always timed. Runs on the calling thread inside a frame
+ * segment too small for the pool are timed one frame in 16 (two reads of
+ * the cycle counter per system are a visible share of frames of many
+ * tiny systems), unless the world times every run: ECS_STATS=full
+ * (ecs_world_desc_t.stats) or a trace running. Sampled, `measured` counts
+ * fewer runs than `runs`, and the means are over the timed runs.
+ *
+ * The window: the last stats_frames frames (ecs_world_desc_t, default
+ * 300), the last one included. */
 typedef struct {
     const char *name; /* NULL for an anonymous system */
-    uint64_t time_ns; /* time spent in its jobs (summed over jobs) and
-                         its run hooks */
-    uint64_t rows;    /* rows handed to its callback */
-    uint32_t jobs;    /* jobs that called its callback (0: none did) */
+    uint64_t time_ns; /* its last timed run's time */
+    uint64_t frame_ns; /* its time in the last frame: 0 when it did not
+                          run in it; when it ran untimed (sampled), its
+                          last timed run's time */
+    uint64_t rows;    /* rows handed to its callback in the last frame */
+    uint32_t jobs;    /* jobs that called its callback in the last frame
+                         (0: none did, or it did not run) */
     uint64_t skipped; /* frames in which it was skipped, since
                          registration: it ran in the others */
+    uint64_t runs;     /* runs since registration */
+    uint64_t measured; /* of them, the timed ones */
+    uint64_t total_ns; /* summed over the timed runs */
+    uint32_t window_runs;     /* runs in the window */
+    uint32_t window_measured; /* of them, the timed ones */
+    uint64_t window_mean_ns;  /* mean and longest of the timed runs in */
+    uint64_t window_max_ns;   /* the window (0: none) */
 } ecs_system_stats_t;
 
 /** One worker's figures since the world was created, read when
@@ -324,16 +371,64 @@ typedef struct {
     const ecs_system_stats_t *system_stats;
     uint32_t workers;
     const ecs_worker_stats_t *worker_stats;
+    /* Frame times (ecs_world_progress, from its call to its return): the
+     * last frame's, and over the window (window_frames of them, at most
+     * stats_frames) the percentiles, nearest rank, and the longest.
+     * timing_full: every system run is timed (see ecs_system_stats_t). */
+    uint64_t frame_ns;
+    uint32_t window_frames;
+    uint64_t frame_p50_ns, frame_p90_ns, frame_p99_ns, frame_max_ns;
+    bool timing_full;
+    bool tracing; /* a trace is running */
 } ecs_world_stats_t;
 
 /**
- * Reads the world's figures.
+ * Reads the world's figures: a copy of counters kept as frames end, in
+ * time independent of the window's length.
  * @param world  the world
  * @param out    filled on success; its arrays are the world's (see
  *               ecs_world_stats_t)
  * @return ECS_OK, or ECS_EINVAL when world or out is NULL.
  */
 ECS_API int ecs_world_stats(const ecs_world_t *world, ecs_world_stats_t *out);
+
+/*
+ * Tracing a frame. A trace records what ran where: a slice per job (its
+ * system, chunk range and rows) on its worker's track, run hooks,
+ * command flushes, the calling thread's waits at barriers, steals, sleeps
+ * and wakes, and a slice per frame with its segments on a "frames" track.
+ * Events go to per-worker rings (no lock, nothing allocated while frames
+ * run); the last trace_frames frames (ecs_world_desc_t, default 300) are
+ * kept and written, when the trace stops, as Chrome trace-event JSON:
+ * the Perfetto UI (ui.perfetto.dev), chrome://tracing and the timeline
+ * page shipped with the library (tools/timeline.html) open it. A ring
+ * short of room for the window grows at a frame's end; one that cannot
+ * (out of memory, or past two million events of one worker) keeps its
+ * newest events, and the window on that worker starts later.
+ * While a trace runs every system run is timed (ecs_system_stats_t).
+ * docs/profiling.md shows the file and the page.
+ */
+
+/**
+ * Starts a trace into the file at path (created or truncated now, so an
+ * unwritable path is known at once; written when the trace stops).
+ * @return ECS_OK; ECS_EINVAL (NULL world, NULL or empty path); ECS_EBUSY
+ *         (inside a frame, a system, a hook or an observer's callback);
+ *         ECS_EEXIST (a trace runs already); ECS_EIO (the file cannot be
+ *         opened for writing: nothing changed, frames run as before);
+ *         ECS_ENOMEM.
+ */
+ECS_API int ecs_world_trace_start(ecs_world_t *world, const char *path);
+
+/**
+ * Stops the trace and writes its file (the last trace_frames frames).
+ * @return ECS_OK; ECS_EINVAL (NULL world); ECS_EBUSY (as for start);
+ *         ECS_ENOTFOUND (no trace runs); ECS_EIO (writing failed: the
+ *         trace is stopped all the same, the file may be cut short);
+ *         ECS_ENOMEM (no buffer to write with: the trace is stopped, the
+ *         file left empty).
+ */
+ECS_API int ecs_world_trace_stop(ecs_world_t *world);
 
 /* ---------------------------------------------------------------------- */
 /* Components                                                              */

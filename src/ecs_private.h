@@ -238,6 +238,17 @@ typedef struct {
 
 void ecs__due_set_fini(ecs_world_t *w, ecs__due_set_t *due);
 
+/* A system's figures over the stats window (ecs_system_stats_t): per
+ * frame of the window, its time then (a ring of `frames` entries, by
+ * frame number), and the sums kept as frames come and go. */
+#define ECS__STATS_NOT_RUN UINT64_MAX
+#define ECS__STATS_UNMEASURED (UINT64_MAX - 1)
+typedef struct {
+    uint64_t *ns;
+    uint64_t sum_ns, max_ns;
+    uint32_t runs, measured;
+} ecs__stats_window_t;
+
 struct ecs__scheduler {
     ecs__stage_t *stages; /* in run order */
     uint32_t stage_count, stage_cap, stage_ids;
@@ -250,9 +261,25 @@ struct ecs__scheduler {
     uint32_t filter_systems;          /* systems with change filters */
     ecs__due_set_t due;               /* EXCLUSIVE filtered runs (frame_due.c) */
     uint64_t tick_per_ns_q16;         /* cycle counter rate, 16.16 fixed */
+    /* Timing over time (frame.c, record_stats): per system (by id - 1,
+     * as system_stats), and the frame times of the window, as a ring by
+     * frame number and sorted (percentiles are a lookup). timing_full:
+     * every run is timed (ECS_STATS=full); a trace times every run too. */
+    ecs__stats_window_t *windows;
+    uint32_t stats_frames;
+    uint64_t *frame_ring, *frame_sorted;
+    uint32_t frame_filled;
+    uint64_t last_frame_ns;
+    bool timing_full;
+    /* The trace being written (trace_file.c; NULL: none), its file, and
+     * the frames its window holds. */
+    ecs__trace_t *trace;
+    int trace_fd;
+    uint32_t trace_frames;
 };
 
-ecs__scheduler_t *ecs__scheduler_create(ecs_world_t *w);
+/* stats_frames: the frames the stats window holds (>= 1). */
+ecs__scheduler_t *ecs__scheduler_create(ecs_world_t *w, uint32_t stats_frames);
 void ecs__scheduler_destroy(ecs_world_t *w, ecs__scheduler_t *s);
 
 /* Builds the plan when systems or stages changed. ECS_OK or ECS_ENOMEM
@@ -263,8 +290,13 @@ void ecs__plan_fini(ecs_world_t *w, ecs__plan_t *plan);
 /* Whether systems a and b may not run at the same time. */
 bool ecs__systems_conflict(const ecs__system_t *a, const ecs__system_t *b);
 
-/* The cycle counter used for per-system timing. */
-uint64_t ecs__ticks(void);
+/* Trace (trace_file.c): the frame's end writes the frame's slice and
+ * grows short rings; a world being destroyed stops its trace, writing
+ * the file. */
+void ecs__trace_frame_end(ecs_world_t *w, ecs__trace_t *t, uint64_t t0);
+void ecs__trace_world_fini(ecs_world_t *w);
+
+/* Cycle-counter ticks (trace/trace.h: ecs__ticks) to nanoseconds. */
 uint64_t ecs__ticks_to_ns(const ecs__scheduler_t *s, uint64_t ticks);
 
 /* ---------------------------------------------------------------------- */

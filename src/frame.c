@@ -46,11 +46,6 @@
 #include "ecs_private.h"
 
 #include <math.h>
-#include <time.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#endif
 
 /* A segment estimated to take less than this runs on the calling thread:
  * parallelism cannot pay below about twice the cost of waking a sleeping
@@ -66,17 +61,6 @@
 #define TARGET_JOB_NS 10000u
 #define JOBS_PER_WORKER 64u
 
-uint64_t ecs__ticks(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    return __rdtsc();
-#else
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-#endif
-}
-
 uint64_t ecs__ticks_to_ns(const ecs__scheduler_t *s, uint64_t ticks) { return (ticks << 16) / s->tick_per_ns_q16; }
 
 /* What one frame's jobs need, set by the calling thread before any job
@@ -89,6 +73,8 @@ typedef struct ecs__frame {
     float dt;
     uint32_t workers;
     uint64_t base; /* tick of plan slot 0 */
+    ecs__trace_t *trace; /* the trace being written (NULL: none) */
+    bool time_all;       /* every system run timed (ECS_STATS=full, a trace) */
 } frame_t;
 
 static frame_t *frame_of(const ecs_world_t *w) { return w->run.current; }
@@ -115,6 +101,32 @@ static void declare_reads(const ecs__system_t *sys, ecs__read_set_t *set)
     for (uint8_t k = 0; k < sys->nsingletons; k++) set->singletons[set->nsingletons++] = sys->singletons[k].component;
 }
 #endif
+
+/* Whether the frame is traced: a test of a field the frame's jobs read
+ * anyway; with the trace code compiled out (ECS_TRACE_BUILD 0), none. */
+#define TRACING(f) (ECS_TRACE_BUILD && ECS__UNLIKELY((f)->trace != NULL))
+
+/* A job's (or a whole run's) slice on the worker's ring. */
+ECS__COLD void trace_run(const frame_t *f, const ecs__plan_node_t *node, const ecs__system_job_t *j, uint32_t worker,
+                         uint64_t t0, uint64_t t1)
+{
+    ecs__trace_event_t ev = {.t0 = t0,
+                             .t1 = t1,
+                             .frame = (uint32_t)f->world->run.frames,
+                             .kind = j ? ECS__TRACE_JOB : ECS__TRACE_INLINE,
+                             .id = node->id,
+                             .stage = node->sys->stage};
+    if (j) {
+        ev.a = j->first;
+        ev.b = j->last;
+        ev.c = (uint32_t)(j - node->jobs);
+        ev.d = node->job_count;
+        ev.n = j->rows;
+    } else {
+        ev.n = node->rows;
+    }
+    ecs__trace_emit(f->trace, worker, &ev);
+}
 
 /* Per-system timing on the calling thread is sampled: two cycle-counter
  * reads per system are a visible share of a frame of many tiny systems
@@ -497,7 +509,10 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
 #ifndef NDEBUG
     ecs__tls_reads = NULL;
 #endif
-    atomic_fetch_add_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
+    uint64_t t1 = ecs__ticks();
+    atomic_fetch_add_explicit(&node->busy_ticks, t1 - t0 + 1, memory_order_relaxed);
+    const frame_t *f = frame_of(w);
+    if (TRACING(f)) trace_run(f, node, j, worker, t0, t1);
 }
 
 /* A sparse-driven node's list: one entry per batch of the driving set
@@ -753,11 +768,18 @@ static void node_done(const ecs_world_t *w, ecs__plan_node_t *node)
 
 /* A run hook on the pool path, on the calling thread (worker 0), timed
  * with the system's jobs. */
-static void hook_call_timed(frame_t *f, ecs__plan_node_t *node, void (*hook)(ecs_world_t *, void *))
+static void hook_call_timed(frame_t *f, ecs__plan_node_t *node, void (*hook)(ecs_world_t *, void *), bool end)
 {
     uint64_t t0 = ecs__ticks();
     hook_call(f->world, node->sys, hook);
-    atomic_fetch_add_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
+    uint64_t t1 = ecs__ticks();
+    atomic_fetch_add_explicit(&node->busy_ticks, t1 - t0 + 1, memory_order_relaxed);
+    if (TRACING(f)) {
+        ecs__trace_event_t ev = {.t0 = t0, .t1 = t1, .frame = (uint32_t)f->world->run.frames,
+                                 .kind = ECS__TRACE_HOOK, .id = node->id, .a = end,
+                                 .stage = node->sys->stage};
+        ecs__trace_emit(f->trace, 0, &ev);
+    }
 }
 
 /* Whether a hook of a node that is to run must wait for the calling
@@ -796,7 +818,7 @@ static ecs__system_job_t *finish_node(frame_t *f, ecs__plan_node_t *node, uint32
     node_done(f->world, node);
     if (ECS__UNLIKELY(node->hooked) && node->sys->end && !node->skip) {
         if (hook_handed_over(f, &node->sys->end_job, worker)) return NULL;
-        hook_call_timed(f, node, node->sys->end);
+        hook_call_timed(f, node, node->sys->end, true);
     }
     return release_successors(f, node, worker, keep);
 }
@@ -843,7 +865,7 @@ static ecs__system_job_t *start_node(frame_t *f, ecs__plan_node_t *node, uint32_
 {
     if (ECS__UNLIKELY(node->hooked) && node->sys->begin && !node->skip) {
         if (hook_handed_over(f, &node->sys->begin_job, worker)) return NULL;
-        hook_call_timed(f, node, node->sys->begin);
+        hook_call_timed(f, node, node->sys->begin, false);
     }
     return start_jobs(f, node, worker, keep);
 }
@@ -854,7 +876,7 @@ static void begin_job_run(ecs__job_t *job, uint32_t worker)
 {
     ecs__plan_node_t *node = ((ecs__hook_job_t *)job)->node;
     frame_t *f = node->frame;
-    hook_call_timed(f, node, node->sys->begin);
+    hook_call_timed(f, node, node->sys->begin, false);
     ecs__system_job_t *j = start_jobs(f, node, worker, true);
     if (!j) return;
     ecs__job_pool_count_run(f->world->run.pool, worker);
@@ -867,7 +889,7 @@ static void end_job_run(ecs__job_t *job, uint32_t worker)
 {
     ecs__plan_node_t *node = ((ecs__hook_job_t *)job)->node;
     frame_t *f = node->frame;
-    hook_call_timed(f, node, node->sys->end);
+    hook_call_timed(f, node, node->sys->end, true);
     ecs__system_job_t *j = release_successors(f, node, worker, true);
     if (!j) return;
     ecs__job_pool_count_run(f->world->run.pool, worker);
@@ -1001,7 +1023,8 @@ ECS__INLINE void run_node_body(ecs_world_t *w, ecs__plan_node_t *node, float dt,
         node->job_count = 0;
         return;
     }
-    bool timed = exclusive || w->run.frames % TIMING_SAMPLE_EVERY == 0 || !node->last_ns;
+    const frame_t *f = frame_of(w);
+    bool timed = exclusive || f->time_all || w->run.frames % TIMING_SAMPLE_EVERY == 0 || !node->last_ns;
     uint64_t t0 = timed ? ecs__ticks() : 0;
     ecs_commands_t *cmd = ecs__commands_begin(w, 0, node->slot, &node->cmd);
     ecs_iter_t it;
@@ -1056,7 +1079,11 @@ ECS__INLINE void run_node_body(ecs_world_t *w, ecs__plan_node_t *node, float dt,
     /* One job, on the calling thread: the caller's stats count it too. */
     if (node->job_count) ecs__job_pool_count_run(w->run.pool, 0);
     if (!node->window_kept) sys->last_run = node->this_run;
-    if (timed) atomic_store_explicit(&node->busy_ticks, ecs__ticks() - t0 + 1, memory_order_relaxed);
+    if (timed) {
+        uint64_t t1 = ecs__ticks();
+        atomic_store_explicit(&node->busy_ticks, t1 - t0 + 1, memory_order_relaxed);
+        if (TRACING(f)) trace_run(f, node, NULL, 0, t0, t1);
+    }
 }
 
 /* A system with run hooks: its own copy of the walk, out of the way. */
@@ -1177,7 +1204,9 @@ static void window_begin(const frame_t *f, ecs__plan_node_t *node)
         node->sparse_drive = ecs__sparse_drive(q);
 }
 
-static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_segment_t *seg, float dt)
+/* Runs a plain segment; true when it went to the pool, false when it
+ * ran inline. */
+static bool run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_segment_t *seg, float dt)
 {
     ecs__plan_node_t *nodes = &s->plan.nodes[seg->first];
     frame_t *f = frame_of(w);
@@ -1217,7 +1246,7 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
     }
     if (!parallel) {
         run_inline(w, seg, nodes, dt);
-        return;
+        return false;
     }
 
     f->nodes = s->plan.nodes;
@@ -1237,6 +1266,7 @@ static void run_segment(ecs_world_t *w, ecs__scheduler_t *s, const ecs__plan_seg
         if (!nodes[i].npred) start_node(f, &nodes[i], 0, false);
     }
     ecs__job_pool_wait(w->run.pool, 0, &f->counter);
+    return true;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1256,8 +1286,59 @@ static void barrier(ecs_world_t *w, uint64_t tick, ecs__phase_t resume)
     if (err && (err == ECS_ELOOP || !w->run.error)) w->run.error = err;
 }
 
-static void record_stats(ecs__scheduler_t *s)
+/* The frame's time enters the window: the ring by frame number, and
+ * the sorted copy (the oldest time out, the new one in: O(window)). */
+static void record_frame_time(ecs__scheduler_t *s, uint64_t frame, uint64_t ns)
 {
+    uint32_t n = s->frame_filled, slot = (uint32_t)(frame % s->stats_frames);
+    uint64_t *sorted = s->frame_sorted;
+    if (n == s->stats_frames) {
+        uint64_t old = s->frame_ring[slot];
+        uint32_t at = 0;
+        while (sorted[at] != old) at++; /* present: it entered when its frame ended */
+        memmove(&sorted[at], &sorted[at + 1], (n - at - 1) * sizeof(*sorted));
+        n--;
+    }
+    uint32_t at = n;
+    while (at && sorted[at - 1] > ns) {
+        sorted[at] = sorted[at - 1];
+        at--;
+    }
+    sorted[at] = ns;
+    s->frame_ring[slot] = ns;
+    s->frame_filled = n + 1;
+    s->last_frame_ns = ns;
+}
+
+/* One frame of a system's window: `ns` its time (or ECS__STATS_NOT_RUN,
+ * ECS__STATS_UNMEASURED) replaces the frame a window ago. */
+static void window_push(ecs__stats_window_t *win, uint32_t slot, uint64_t ns, uint32_t frames)
+{
+    uint64_t old = win->ns[slot];
+    win->ns[slot] = ns;
+    if (old != ECS__STATS_NOT_RUN) win->runs--;
+    if (old < ECS__STATS_UNMEASURED) {
+        win->measured--;
+        win->sum_ns -= old;
+    }
+    if (ns != ECS__STATS_NOT_RUN) win->runs++;
+    if (ns < ECS__STATS_UNMEASURED) {
+        win->measured++;
+        win->sum_ns += ns;
+        if (ns > win->max_ns) win->max_ns = ns;
+    }
+    if (old < ECS__STATS_UNMEASURED && old == win->max_ns && old != ns) {
+        /* The longest left: look again (only then, O(window)). */
+        win->max_ns = 0;
+        for (uint32_t k = 0; k < frames; k++) {
+            if (win->ns[k] < ECS__STATS_UNMEASURED && win->ns[k] > win->max_ns) win->max_ns = win->ns[k];
+        }
+    }
+}
+
+static void record_stats(ecs_world_t *w, ecs__scheduler_t *s)
+{
+    uint32_t slot = (uint32_t)(w->run.frames % s->stats_frames);
     for (uint32_t g = 0; g < s->plan.segment_count; g++) {
         ecs__plan_segment_t *seg = &s->plan.segments[g];
         uint64_t sum = 0;
@@ -1266,12 +1347,25 @@ static void record_stats(ecs__scheduler_t *s)
             ecs__plan_node_t *node = &s->plan.nodes[i];
             ecs_system_stats_t *st = &s->system_stats[node->id - 1];
             uint64_t ticks = atomic_load_explicit(&node->busy_ticks, memory_order_relaxed);
+            uint64_t ns = 0;
             if (ticks) {
                 /* Not sampled this frame: keep the last measurement. */
-                uint64_t ns = ecs__ticks_to_ns(s, ticks);
+                ns = ecs__ticks_to_ns(s, ticks);
                 node->last_ns = ns ? ns : 1;
                 st->time_ns = ns;
+                st->measured++;
+                st->total_ns += ns;
             }
+            bool ran = !node->skip;
+            st->runs += ran;
+            st->frame_ns = !ran ? 0 : ticks ? ns : st->time_ns;
+            window_push(&s->windows[node->id - 1], slot,
+                        !ran ? ECS__STATS_NOT_RUN : ticks ? ns : ECS__STATS_UNMEASURED, s->stats_frames);
+            const ecs__stats_window_t *win = &s->windows[node->id - 1];
+            st->window_runs = win->runs;
+            st->window_measured = win->measured;
+            st->window_mean_ns = win->measured ? win->sum_ns / win->measured : 0;
+            st->window_max_ns = win->max_ns;
             st->rows = node->rows;
             st->jobs = node->job_count;
             sum += node->last_ns;
@@ -1327,6 +1421,28 @@ static void prune_changes(ecs_world_t *w, ecs__scheduler_t *s)
     }
 }
 
+/* A traced segment's barrier: the flush's slice on worker 0. */
+ECS__COLD void trace_barrier(ecs_world_t *w, const frame_t *f, uint32_t g, const ecs__plan_segment_t *seg)
+{
+    uint64_t skipped = w->cmd.skipped, t0 = ecs__ticks();
+    barrier(w, f->base + seg->barrier_slot, ECS__PHASE_IDLE);
+    ecs__trace_event_t ev = {.t0 = t0, .t1 = ecs__ticks(), .n = w->cmd.skipped - skipped,
+                             .frame = (uint32_t)w->run.frames, .kind = ECS__TRACE_FLUSH, .id = g,
+                             .stage = f->sched->plan.nodes[seg->first].sys->stage};
+    ecs__trace_emit(f->trace, 0, &ev);
+}
+
+/* A traced segment's slice (its systems and its flush), on the frames
+ * track (written on worker 0's ring). */
+ECS__COLD void trace_segment(ecs_world_t *w, const frame_t *f, uint32_t g, const ecs__plan_segment_t *seg, uint64_t t0,
+                             ecs__trace_mode_t mode)
+{
+    ecs__trace_event_t ev = {.t0 = t0, .t1 = ecs__ticks(), .frame = (uint32_t)w->run.frames,
+                             .kind = ECS__TRACE_SEGMENT, .id = g, .a = mode, .b = seg->count,
+                             .stage = f->sched->plan.nodes[seg->first].sys->stage};
+    ecs__trace_emit(f->trace, 0, &ev);
+}
+
 int ecs_world_progress(ecs_world_t *w, float delta_time)
 {
     /* A NaN or infinite step would spread through every integration; a
@@ -1338,13 +1454,17 @@ int ecs_world_progress(ecs_world_t *w, float delta_time)
     ecs__scheduler_t *s = w->run.scheduler;
     if (ecs__plan_ensure(w, s) != ECS_OK) return ECS_ENOMEM;
     /* The frame's ticks: one per plan slot, above every mark so far. */
+    uint64_t frame_t0 = ecs__ticks();
     frame_t f = {.world = w, .sched = s, .dt = delta_time, .workers = ecs__job_pool_workers(w->run.pool),
-                 .base = w->run.tick_now + 1};
+                 .base = w->run.tick_now + 1, .trace = s->trace, .time_all = s->timing_full || s->trace};
+    if (TRACING(&f)) ecs__trace_frame_begin(f.trace, frame_t0);
     w->run.current = &f;
     w->run.error = ECS_OK;
     const ecs__plan_t *plan = &s->plan;
     for (uint32_t g = 0; g < plan->segment_count; g++) {
         const ecs__plan_segment_t *seg = &plan->segments[g];
+        uint64_t seg_t0 = TRACING(&f) ? ecs__ticks() : 0;
+        ecs__trace_mode_t mode = ECS__TRACE_EXCLUSIVE;
         if (seg->exclusive) {
             /* The condition is asked as for any segment: no immediate
              * mode yet. Its immediate writes take its own tick. */
@@ -1359,9 +1479,14 @@ int ecs_world_progress(ecs_world_t *w, float delta_time)
             run_node_here(w, node, delta_time, true);
         } else {
             w->run.phase = ECS__PHASE_SYSTEMS;
-            run_segment(w, s, seg, delta_time);
+            mode = run_segment(w, s, seg, delta_time) ? ECS__TRACE_PARALLEL : ECS__TRACE_INLINED;
         }
-        barrier(w, f.base + seg->barrier_slot, ECS__PHASE_IDLE);
+        if (TRACING(&f)) {
+            trace_barrier(w, &f, g, seg);
+            trace_segment(w, &f, g, seg, seg_t0, mode);
+        } else {
+            barrier(w, f.base + seg->barrier_slot, ECS__PHASE_IDLE);
+        }
     }
     /* Writes between frames take a tick above every slot of this one. */
     w->run.tick_now = f.base + plan->slots;
@@ -1369,7 +1494,10 @@ int ecs_world_progress(ecs_world_t *w, float delta_time)
     w->run.current = NULL;
     if (s->removal_readers) prune_removals(w, s);
     if (s->filter_systems) prune_changes(w, s);
-    record_stats(s);
+    record_stats(w, s);
+    uint64_t frame_t1 = ecs__ticks();
+    record_frame_time(s, w->run.frames, ecs__ticks_to_ns(s, frame_t1 - frame_t0));
+    if (TRACING(&f)) ecs__trace_frame_end(w, f.trace, frame_t0);
     w->run.frames++;
     return w->run.error;
 }

@@ -11,6 +11,7 @@
 #define ECS__DEFAULT_SPIN_US 50
 #define ECS__DEFAULT_OBSERVER_DEPTH 64
 #define ECS__MAX_SPIN_US 1000000 /* one second: anything longer is a mistake */
+#define ECS__DEFAULT_WINDOW 300
 
 /* Reads a non-negative decimal integer of at most max from the
  * environment. false when unset; a malformed value is reported on stderr
@@ -62,10 +63,50 @@ static bool resolve_settings(const ecs_world_desc_t *desc, uint32_t *workers, ui
     return true;
 }
 
+/* The profiling settings: trace path and window, stats mode and window
+ * (descriptor, else environment, else default). */
+typedef struct {
+    const char *trace;
+    uint32_t trace_frames, stats_frames;
+    bool full;
+} profiling_t;
+
+static bool window_setting(int d, const char *env, const char *field, uint32_t *out, ecs__refusal_t *why)
+{
+    long v;
+    if (d < 0 || d > ECS_MAX_WINDOW)
+        return ecs__refusal_set(why, "%s %d out of range (0 to %d)", field, d, ECS_MAX_WINDOW);
+    if (d > 0) *out = (uint32_t)d;
+    else if (env_knob(env, ECS_MAX_WINDOW, &v) && v > 0) *out = (uint32_t)v;
+    else *out = ECS__DEFAULT_WINDOW;
+    return true;
+}
+
+static bool resolve_profiling(const ecs_world_desc_t *desc, profiling_t *p, ecs__refusal_t *why)
+{
+    if (!window_setting(desc ? desc->trace_frames : 0, "ECS_TRACE_FRAMES", "trace_frames", &p->trace_frames, why) ||
+        !window_setting(desc ? desc->stats_frames : 0, "ECS_STATS_FRAMES", "stats_frames", &p->stats_frames, why))
+        return false;
+    ecs_stats_mode_t mode = desc ? desc->stats : ECS_STATS_DEFAULT;
+    if (mode != ECS_STATS_DEFAULT && mode != ECS_STATS_SAMPLED && mode != ECS_STATS_FULL)
+        return ecs__refusal_set(why, "stats mode %d unknown", (int)mode);
+    const char *env = getenv("ECS_STATS");
+    if (mode == ECS_STATS_DEFAULT && env) {
+        if (!strcmp(env, "full")) mode = ECS_STATS_FULL;
+        else if (strcmp(env, "sampled"))
+            fprintf(stderr, "stagehand: ignoring ECS_STATS=\"%s\": expected \"full\" or \"sampled\"\n", env);
+    }
+    p->full = mode == ECS_STATS_FULL;
+    p->trace = desc && desc->trace ? desc->trace : getenv("ECS_TRACE");
+    if (p->trace && !*p->trace) p->trace = NULL;
+    return true;
+}
+
 static ecs_world_t *world_create(const ecs_world_desc_t *desc, ecs__refusal_t *why)
 {
     uint32_t workers = 0, spin_us = 0, depth = 0; /* set by resolve_settings when it succeeds */
-    if (!resolve_settings(desc, &workers, &spin_us, &depth, why)) return NULL;
+    profiling_t prof = {0};
+    if (!resolve_settings(desc, &workers, &spin_us, &depth, why) || !resolve_profiling(desc, &prof, why)) return NULL;
     ecs_allocator_t a;
     if (!ecs__allocator_resolve(&a, desc ? &desc->allocator : NULL)) {
         ecs__refusal_set(why, "half-filled allocator hook (alloc and free go together, and ctx needs them)");
@@ -81,8 +122,10 @@ static ecs_world_t *world_create(const ecs_world_desc_t *desc, ecs__refusal_t *w
         ecs__free(&a, w);
         return NULL;
     }
-    w->run.scheduler = ecs__scheduler_create(w);
+    w->run.scheduler = ecs__scheduler_create(w, prof.stats_frames);
     if (w->run.scheduler) {
+        w->run.scheduler->timing_full = prof.full;
+        w->run.scheduler->trace_frames = prof.trace_frames;
         w->run.scheduler->worker_stats =
             ecs__calloc(&w->allocator, workers * sizeof(ecs_worker_stats_t), _Alignof(ecs_worker_stats_t));
     }
@@ -95,6 +138,12 @@ static ecs_world_t *world_create(const ecs_world_desc_t *desc, ecs__refusal_t *w
         ecs__world_storage_fini(w);
         ecs__free(&a, w);
         return NULL;
+    }
+    if (prof.trace) {
+        int rc = ecs_world_trace_start(w, prof.trace);
+        if (rc != ECS_OK)
+            fprintf(stderr, "stagehand: no trace: %s \"%s\": %s\n", desc && desc->trace ? "trace" : "ECS_TRACE",
+                    prof.trace, ecs_strerror(rc));
     }
     return w;
 }
@@ -115,6 +164,8 @@ void ecs_world_destroy(ecs_world_t *w)
      * dtor that calls back into the world reads it as it was, and a call
      * that would change it (or run a frame, or destroy it) is refused, as
      * inside a system, instead of working on freed memory. */
+    /* The trace first, while every name it writes is there. */
+    ecs__trace_world_fini(w);
     w->run.phase = ECS__PHASE_DESTROY;
     ecs__world_storage_drop_values(w);
     ecs_allocator_t a = w->allocator;
@@ -156,5 +207,18 @@ int ecs_world_stats(const ecs_world_t *w, ecs_world_stats_t *out)
         ws[i] = (ecs_worker_stats_t){p.jobs_run, p.steals, p.idle_ns};
     }
     out->worker_stats = ws;
+    const ecs__scheduler_t *s = w->run.scheduler;
+    out->frame_ns = s->last_frame_ns;
+    out->window_frames = s->frame_filled;
+    if (s->frame_filled) {
+        /* Nearest rank: the smallest time with at least p% at or below it. */
+        uint32_t n = s->frame_filled;
+        out->frame_p50_ns = s->frame_sorted[(n * 50 + 99) / 100 - 1];
+        out->frame_p90_ns = s->frame_sorted[(n * 90 + 99) / 100 - 1];
+        out->frame_p99_ns = s->frame_sorted[(n * 99 + 99) / 100 - 1];
+        out->frame_max_ns = s->frame_sorted[n - 1];
+    }
+    out->timing_full = s->timing_full || s->trace;
+    out->tracing = s->trace != NULL;
     return ECS_OK;
 }

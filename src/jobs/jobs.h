@@ -9,6 +9,7 @@
 #define ECS_JOBS_H
 
 #include "base/common.h"
+#include "trace/trace.h"
 
 #include <ck_spinlock.h>
 #include <stdatomic.h>
@@ -172,6 +173,14 @@ void ecs__job_pool_wait(ecs__job_pool_t *pool, uint32_t worker, ecs__job_counter
 typedef void (*ecs__range_fn_t)(int64_t begin, int64_t end, uint32_t worker, void *ctx);
 void ecs__job_pool_parallel_for(ecs__job_pool_t *pool, uint32_t worker, int64_t n, int64_t grain, ecs__range_fn_t fn,
                                 void *ctx);
+
+/* Where the pool writes its own events (steals, sleeps and wakes, and
+ * worker 0's waits in ecs__job_pool_wait as barrier waits), NULL for
+ * nowhere. Called by worker 0 outside any job. Setting NULL returns once
+ * no worker is writing into the trace set before, so the caller may then
+ * read its rings, grow or free them. Without a trace a worker pays one
+ * relaxed load per steal or sleep. */
+void ecs__job_pool_trace(ecs__job_pool_t *pool, ecs__trace_t *trace);
 
 /* Per-worker counters (monotonic; safe to read at any time). */
 void ecs__job_pool_stats(const ecs__job_pool_t *pool, uint32_t worker, ecs__worker_stats_t *out);

@@ -80,6 +80,8 @@ typedef struct {
          * read counts a sleep still going on (ecs__job_pool_stats). */
         _Atomic uint64_t idle_since;
     } stats;
+    /* Set while it writes a pool event into the trace (trace_event). */
+    _Atomic uint32_t tracing;
 } worker_t;
 
 static inline void stat_add(_Atomic uint64_t *counter, uint64_t v)
@@ -96,6 +98,7 @@ struct ecs__job_pool {
     _Atomic bool stop;
     _Alignas(64) _Atomic uint32_t wake_seq; /* the event count (the futex word): bumped to wake sleepers */
     _Atomic uint32_t waiting;                /* sleepers in (or entering) the futex or condvar wait */
+    _Alignas(64) _Atomic(ecs__trace_t *) trace; /* NULL: no trace (ecs__job_pool_trace) */
 #if !POOL_FUTEX
     /* The portable path: the condvar wait and its check of wake_seq
      * happen under sleep_lock (see pool_sleep). */
@@ -322,6 +325,39 @@ static inline uint64_t rng_next(uint64_t *s)
     return x * 0x2545f4914f6cdd1dull;
 }
 
+/* Whether a trace is on: a relaxed look, enough to skip the work when
+ * none is (a trace set a moment ago may miss an event). */
+static inline bool tracing(const ecs__job_pool_t *p)
+{
+    return ECS_TRACE_BUILD && ECS__UNLIKELY(atomic_load_explicit(&p->trace, memory_order_relaxed) != NULL);
+}
+
+/* Writes a pool event on the worker's ring (t0 0: an instant, now). The
+ * worker raises its flag before it reads the trace, and ecs__job_pool_trace
+ * clears the trace before it reads the flags (all seq_cst): either the
+ * writer sees NULL, or the clearer waits for its flag to drop, so a
+ * trace is never read, grown or freed under a writer. */
+ECS__COLD void trace_event(ecs__job_pool_t *p, worker_t *self, uint32_t kind, uint32_t id, uint64_t t0)
+{
+    atomic_store_explicit(&self->tracing, 1, memory_order_seq_cst);
+    ecs__trace_t *t = atomic_load_explicit(&p->trace, memory_order_seq_cst);
+    if (t) {
+        uint64_t now = ecs__ticks();
+        ecs__trace_event_t ev = {.t0 = t0 ? t0 : now, .t1 = now, .kind = kind, .id = id};
+        ecs__trace_emit(t, self->index, &ev);
+    }
+    atomic_store_explicit(&self->tracing, 0, memory_order_release);
+}
+
+void ecs__job_pool_trace(ecs__job_pool_t *p, ecs__trace_t *t)
+{
+    atomic_store_explicit(&p->trace, t, memory_order_seq_cst);
+    if (t) return;
+    for (uint32_t i = 1; i < p->count; i++) {
+        while (atomic_load_explicit(&p->workers[i].tracing, memory_order_seq_cst)) sched_yield();
+    }
+}
+
 /* A job from the own mailbox, else the own deque, else stolen (a sweep
  * over all victims from a random one), else NULL. */
 static ecs__job_t *find_work(ecs__job_pool_t *p, worker_t *self)
@@ -351,6 +387,7 @@ static ecs__job_t *find_work(ecs__job_pool_t *p, worker_t *self)
         }
         if (job) {
             stat_add(&self->stats.steals, 1);
+            if (tracing(p)) trace_event(p, self, ECS__TRACE_STEAL, v, 0);
             return job;
         }
     }
@@ -404,7 +441,9 @@ static void *worker_main(void *arg)
             job = find_work(p, self);
             if (!job && !atomic_load_explicit(&p->stop, memory_order_seq_cst)) {
                 stat_add(&self->stats.sleeps, 1);
+                if (tracing(p)) trace_event(p, self, ECS__TRACE_SLEEP, 0, 0);
                 pool_sleep(p, seen);
+                if (tracing(p)) trace_event(p, self, ECS__TRACE_WAKE, 0, 0);
             }
             atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_seq_cst);
         }
@@ -444,6 +483,7 @@ ecs__job_pool_t *ecs__job_pool_create(const ecs_allocator_t *a, uint32_t workers
     atomic_init(&p->stop, false);
     atomic_init(&p->wake_seq, 0);
     atomic_init(&p->waiting, 0);
+    atomic_init(&p->trace, NULL);
     if (!sleep_init(p)) {
         ecs__free(a, p);
         return NULL;
@@ -549,11 +589,13 @@ void ecs__job_pool_wait(ecs__job_pool_t *p, uint32_t worker, ecs__job_counter_t 
     worker_t *self = &p->workers[worker];
     uint32_t idle = 0;
     uint64_t idle_start = 0; /* 0: not idle; the clock is read per idle stretch, not per spin */
+    uint64_t idle_ticks = 0; /* the stretch's start for the trace (0: none) */
     while (atomic_load_explicit(&counter->pending, memory_order_acquire) > 0) {
         ecs__job_t *job = find_work(p, self);
         if (job) {
             if (idle_start) stat_add(&self->stats.idle_ns, now_ns() - idle_start);
-            idle_start = 0;
+            if (idle_ticks) trace_event(p, self, ECS__TRACE_BARRIER, 0, idle_ticks);
+            idle_start = idle_ticks = 0;
             run_job(self, job);
             idle = 0;
             continue;
@@ -561,11 +603,15 @@ void ecs__job_pool_wait(ecs__job_pool_t *p, uint32_t worker, ecs__job_counter_t 
         /* The last jobs run elsewhere: wait, and with more workers than
          * cores, give their threads the core. The wait counts as the
          * waiter's idle time, as a worker's search for work does. */
-        if (!idle_start) idle_start = now_ns();
+        if (!idle_start) {
+            idle_start = now_ns();
+            if (tracing(p)) idle_ticks = ecs__ticks();
+        }
         cpu_relax();
         if (++idle % 64 == 0) sched_yield();
     }
     if (idle_start) stat_add(&self->stats.idle_ns, now_ns() - idle_start);
+    if (idle_ticks) trace_event(p, self, ECS__TRACE_BARRIER, 0, idle_ticks);
 }
 
 /* ---------------------------------------------------------------------- */
