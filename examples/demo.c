@@ -41,7 +41,15 @@
  *                         follows the marked rows, not the population
  *
  * Commands recorded in a stage are applied at its end, in a fixed order.
- * Usage: demo [frames [target_population]]   (defaults: 300, 20000)
+ * Usage: demo [--out DIR] [frames [target_population]]   (defaults: 300, 20000)
+ *
+ * With --out DIR (what `make demo` passes: build/release) the run is
+ * traced and the demo writes what a profiler would show of it:
+ *   DIR/demo-trace.json      the trace of the last 300 frames (Chrome
+ *                            trace-event JSON: Perfetto, chrome://tracing)
+ *   DIR/demo-timeline.html   the timeline page with that trace inside
+ *   DIR/demo-schedule.dot    the schedule the frames ran (Graphviz), and
+ *   DIR/demo-schedule.svg    drawn, when Graphviz's dot is installed
  *
  * The run is reproducible: random choices come from a seeded PRNG owned by
  * a single-job system, or from a hash of (entity, frame), which stays
@@ -392,13 +400,112 @@ static int parse_arg(const char *s, const char *what, long lo, long hi)
     return (int)v;
 }
 
+/* The systems over the stats window (the last 300 frames): how often
+ * each ran and what a run took. */
+static void print_system_table(const ecs_world_stats_t *st)
+{
+    printf("\nsystems over the last %u frames (%s):\n", st->window_frames,
+           st->timing_full ? "every run timed" : "small runs timed one frame in 16");
+    printf("  %-14s %6s %10s %10s\n", "system", "runs", "mean us", "max us");
+    for (uint32_t i = 0; i < st->systems; i++) {
+        const ecs_system_stats_t *s = &st->system_stats[i];
+        printf("  %-14s %6u %10.1f %10.1f\n", s->name ? s->name : "?", s->window_runs,
+               (double)s->window_mean_ns / 1e3, (double)s->window_max_ns / 1e3);
+    }
+    printf("  frame: p50 %.1f us  p90 %.1f us  p99 %.1f us  max %.1f us\n", (double)st->frame_p50_ns / 1e3,
+           (double)st->frame_p90_ns / 1e3, (double)st->frame_p99_ns / 1e3, (double)st->frame_max_ns / 1e3);
+}
+
+/* Reads a whole file (NULL if it cannot); *size gets its length. */
+static char *read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *text = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)n + 1)) != NULL) {
+        if (fread(text, 1, (size_t)n, f) != (size_t)n) {
+            free(text);
+            text = NULL;
+        } else {
+            text[n] = '\0';
+            *size = (size_t)n;
+        }
+    }
+    fclose(f);
+    return text;
+}
+
+/* The timeline page with the trace inside its data element: "</" in the
+ * JSON is written "<\/" (the same string to JSON) so that nothing in it
+ * can end the script element. */
+static bool write_timeline(const char *page_path, const char *trace_path, const char *out_path)
+{
+    static const char marker[] = "<script type=\"application/json\" id=\"trace-data\">";
+    size_t page_size = 0, trace_size = 0;
+    char *page = read_file(page_path, &page_size), *trace = read_file(trace_path, &trace_size);
+    char *at = page ? strstr(page, marker) : NULL;
+    FILE *out = at && trace ? fopen(out_path, "wb") : NULL;
+    bool ok = out != NULL;
+    if (ok) {
+        at += sizeof marker - 1;
+        fwrite(page, 1, (size_t)(at - page), out);
+        for (size_t i = 0; i < trace_size; i++) {
+            if (trace[i] == '<' && i + 1 < trace_size && trace[i + 1] == '/') fputs("<\\", out);
+            else fputc(trace[i], out);
+        }
+        fputs(at, out);
+        ok = fclose(out) == 0;
+    }
+    free(page);
+    free(trace);
+    return ok;
+}
+
+/* The profile of the run: the trace (written when it stops), the
+ * timeline page, the schedule as DOT and, with Graphviz, as SVG. */
+static void write_profile(ecs_world_t *world, const char *dir, const char *trace_path)
+{
+    CHECK_OK(ecs_world_trace_stop(world));
+    char path[4096], cmd[8400];
+    printf("\nprofile of the run (docs/profiling.md):\n  %-9s %s  (Perfetto UI, chrome://tracing)\n", "trace",
+           trace_path);
+    snprintf(path, sizeof path, "%s/demo-timeline.html", dir);
+    if (write_timeline(STAGEHAND_TIMELINE_PAGE, trace_path, path)) printf("  %-9s %s\n", "timeline", path);
+    else fprintf(stderr, "demo: cannot write %s from %s\n", path, STAGEHAND_TIMELINE_PAGE);
+    snprintf(path, sizeof path, "%s/demo-schedule.dot", dir);
+    FILE *dot = fopen(path, "w");
+    CHECK(dot != NULL);
+    CHECK_OK(ecs_world_schedule_dot(world, dot));
+    CHECK(fclose(dot) == 0);
+    printf("  %-9s %s\n", "schedule", path);
+    /* Graphviz draws it when it is installed. */
+    if (system("command -v dot >/dev/null 2>&1") == 0) {
+        snprintf(cmd, sizeof cmd, "dot -Tsvg '%s' -o '%s/demo-schedule.svg'", path, dir);
+        if (system(cmd) == 0) printf("  %-9s %s/demo-schedule.svg\n", "", dir);
+    } else {
+        printf("  (install Graphviz for demo-schedule.svg: apt-get install graphviz)\n");
+    }
+}
+
 int main(int argc, char **argv)
 {
+    const char *out_dir = NULL;
+    if (argc > 2 && !strcmp(argv[1], "--out")) {
+        out_dir = argv[2];
+        argc -= 2;
+        argv += 2;
+    }
     int frames = argc > 1 ? parse_arg(argv[1], "frames", 1, 10000000) : 300;
     int target = argc > 2 ? parse_arg(argv[2], "target_population", 0, 10000000) : 20000;
 
     ecs_world_t *world = ecs_world_create(NULL);
     CHECK(world != NULL);
+    char trace_path[4096];
+    if (out_dir) {
+        snprintf(trace_path, sizeof trace_path, "%s/demo-trace.json", out_dir);
+        CHECK_OK(ecs_world_trace_start(world, trace_path));
+    }
 
     static Sim sim; /* static: zeroed, and outlives every frame */
     sim.target = target;
@@ -529,6 +636,9 @@ int main(int argc, char **argv)
     printf("last frame: fade visited %llu rows in %.1f us; repaint was handed %llu marked rows in %.1f us\n",
            (unsigned long long)fs->rows, (double)fs->time_ns / 1e3, (unsigned long long)rs->rows,
            (double)rs->time_ns / 1e3);
+
+    print_system_table(&st);
+    if (out_dir) write_profile(world, out_dir, trace_path);
 
     free(frame_us);
     ecs_world_destroy(world);
