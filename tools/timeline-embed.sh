@@ -33,12 +33,15 @@ case $line in
 '' | *[!0-9]*) echo "$0: $template has no single empty trace-data element" >&2; exit 1 ;;
 esac
 
+# The trace's file name, for the page's title bar, as an attribute value.
+source=$(basename "$trace" | sed 's/&/\&amp;/g; s/"/\&quot;/g; s/</\&lt;/g')
+
 # Written beside OUT and renamed, so a failure never leaves half a page.
 tmp=$out.tmp.$$
 trap 'rm -f "$tmp"' EXIT
 {
     head -n "$((line - 1))" "$template"
-    echo '<script type="application/json" id="trace-data">'
+    printf '<script type="application/json" id="trace-data" data-source="%s">\n' "$source"
     sed 's/</\\u003c/g' "$trace"
     echo '</script>'
     sed "1,${line}d" "$template"

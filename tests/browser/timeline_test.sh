@@ -4,11 +4,12 @@
 # Opens a timeline page (tools/timeline.html with a trace embedded by
 # tools/timeline-embed.sh) in headless Chromium and checks, from the DOM
 # that Chromium dumps after the page has run, what the page promises: the
-# #status summary says loaded with no errors, there is one .lane element per
-# worker, every system row drew at least one job box (and every name in
-# SYSTEM_NAMES_FILE, one per line, has such a row), and no "Uncaught" error
-# reached the console. Then it takes a screenshot. The test runs no
-# JavaScript of its own, so a page that breaks shows as a failed check.
+# #status summary says loaded, with EXPECTED_WORKERS workers and no errors;
+# there is one .lane element per worker; every system row drew at least
+# one job box, and so did every name in SYSTEM_NAMES_FILE (one a line,
+# "#" lines are comments); no "Uncaught" error reached the console. Then
+# it takes a screenshot. The test runs no JavaScript of its own, so a page
+# that breaks shows as a failed check.
 #
 # Exit 0: pass; 1: a check failed; 2: usage; 77: no Chromium (skip).
 # Chromium: $CHROMIUM, else chromium or chromium-browser on PATH.
@@ -122,7 +123,7 @@ while IFS= read -r row; do
 done <"$tmp/rows"
 if [ -n "$names" ]; then
     while IFS= read -r want || [ -n "$want" ]; do
-        [ -n "$want" ] || continue
+        case $want in '' | '#'*) continue ;; esac
         found=$(while IFS= read -r row; do
             [ "$(printf '%s\n' "$row" | attr data-name)" = "$want" ] && printf '%s\n' "$row" | attr data-boxes
         done <"$tmp/rows" | head -n 1)
