@@ -3,7 +3,9 @@
 #
 #   make deps     install missing build dependencies (apt-get, only if needed)
 #   make build    release build (build/release)
-#   make demo     release build, then run the demo example
+#   make demo     release build, then run the demo example; it writes its
+#                 profile to build/release: demo-trace.json, demo-timeline.html,
+#                 demo-schedule.dot (and .svg with Graphviz)
 #   make test     release, asan, tsan and fuzz phases: configure + build +
 #                 ctest, stopping at the first failing phase, with a timing
 #                 line each (fuzz: the corpus once, a 60 s fuzzing slice,
@@ -42,7 +44,7 @@ PHASE := sh cmake/phase.sh
 all: build
 
 help:
-	@sed -n '3,26p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,28p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@sh cmake/deps.sh
@@ -58,7 +60,7 @@ demo: build
 		echo "make demo: build/release/examples/demo was not built (is there an examples/demo.c?)" >&2; \
 		exit 1; \
 	fi
-	./build/release/examples/demo
+	./build/release/examples/demo --out build/release
 
 test: deps
 	@mkdir -p build && rm -f build/phases.txt

@@ -2,10 +2,14 @@
 # deps.sh: `make deps`. Checks for cmake (>= 3.21, for CMakePresets.json
 # version 3), gcc, make, pkg-config and the pkg-config modules ck and
 # cmocka, and for the fuzz phase clang with its libFuzzer runtime
-# (libclang_rt.fuzzer); installs only what is missing, with apt-get, as
-# root or through passwordless sudo (libc6-dev too, which gcc only
-# recommends). Does nothing (and never calls apt-get) when all is
-# present.
+# (libclang_rt.fuzzer), cJSON (libcjson-dev: the tests parse trace files
+# with it); installs only what is missing, with apt-get, as root or
+# through passwordless sudo (libc6-dev too, which gcc only recommends).
+# Two more are wanted but not required: Chromium (the timeline page's test
+# in a real browser) and Graphviz (the schedule drawn as SVG, and its DOT
+# checked): installed with the rest when missing; where they cannot be,
+# a line says so and the tests that need them skip with a message. Does
+# nothing (and never calls apt-get) when all is present.
 set -eu
 
 missing=""
@@ -52,44 +56,68 @@ check() {
     if have pkg-config; then
         pkg-config --exists ck || add libck-dev
         pkg-config --exists cmocka || add libcmocka-dev
+        pkg-config --exists libcjson || add libcjson-dev
     else
         # Without pkg-config the modules cannot be checked; installing an
         # already-installed package is a no-op for apt-get.
         add pkg-config
         add libck-dev
         add libcmocka-dev
+        add libcjson-dev
     fi
 }
 
+# The optional ones, in $optional.
+check_optional() {
+    optional=""
+    have chromium || have chromium-browser || optional="chromium"
+    have dot || optional="${optional:+$optional }graphviz"
+}
+
 check
-if [ -z "$missing" ]; then
+check_optional
+if [ -z "$missing" ] && [ -z "$optional" ]; then
     if cmake_too_old; then
         echo "deps: $(cmake --version | head -n 1) is too old: the presets need cmake >= 3.21" >&2
         exit 1
     fi
-    echo "deps: ok (cmake, gcc, make, pkg-config, ck, cmocka, clang, libFuzzer)"
+    echo "deps: ok (cmake, gcc, make, pkg-config, ck, cmocka, cJSON, clang, libFuzzer, chromium, graphviz)"
     exit 0
 fi
 
-echo "deps: missing Debian packages: $missing"
+[ -z "$missing" ] || echo "deps: missing Debian packages: $missing"
+[ -z "$optional" ] || echo "deps: missing optional Debian packages: $optional"
+as_root=none
 if [ "$(id -u)" -eq 0 ]; then
     as_root=""
 elif have sudo && sudo -n true >/dev/null 2>&1; then
     as_root="sudo -n"
-else
-    echo "deps: cannot install them: not root and no passwordless sudo." >&2
-    echo "deps: please run as root:  apt-get update && apt-get install -y $missing" >&2
-    exit 1
 fi
-if ! have apt-get; then
-    echo "deps: apt-get not found; install these (or their equivalents) by hand: $missing" >&2
-    exit 1
+if [ "$as_root" = none ] || ! have apt-get; then
+    why="not root and no passwordless sudo"
+    have apt-get || why="apt-get not found"
+    if [ -n "$missing" ]; then
+        echo "deps: cannot install them: $why." >&2
+        echo "deps: please run as root:  apt-get update && apt-get install -y $missing $optional" >&2
+        exit 1
+    fi
+    echo "deps: cannot install $optional ($why): the tests that need them will skip"
+    exit 0
 fi
 
 # shellcheck disable=SC2086 # $as_root and $missing are word lists
 $as_root env DEBIAN_FRONTEND=noninteractive apt-get update
-# shellcheck disable=SC2086
-$as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing
+if [ -n "$missing" ]; then
+    # shellcheck disable=SC2086
+    $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing
+fi
+# Each optional package on its own: one that cannot be had leaves the
+# other installed (Chromium's fonts come with its fontconfig dependency).
+for pkg in $optional; do
+    # shellcheck disable=SC2086
+    $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $pkg ||
+        echo "deps: could not install $pkg: the tests that need it will skip"
+done
 
 check
 if [ -n "$missing" ]; then

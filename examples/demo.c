@@ -436,9 +436,10 @@ static char *read_file(const char *path, size_t *size)
     return text;
 }
 
-/* The timeline page with the trace inside its data element: "</" in the
- * JSON is written "<\/" (the same string to JSON) so that nothing in it
- * can end the script element. */
+/* The timeline page with the trace inside its data element. Every "<"
+ * in the JSON (only ever inside a string) is written "\u003c", the same
+ * string to JSON: no "</script>" and no "<!--" in it can end or escape
+ * the script element. */
 static bool write_timeline(const char *page_path, const char *trace_path, const char *out_path)
 {
     static const char marker[] = "<script type=\"application/json\" id=\"trace-data\">";
@@ -451,7 +452,7 @@ static bool write_timeline(const char *page_path, const char *trace_path, const 
         at += sizeof marker - 1;
         fwrite(page, 1, (size_t)(at - page), out);
         for (size_t i = 0; i < trace_size; i++) {
-            if (trace[i] == '<' && i + 1 < trace_size && trace[i + 1] == '/') fputs("<\\", out);
+            if (trace[i] == '<') fputs("\\u003c", out);
             else fputc(trace[i], out);
         }
         fputs(at, out);
