@@ -43,6 +43,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h> /* FILE, for ecs_world_schedule_dot */
 
 #ifdef __cplusplus
 extern "C" {
@@ -68,7 +69,7 @@ extern "C" {
     XX(EBUSY, -4, "not allowed while systems are running")                     \
     XX(ENOTFOUND, -5, "not found")                                             \
     XX(EEXIST, -6, "already exists")                                           \
-    XX(ELOOP, -7, "observer commands nested deeper than the world's limit") \
+    XX(ELOOP, -7, "observer commands nested deeper than the world's limit")    \
     XX(EIO, -8, "a file could not be opened or written")
 
 enum {
@@ -429,6 +430,61 @@ ECS_API int ecs_world_trace_start(ecs_world_t *world, const char *path);
  *         file left empty).
  */
 ECS_API int ecs_world_trace_stop(ecs_world_t *world);
+
+/**
+ * Writes the frame plan that ecs_world_progress runs, as a Graphviz DOT
+ * digraph (render it with `dot -Tsvg plan.dot -o plan.svg`). It is read
+ * from the plan itself, not worked out again: what it shows is what the
+ * next frame does. Registrations since the last frame are included (the
+ * plan is built first if it is out of date, as the next frame would).
+ *
+ * - Clusters: one per stage (`cluster_<n>`, n its position in run
+ *   order, labelled with its name), top to bottom in run order. A stage
+ *   without systems holds one "(no systems)" placeholder.
+ * - Nodes: one per system (`s<id>`), labelled with its name ("system #id"
+ *   for an anonymous one), what changes how it runs (EXCLUSIVE,
+ *   SINGLE_THREADED, including where the scheduler made it so,
+ *   MAIN_THREAD, MANUAL_CHANGE_MARKS, change filters, pair dispatch,
+ *   cascade and ECS_UP terms, removal and event readers, interval,
+ *   run_if, run hooks, singleton terms) and the last frame's figures from
+ *   ecs_world_stats ("4 jobs, 120.5 us", with the micro sign; "not run
+ *   yet" before its first run).
+ * - Solid edges: the order within a run of systems between two barriers,
+ *   one per edge the scheduler uses (a system starts once every system
+ *   with an edge to it has finished), labelled with every reason for it:
+ *   "explicit: B after A" or "explicit: A before B" (after / before),
+ *   and each component on which their declared access conflicts, with
+ *   what the earlier and the later system do to it: "Position: W->R"
+ *   (writes, then reads), "R->W", "W->W" (the output has the arrow
+ *   U+2192); "(singleton)" after the name for singleton terms. Systems
+ *   with no path between them may run at the same time.
+ * - Dashed edges labelled "barrier: EXCLUSIVE": an EXCLUSIVE system runs
+ *   alone between two barriers (commands are applied at each): from the
+ *   systems that end the run before it, and to those that start the run
+ *   after it, in its stage.
+ * - A dashed "stage barrier" node between two stages that have systems,
+ *   with a dashed edge from the one's cluster and one to the next's
+ *   (compound edges: the barrier follows the whole stage; Graphviz needs
+ *   compound=true, which the graph sets). Invisible edges, from each
+ *   system that ends the stage and to each that starts the next, only
+ *   place the nodes; so do those that keep an empty stage in its place.
+ * Names are escaped for DOT strings: a quote or a backslash escaped, a
+ * newline written as a line break, any other control character and any
+ * byte that is not well-formed UTF-8 written as '?'.
+ *
+ * Not to be called at the same time as any other call on the world (it
+ * may build the plan).
+ * @param world  the world
+ * @param out    a stream open for writing; written and flushed, not
+ *               closed
+ * @return ECS_OK; ECS_EINVAL (NULL world or out); ECS_EBUSY (inside a
+ *         frame, a system, a run hook or a type hook: nothing written);
+ *         ECS_ENOMEM (the plan could not be built: nothing written);
+ *         ECS_EIO (writing or flushing out failed, or its error
+ *         indicator was already set: ferror(out); what was written
+ *         stays).
+ */
+ECS_API int ecs_world_schedule_dot(const ecs_world_t *world, FILE *out);
 
 /* ---------------------------------------------------------------------- */
 /* Components                                                              */

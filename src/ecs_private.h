@@ -296,6 +296,33 @@ bool ecs__systems_conflict(const ecs__system_t *a, const ecs__system_t *b);
 void ecs__trace_frame_end(ecs_world_t *w, ecs__trace_t *t, uint64_t t0);
 void ecs__trace_world_fini(ecs_world_t *w);
 
+/* One reason why the plan orders system x before system y of the same
+ * stage (an edge x -> y of a segment's DAG). */
+typedef enum {
+    ECS__ORDER_AFTER,     /* y declares `after` x */
+    ECS__ORDER_BEFORE,    /* x declares `before` y */
+    ECS__ORDER_EXCLUSIVE, /* either is EXCLUSIVE (never within a segment) */
+    ECS__ORDER_ACCESS,    /* their access to component's values conflicts */
+    ECS__ORDER_SINGLETON, /* their singleton terms on component conflict */
+} ecs__order_kind_t;
+
+typedef struct {
+    ecs__order_kind_t kind;
+    ecs_component_t component;        /* ACCESS, SINGLETON */
+    bool first_writes, second_writes; /* x writes it, y writes it (else: reads) */
+} ecs__order_reason_t;
+
+/* Room for every reason of one pair: the explicit two, EXCLUSIVE, and
+ * each component either system writes (values, singletons). */
+#define ECS__ORDER_REASONS_MAX (3 + 2 * ECS__ACCESS_MAX + 2 * ECS_MAX_TERMS)
+
+/* Every reason the plan has to order x before y (x earlier in the
+ * stage's order), into out (room for ECS__ORDER_REASONS_MAX); their
+ * count. Made of the tests the plan's edges are built from, taken apart:
+ * an edge of the plan has at least one, and two systems of one segment
+ * with one have an edge (for the DOT output, schedule_dot.c). */
+uint32_t ecs__order_reasons(const ecs__scheduler_t *s, ecs_system_t x, ecs_system_t y, ecs__order_reason_t *out);
+
 /* Cycle-counter ticks (trace/trace.h: ecs__ticks) to nanoseconds. */
 uint64_t ecs__ticks_to_ns(const ecs__scheduler_t *s, uint64_t ticks);
 
@@ -468,6 +495,8 @@ const uint16_t *ecs__levels_rows(const ecs__levels_t *lv);
 const void *const *const *ecs__levels_up(const ecs__levels_t *lv);
 /* The depths present: *ends gets, per depth, one past its last run. */
 uint32_t ecs__levels_depths(const ecs__levels_t *lv, const uint32_t **ends);
+/* The relation the walk cascades along; 0: none (ECS_UP terms only). */
+ecs_relation_t ecs__levels_cascade(const ecs__levels_t *lv);
 
 /*
  * ECS_SINGLETON terms in a frame (frame_singletons.c): their fields, and

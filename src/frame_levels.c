@@ -159,6 +159,8 @@ uint32_t ecs__levels_depths(const ecs__levels_t *lv, const uint32_t **ends)
     return lv->depths;
 }
 
+ecs_relation_t ecs__levels_cascade(const ecs__levels_t *lv) { return lv->cascade ? lv->rels[0] : 0; }
+
 /* ---------------------------------------------------------------------- */
 /* Room                                                                    */
 /* ---------------------------------------------------------------------- */

@@ -209,24 +209,35 @@ static bool entity_sets_disjoint(const ecs__access_t *a, const ecs__access_t *b)
     return false;
 }
 
-/* A write of c by w against any access of c by r conflicts, unless the
- * entity sets are disjoint and neither reads c on other entities. */
+/* A write of c by w (c one of w's writes) against any access of c by r
+ * conflicts, unless the entity sets are disjoint and neither reads c on
+ * other entities. One component at a time, so that the plan's edges
+ * (write_conflicts) and their reasons (ecs__order_reasons) are one test. */
+static bool write_conflicts_on(const ecs__access_t *w, const ecs__access_t *r, ecs_component_t c, bool disjoint)
+{
+    if (!access_has(r->reads, r->nreads, c)) return false;
+    return !disjoint || access_has(r->others, r->nothers, c) || access_has(w->others, w->nothers, c);
+}
+
 static bool write_conflicts(const ecs__access_t *w, const ecs__access_t *r, bool disjoint)
 {
     for (uint8_t i = 0; i < w->nwrites; i++) {
-        ecs_component_t c = w->writes[i];
-        if (!access_has(r->reads, r->nreads, c)) continue;
-        if (!disjoint || access_has(r->others, r->nothers, c) || access_has(w->others, w->nothers, c)) return true;
+        if (write_conflicts_on(w, r, w->writes[i], disjoint)) return true;
     }
     return false;
 }
 
-/* A singleton written by w that r has a term on (singleton_reads holds
+/* A singleton c written by w that r has a term on (singleton_reads holds
  * the writes too); no entity set makes that disjoint. */
+static bool singleton_conflicts_on(const ecs__access_t *r, ecs_component_t c)
+{
+    return access_has(r->singleton_reads, r->nsingleton_reads, c);
+}
+
 static bool singleton_conflicts(const ecs__access_t *w, const ecs__access_t *r)
 {
     for (uint8_t i = 0; i < w->nsingleton_writes; i++) {
-        if (access_has(r->singleton_reads, r->nsingleton_reads, w->singleton_writes[i])) return true;
+        if (singleton_conflicts_on(r, w->singleton_writes[i])) return true;
     }
     return false;
 }
@@ -239,6 +250,64 @@ bool ecs__systems_conflict(const ecs__system_t *a, const ecs__system_t *b)
     /* Writes are reads too (access_from_terms), so this covers
      * write/write as well as write/read. */
     return write_conflicts(&a->access, &b->access, disjoint) || write_conflicts(&b->access, &a->access, disjoint);
+}
+
+/* Writes to out, and counts, the components on which x (first) and y
+ * (then) conflict, of one kind (access to values, or singleton terms):
+ * of the components either writes (x's first), each one once, with
+ * which of the two write it. */
+static uint32_t conflicts_explain(const ecs__access_t *x, const ecs__access_t *y, bool singleton, bool disjoint,
+                                  ecs__order_reason_t *out)
+{
+    const ecs_component_t *xw = singleton ? x->singleton_writes : x->writes;
+    const ecs_component_t *yw = singleton ? y->singleton_writes : y->writes;
+    uint8_t nxw = singleton ? x->nsingleton_writes : x->nwrites, nyw = singleton ? y->nsingleton_writes : y->nwrites;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < (uint32_t)nxw + nyw; i++) {
+        ecs_component_t c = i < nxw ? xw[i] : yw[i - nxw];
+        if (i >= nxw && access_has(xw, nxw, c)) continue; /* listed with x's */
+        bool x_writes = access_has(xw, nxw, c), y_writes = access_has(yw, nyw, c);
+        bool hit = singleton ? (x_writes && singleton_conflicts_on(y, c)) || (y_writes && singleton_conflicts_on(x, c))
+                             : (x_writes && write_conflicts_on(x, y, c, disjoint)) ||
+                                   (y_writes && write_conflicts_on(y, x, c, disjoint));
+        if (!hit) continue;
+        out[n++] = (ecs__order_reason_t){.kind = singleton ? ECS__ORDER_SINGLETON : ECS__ORDER_ACCESS,
+                                         .component = c, .first_writes = x_writes, .second_writes = y_writes};
+    }
+    return n;
+}
+
+static bool explicit_edge(const ecs__scheduler_t *s, ecs_system_t x, ecs_system_t y);
+
+/* The same tests as the plan's (explicit_edge, ecs__systems_conflict),
+ * taken apart: an edge of the plan has at least one reason, and a pair
+ * with a reason has an edge when both are in one segment. */
+uint32_t ecs__order_reasons(const ecs__scheduler_t *s, ecs_system_t x, ecs_system_t y, ecs__order_reason_t *out)
+{
+    const ecs__system_t *a = &s->systems[x - 1], *b = &s->systems[y - 1];
+    uint32_t n = 0;
+    /* The stage order is topological under the explicit edges, and a
+     * cycle is refused at registration: none runs from y back to x. */
+    ecs__assert(!explicit_edge(s, y, x), "an explicit constraint against the plan's order");
+    /* Each once, however often a list names the other system. */
+    for (uint32_t k = 0; k < b->nafter; k++) {
+        if (b->after[k] != x) continue;
+        out[n++] = (ecs__order_reason_t){.kind = ECS__ORDER_AFTER};
+        break;
+    }
+    for (uint32_t k = 0; k < a->nbefore; k++) {
+        if (a->before[k] != y) continue;
+        out[n++] = (ecs__order_reason_t){.kind = ECS__ORDER_BEFORE};
+        break;
+    }
+    if ((a->flags | b->flags) & ECS_SYSTEM_EXCLUSIVE) {
+        /* ecs__systems_conflict stops here: access does not matter. */
+        out[n++] = (ecs__order_reason_t){.kind = ECS__ORDER_EXCLUSIVE};
+        return n;
+    }
+    n += conflicts_explain(&a->access, &b->access, true, false, out + n);
+    n += conflicts_explain(&a->access, &b->access, false, entity_sets_disjoint(&a->access, &b->access), out + n);
+    return n;
 }
 
 /* ---------------------------------------------------------------------- */
