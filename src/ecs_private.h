@@ -238,16 +238,23 @@ typedef struct {
 
 void ecs__due_set_fini(ecs_world_t *w, ecs__due_set_t *due);
 
-/* A system's figures over the stats window (ecs_system_stats_t): per
- * frame of the window, its time then (a ring of `frames` entries, by
- * frame number), and the sums kept as frames come and go. */
+/* A system's figures over the stats window (stats.c): its time in each
+ * frame (a ring of two windows, by frame number: ECS__STATS_NOT_RUN,
+ * ECS__STATS_UNMEASURED or nanoseconds), and the window's sums and
+ * longest run as of the frames summed so far. */
 #define ECS__STATS_NOT_RUN UINT64_MAX
 #define ECS__STATS_UNMEASURED (UINT64_MAX - 1)
 typedef struct {
     uint64_t *ns;
-    uint64_t sum_ns, max_ns;
+    uint64_t *queue; /* frames in the window whose runs may still be the longest */
+    uint64_t sum_ns;
     uint32_t runs, measured;
+    uint32_t qhead, qlen;
 } ecs__stats_window_t;
+
+/* A window of `frames` frames (all "not run"); false when out of memory. */
+bool ecs__stats_window_init(const ecs_allocator_t *a, ecs__stats_window_t *win, uint32_t frames);
+void ecs__stats_window_fini(const ecs_allocator_t *a, ecs__stats_window_t *win);
 
 struct ecs__scheduler {
     ecs__stage_t *stages; /* in run order */
@@ -267,9 +274,11 @@ struct ecs__scheduler {
      * every run is timed (ECS_STATS=full); a trace times every run too. */
     ecs__stats_window_t *windows;
     uint32_t stats_frames;
-    uint64_t *frame_ring, *frame_sorted;
+    uint64_t *frame_ring;   /* two windows, by frame number */
+    uint64_t *frame_sorted; /* the window's frame times, ascending */
     uint32_t frame_filled;
     uint64_t last_frame_ns;
+    uint64_t stats_done, stats_first; /* frames summed into the window; the first */
     bool timing_full;
     /* The trace being written (trace_file.c; NULL: none), its file, and
      * the frames its window holds. */
@@ -289,6 +298,10 @@ void ecs__plan_fini(ecs_world_t *w, ecs__plan_t *plan);
 
 /* Whether systems a and b may not run at the same time. */
 bool ecs__systems_conflict(const ecs__system_t *a, const ecs__system_t *b);
+
+/* Sums the frames completed since the last call into the stats window
+ * and writes its figures into system_stats (stats.c). Outside frames. */
+void ecs__stats_catch_up(ecs__scheduler_t *s, uint64_t frames);
 
 /* Trace (trace_file.c): the frame's end writes the frame's slice and
  * grows short rings; a world being destroyed stops its trace, writing

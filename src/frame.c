@@ -1286,59 +1286,10 @@ static void barrier(ecs_world_t *w, uint64_t tick, ecs__phase_t resume)
     if (err && (err == ECS_ELOOP || !w->run.error)) w->run.error = err;
 }
 
-/* The frame's time enters the window: the ring by frame number, and
- * the sorted copy (the oldest time out, the new one in: O(window)). */
-static void record_frame_time(ecs__scheduler_t *s, uint64_t frame, uint64_t ns)
-{
-    uint32_t n = s->frame_filled, slot = (uint32_t)(frame % s->stats_frames);
-    uint64_t *sorted = s->frame_sorted;
-    if (n == s->stats_frames) {
-        uint64_t old = s->frame_ring[slot];
-        uint32_t at = 0;
-        while (sorted[at] != old) at++; /* present: it entered when its frame ended */
-        memmove(&sorted[at], &sorted[at + 1], (n - at - 1) * sizeof(*sorted));
-        n--;
-    }
-    uint32_t at = n;
-    while (at && sorted[at - 1] > ns) {
-        sorted[at] = sorted[at - 1];
-        at--;
-    }
-    sorted[at] = ns;
-    s->frame_ring[slot] = ns;
-    s->frame_filled = n + 1;
-    s->last_frame_ns = ns;
-}
-
-/* One frame of a system's window: `ns` its time (or ECS__STATS_NOT_RUN,
- * ECS__STATS_UNMEASURED) replaces the frame a window ago. */
-static void window_push(ecs__stats_window_t *win, uint32_t slot, uint64_t ns, uint32_t frames)
-{
-    uint64_t old = win->ns[slot];
-    win->ns[slot] = ns;
-    if (old != ECS__STATS_NOT_RUN) win->runs--;
-    if (old < ECS__STATS_UNMEASURED) {
-        win->measured--;
-        win->sum_ns -= old;
-    }
-    if (ns != ECS__STATS_NOT_RUN) win->runs++;
-    if (ns < ECS__STATS_UNMEASURED) {
-        win->measured++;
-        win->sum_ns += ns;
-        if (ns > win->max_ns) win->max_ns = ns;
-    }
-    if (old < ECS__STATS_UNMEASURED && old == win->max_ns && old != ns) {
-        /* The longest left: look again (only then, O(window)). */
-        win->max_ns = 0;
-        for (uint32_t k = 0; k < frames; k++) {
-            if (win->ns[k] < ECS__STATS_UNMEASURED && win->ns[k] > win->max_ns) win->max_ns = win->ns[k];
-        }
-    }
-}
-
 static void record_stats(ecs_world_t *w, ecs__scheduler_t *s)
 {
-    uint32_t slot = (uint32_t)(w->run.frames % s->stats_frames);
+    /* The stats window's rings (stats.c): a store per system. */
+    uint32_t slot = (uint32_t)(w->run.frames % (2 * (uint64_t)s->stats_frames));
     for (uint32_t g = 0; g < s->plan.segment_count; g++) {
         ecs__plan_segment_t *seg = &s->plan.segments[g];
         uint64_t sum = 0;
@@ -1347,25 +1298,18 @@ static void record_stats(ecs_world_t *w, ecs__scheduler_t *s)
             ecs__plan_node_t *node = &s->plan.nodes[i];
             ecs_system_stats_t *st = &s->system_stats[node->id - 1];
             uint64_t ticks = atomic_load_explicit(&node->busy_ticks, memory_order_relaxed);
-            uint64_t ns = 0;
+            uint64_t v = ECS__STATS_UNMEASURED;
             if (ticks) {
                 /* Not sampled this frame: keep the last measurement. */
-                ns = ecs__ticks_to_ns(s, ticks);
+                uint64_t ns = ecs__ticks_to_ns(s, ticks);
                 node->last_ns = ns ? ns : 1;
-                st->time_ns = ns;
+                st->time_ns = v = ns;
                 st->measured++;
                 st->total_ns += ns;
             }
-            bool ran = !node->skip;
-            st->runs += ran;
-            st->frame_ns = !ran ? 0 : ticks ? ns : st->time_ns;
-            window_push(&s->windows[node->id - 1], slot,
-                        !ran ? ECS__STATS_NOT_RUN : ticks ? ns : ECS__STATS_UNMEASURED, s->stats_frames);
-            const ecs__stats_window_t *win = &s->windows[node->id - 1];
-            st->window_runs = win->runs;
-            st->window_measured = win->measured;
-            st->window_mean_ns = win->measured ? win->sum_ns / win->measured : 0;
-            st->window_max_ns = win->max_ns;
+            /* Runs and the last frame's time are read off the ring by
+             * ecs_world_stats (stats.c). */
+            s->windows[node->id - 1].ns[slot] = node->skip ? ECS__STATS_NOT_RUN : v;
             st->rows = node->rows;
             st->jobs = node->job_count;
             sum += node->last_ns;
@@ -1496,7 +1440,8 @@ int ecs_world_progress(ecs_world_t *w, float delta_time)
     if (s->filter_systems) prune_changes(w, s);
     record_stats(w, s);
     uint64_t frame_t1 = ecs__ticks();
-    record_frame_time(s, w->run.frames, ecs__ticks_to_ns(s, frame_t1 - frame_t0));
+    s->last_frame_ns = ecs__ticks_to_ns(s, frame_t1 - frame_t0);
+    s->frame_ring[w->run.frames % (2 * (uint64_t)s->stats_frames)] = s->last_frame_ns;
     if (TRACING(&f)) ecs__trace_frame_end(w, f.trace, frame_t0);
     w->run.frames++;
     return w->run.error;

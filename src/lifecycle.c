@@ -207,7 +207,10 @@ int ecs_world_stats(const ecs_world_t *w, ecs_world_stats_t *out)
         ws[i] = (ecs_worker_stats_t){p.jobs_run, p.steals, p.idle_ns};
     }
     out->worker_stats = ws;
-    const ecs__scheduler_t *s = w->run.scheduler;
+    ecs__scheduler_t *s = w->run.scheduler;
+    /* The window, brought up to date outside frames only: systems may
+     * call this in parallel (inside a frame: the last call's figures). */
+    if (w->run.phase == ECS__PHASE_IDLE) ecs__stats_catch_up(s, w->run.frames);
     out->frame_ns = s->last_frame_ns;
     out->window_frames = s->frame_filled;
     if (s->frame_filled) {

@@ -63,7 +63,7 @@ ecs__scheduler_t *ecs__scheduler_create(ecs_world_t *w, uint32_t stats_frames)
     if (!s) return NULL;
     s->trace_fd = -1;
     s->stats_frames = stats_frames;
-    s->frame_ring = ecs__alloc(&w->allocator, stats_frames * sizeof(uint64_t), _Alignof(uint64_t));
+    s->frame_ring = ecs__alloc(&w->allocator, 2 * (size_t)stats_frames * sizeof(uint64_t), _Alignof(uint64_t));
     s->frame_sorted = ecs__alloc(&w->allocator, stats_frames * sizeof(uint64_t), _Alignof(uint64_t));
     if (!s->frame_ring || !s->frame_sorted) {
         ecs__scheduler_destroy(w, s);
@@ -98,7 +98,7 @@ void ecs__scheduler_destroy(ecs_world_t *w, ecs__scheduler_t *s)
     ecs__free(&w->allocator, s->systems);
     ecs__free(&w->allocator, s->stages);
     ecs__free(&w->allocator, s->system_stats);
-    for (uint32_t i = 0; s->windows && i < s->system_count; i++) ecs__free(&w->allocator, s->windows[i].ns);
+    for (uint32_t i = 0; s->windows && i < s->system_count; i++) ecs__stats_window_fini(&w->allocator, &s->windows[i]);
     ecs__free(&w->allocator, s->windows);
     ecs__free(&w->allocator, s->frame_ring);
     ecs__free(&w->allocator, s->frame_sorted);
@@ -343,7 +343,7 @@ typedef struct {
      * rollback; tracked: filters whose component tracking was raised. */
     ecs_system_stats_t *stats;
     ecs__stats_window_t *windows;
-    uint64_t *window_ns;
+    ecs__stats_window_t window;
     char *name;
     ecs_query_t *query;
     uint32_t tracked;
@@ -763,7 +763,7 @@ static void commit_rollback(registration_t *r)
     ecs__free(&r->w->allocator, r->name);
     ecs__free(&r->w->allocator, r->stats);
     ecs__free(&r->w->allocator, r->windows);
-    ecs__free(&r->w->allocator, r->window_ns);
+    ecs__stats_window_fini(&r->w->allocator, &r->window);
 }
 
 /* The world's per-worker scratch for the walks of systems with sparse
@@ -800,9 +800,9 @@ static bool commit_reserve(registration_t *r)
                                    _Alignof(ecs_system_stats_t));
     if (ok) r->windows = ecs__calloc(&w->allocator, (s->system_count + 1) * sizeof(ecs__stats_window_t),
                                      _Alignof(ecs__stats_window_t));
-    if (ok) r->window_ns = ecs__alloc(&w->allocator, s->stats_frames * sizeof(uint64_t), _Alignof(uint64_t));
+    ok = ok && r->windows && ecs__stats_window_init(&w->allocator, &r->window, s->stats_frames);
     if (ok && r->desc->name) r->name = ecs__strdup(&w->allocator, r->desc->name);
-    ok = ok && r->stats && r->windows && r->window_ns && (r->name || !r->desc->name);
+    ok = ok && r->stats && (r->name || !r->desc->name);
     uint32_t self_terms = 0;
     for (uint32_t i = 0; i < r->query_terms; i++) self_terms += r->terms[i].src == ECS_SELF;
     /* With filters it iterates the rows that pass them, even with no
@@ -873,8 +873,7 @@ static ecs_system_t commit_publish(registration_t *r)
     if (s->system_count) memcpy(r->windows, s->windows, s->system_count * sizeof(ecs__stats_window_t));
     ecs__free(&w->allocator, s->windows);
     s->windows = r->windows;
-    for (uint32_t f = 0; f < s->stats_frames; f++) r->window_ns[f] = ECS__STATS_NOT_RUN;
-    s->windows[id - 1] = (ecs__stats_window_t){.ns = r->window_ns};
+    s->windows[id - 1] = r->window;
     s->systems[s->system_count++] = *sys;
     r->st->systems[r->st->system_count++] = id;
     s->plan.valid = false;

@@ -454,42 +454,80 @@ static void trace_out_of_memory(void **state)
 /* Stats over time                                                         */
 /* ---------------------------------------------------------------------- */
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Runs of an `interval = 20` system (registered before frame 0) in the
+ * window of the last `window` frames of `frames`. */
+static uint32_t every20_runs(int frames, int window)
+{
+    uint32_t n = 0;
+    for (int f = frames > window ? frames - window : 0; f < frames; f++) n += f % 20 == 0;
+    return n;
+}
+
 /* ECS_STATS=full: every run timed; an interval system counts its own
- * runs only, and its frame time is 0 in frames it did not run. */
+ * runs only, and its frame time is 0 in frames it did not run. The
+ * window's mean and longest run are exact, whether the stats are read
+ * every frame, every third, or after more frames than the window holds. */
 static void stats_full_window(void **state)
 {
     (void)state;
-    ecs_world_desc_t d = {.workers = 1, .stats = ECS_STATS_FULL, .stats_frames = 50};
+    enum { WINDOW = 50, FRAMES = 400 };
+    ecs_world_desc_t d = {.workers = 1, .stats = ECS_STATS_FULL, .stats_frames = WINDOW};
     ecs_component_t pos;
     ecs_world_t *w = busy_world(&d, 2000, 1, &pos);
     ecs_system_desc_t every20 = {.name = "every20", .terms = {TR(pos)}, .run = spin_rows, .interval = 20};
     assert_true(ecs_system_register(w, &every20) != 0);
-    int ran = 0;
-    for (int f = 0; f < 120; f++) {
-        assert_int_equal(ecs_world_progress(w, 0.016f), ECS_OK);
+    static uint64_t seen[FRAMES];  /* system 0's time in each frame read after it (0: not read) */
+    static uint64_t frames[FRAMES]; /* the frame's time, likewise */
+    int frame = 0;
+    for (int step = 0; frame < FRAMES; step++) {
+        /* Read after every frame, then after three, then after more
+         * frames than the window holds, then after every frame again. */
+        int burst = frame < 100 ? 1 : frame < 200 ? 3 : frame < 210 ? 70 : 1;
+        for (int k = 0; k < burst && frame < FRAMES; k++, frame++)
+            assert_int_equal(ecs_world_progress(w, 0.016f), ECS_OK);
         ecs_world_stats_t st = stats_of(w);
         assert_true(st.timing_full);
-        const ecs_system_stats_t *e = &st.system_stats[1];
-        bool runs_now = f % 20 == 0;
-        ran += runs_now;
-        assert_int_equal(e->runs, ran);
-        assert_int_equal(e->measured, ran);
-        assert_int_equal(e->frame_ns != 0, runs_now);
-        const ecs_system_stats_t *r = &st.system_stats[0];
-        assert_int_equal(r->runs, f + 1);
-        assert_int_equal(r->measured, f + 1);
-        assert_int_equal(r->window_runs, f + 1 < 50 ? f + 1 : 50);
-        assert_int_equal(r->window_measured, r->window_runs);
+        const ecs_system_stats_t *r = &st.system_stats[0], *e = &st.system_stats[1];
+        seen[frame - 1] = r->frame_ns;
+        frames[frame - 1] = st.frame_ns;
+        uint32_t in_window = frame < WINDOW ? (uint32_t)frame : WINDOW;
+        assert_int_equal(r->runs, frame);
+        assert_int_equal(r->measured, frame);
+        assert_int_equal(r->window_runs, in_window);
+        assert_int_equal(r->window_measured, in_window);
+        assert_int_equal(st.window_frames, in_window);
         assert_true(r->window_mean_ns > 0 && r->window_mean_ns <= r->window_max_ns);
-        assert_true(r->total_ns >= r->window_mean_ns);
-        assert_int_equal(st.window_frames, f + 1 < 50 ? f + 1 : 50);
-        assert_true(st.frame_ns > 0);
-        assert_true(st.frame_p50_ns <= st.frame_p90_ns && st.frame_p90_ns <= st.frame_p99_ns &&
+        assert_true(st.frame_ns > 0 && st.frame_p50_ns <= st.frame_p90_ns && st.frame_p90_ns <= st.frame_p99_ns &&
                     st.frame_p99_ns <= st.frame_max_ns);
+        assert_int_equal(e->runs, every20_runs(frame, frame));
+        assert_int_equal(e->window_runs, every20_runs(frame, WINDOW));
+        assert_int_equal(e->frame_ns != 0, (frame - 1) % 20 == 0);
+        /* Every frame of the window read: its mean and longest are known. */
+        bool all = true;
+        uint64_t sum = 0, max = 0, sorted[WINDOW];
+        for (int f = frame - (int)in_window, k = 0; f < frame; f++, k++) {
+            all = all && seen[f];
+            sum += seen[f];
+            if (seen[f] > max) max = seen[f];
+            sorted[k] = frames[f];
+        }
+        if (all) {
+            assert_int_equal(r->window_max_ns, max);
+            assert_int_equal(r->window_mean_ns, sum / in_window);
+            qsort(sorted, in_window, sizeof(*sorted), cmp_u64);
+            assert_int_equal(st.frame_p50_ns, sorted[(in_window * 50 + 99) / 100 - 1]);
+            assert_int_equal(st.frame_p90_ns, sorted[(in_window * 90 + 99) / 100 - 1]);
+            assert_int_equal(st.frame_p99_ns, sorted[(in_window * 99 + 99) / 100 - 1]);
+            assert_int_equal(st.frame_max_ns, sorted[in_window - 1]);
+        }
+        (void)step;
     }
-    /* In the window, frames 70..119, it ran at 80 and 100. */
-    ecs_world_stats_t st = stats_of(w);
-    assert_int_equal(st.system_stats[1].window_runs, 2);
     ecs_world_destroy(w);
 }
 
