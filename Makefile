@@ -14,7 +14,9 @@
 #   make debug    debug build (build/debug)
 #   make stress   tsan build, then every stress program with --long (its
 #                 default seed, then STRESS_SEEDS more: seeds 1..n)
-#   make bench    release build, then every benchmark (JSON lines on stdout)
+#   make bench    release build (and libstagehand_notrace.so, the library
+#                 without the trace code), then every benchmark (JSON lines
+#                 on stdout)
 #   make fuzz     fuzz build (clang, build/fuzz), then FUZZ_SECONDS of fuzzing
 #                 from fuzz/corpus; new inputs go to build/fuzz/fuzz-run/new
 #   make fuzz-merge  minimize fuzz/corpus together with those new inputs
@@ -82,8 +84,11 @@ stress: deps
 	@if [ "$(STRESS_PRESET)" = tsan ]; then ECS_SPIN_US=0; export ECS_SPIN_US; fi; \
 	STRESS_SEEDS=$(STRESS_SEEDS) sh cmake/run-programs.sh stress build/$(STRESS_PRESET)/stress/stress-programs.txt $(STRESS_TIMEOUT) --long
 
+# libstagehand_notrace.so (the library without the trace code, which
+# bench_trace loads next to libstagehand.so) is not in the default build.
 bench: deps
 	@$(PHASE) release build
+	@unset MAKEFLAGS MFLAGS MAKELEVEL; cmake --build build/release --target stagehand_notrace_shared -j $(JOBS)
 	@sh cmake/run-programs.sh bench build/release/bench/bench-programs.txt $(BENCH_TIMEOUT)
 
 FUZZER := build/fuzz/fuzz/fuzz_world
