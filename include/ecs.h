@@ -384,8 +384,11 @@ typedef struct {
 } ecs_world_stats_t;
 
 /**
- * Reads the world's figures: a copy of counters kept as frames end, in
- * time independent of the window's length.
+ * Reads the world's figures. Frames record their times and leave the
+ * window's sums to this call: outside a frame it adds up the frames
+ * completed since its last call (a few operations per system and frame,
+ * at most a window's worth); from inside a frame the window's figures
+ * are those of its last call outside one.
  * @param world  the world
  * @param out    filled on success; its arrays are the world's (see
  *               ecs_world_stats_t)

@@ -37,9 +37,10 @@ static inline uint64_t ecs__ticks(void)
 #endif
 }
 
-/* 0: a build without the trace code (CMake ECS_TRACE=OFF), for
- * measuring what the code costs when no trace runs; every event site
- * then compiles away, and ecs_world_trace_start refuses. */
+/* 0: a build without the trace code (the benchmarks' library
+ * stagehand_notrace_shared), for measuring what the code costs when no
+ * trace runs; every event site then compiles away, and
+ * ecs_world_trace_start refuses with ECS_EINVAL. */
 #ifndef ECS_TRACE_BUILD
 #define ECS_TRACE_BUILD 1
 #endif
@@ -102,8 +103,10 @@ ecs__trace_t *ecs__trace_create(const ecs_allocator_t *a, uint32_t workers, uint
 void ecs__trace_destroy(ecs__trace_t *t);
 
 /* Writes an event on the calling thread's ring (worker `worker`): its
- * own, so nothing is shared but the head it publishes. */
-static inline void ecs__trace_emit(ecs__trace_t *t, uint32_t worker, const ecs__trace_event_t *ev)
+ * own, so nothing is shared but the head it publishes. Always inlined:
+ * its callers are cold functions, which the compiler would otherwise
+ * have call an out-of-line copy per event. */
+ECS__INLINE void ecs__trace_emit(ecs__trace_t *t, uint32_t worker, const ecs__trace_event_t *ev)
 {
     ecs__trace_log_t *log = &t->logs[worker];
     uint64_t h = atomic_load_explicit(&log->head, memory_order_relaxed);
