@@ -25,8 +25,10 @@
  * Usage: bench_trace [--quick] [--lib PATH] [--notrace-lib PATH]
  *                    [--demo PATH] [code|particles|demo]
  * The paths default to the build tree the binary lies in (<build>/bench/):
- * <build>/libstagehand.so, <build>/libstagehand_notrace.so (built by
- * `make bench`, not by the default build) and <build>/examples/demo.
+ * <build>/libstagehand.so (libstagehand-<flavour>.so in a debug or
+ * sanitizer build: STAGEHAND_SHARED_NAME), <build>/libstagehand_notrace.so
+ * (built by `make bench`, not by the default build) and
+ * <build>/examples/demo.
  * A name runs that part only. --quick: fewer repetitions (smoke runs).
  * Traces go to a temporary file in $TMPDIR, else /dev/shm, else /tmp.
  */
@@ -43,6 +45,10 @@
 
 #include "bench.h"
 #include "ecs.h"
+
+#ifndef STAGEHAND_SHARED_NAME /* the build's libstagehand*.so (bench/CMakeLists.txt) */
+#define STAGEHAND_SHARED_NAME "libstagehand.so"
+#endif
 
 extern char **environ;
 
@@ -530,7 +536,7 @@ int main(int argc, char **argv)
 {
     char build[4096], lib[4200], notrace_lib[4200], demo[4200];
     build_dir(argv[0], build, sizeof(build));
-    snprintf(lib, sizeof(lib), "%s/libstagehand.so", build);
+    snprintf(lib, sizeof(lib), "%s/%s", build, STAGEHAND_SHARED_NAME);
     snprintf(notrace_lib, sizeof(notrace_lib), "%s/libstagehand_notrace.so", build);
     snprintf(demo, sizeof(demo), "%s/examples/demo", build);
     const char *only = NULL;
