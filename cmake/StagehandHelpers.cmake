@@ -24,13 +24,14 @@ set(STAGEHAND_SANITIZER_ENVIRONMENT
 set(STAGEHAND_TEST_LAUNCHER "${CMAKE_CURRENT_LIST_DIR}/run-test.sh")
 
 # stagehand_add_test(<name> TARGET <target> [ARGS ...] TIMEOUT <s>
-#                    [ENVIRONMENT <VAR=value> ...] [EXPECT_OUTPUT <regex>])
+#                    [ENVIRONMENT <VAR=value> ...] [EXPECT_OUTPUT <regex> ...])
 # Registers target as ctest test <name>; ENVIRONMENT defaults to
-# STAGEHAND_TEST_ENVIRONMENT. EXPECT_OUTPUT: the test also needs a line of
-# output matching the (extended) regex; it still fails on a non-zero exit
+# STAGEHAND_TEST_ENVIRONMENT. EXPECT_OUTPUT: the test also needs, for each
+# (extended) regex, a line of output matching it (a regex may not contain
+# ';', CMake's list separator); it still fails on a non-zero exit
 # (through cmake/run-test.sh), which PASS_REGULAR_EXPRESSION would ignore.
 function(stagehand_add_test name)
-    cmake_parse_arguments(PARSE_ARGV 1 arg "" "TARGET;TIMEOUT;EXPECT_OUTPUT" "ARGS;ENVIRONMENT")
+    cmake_parse_arguments(PARSE_ARGV 1 arg "" "TARGET;TIMEOUT" "ARGS;ENVIRONMENT;EXPECT_OUTPUT")
     if(NOT arg_TARGET OR NOT arg_TIMEOUT)
         message(FATAL_ERROR "stagehand_add_test(${name}): TARGET and TIMEOUT are required")
     endif()
@@ -39,7 +40,11 @@ function(stagehand_add_test name)
     endif()
     set(cmd "$<TARGET_FILE:${arg_TARGET}>" ${arg_ARGS})
     if(DEFINED arg_EXPECT_OUTPUT)
-        set(cmd sh "${STAGEHAND_TEST_LAUNCHER}" --expect "${arg_EXPECT_OUTPUT}" ${cmd})
+        set(expects "")
+        foreach(pattern IN LISTS arg_EXPECT_OUTPUT)
+            list(APPEND expects --expect "${pattern}")
+        endforeach()
+        set(cmd sh "${STAGEHAND_TEST_LAUNCHER}" ${expects} ${cmd})
     elseif(ECS_SANITIZE STREQUAL "thread")
         set(cmd sh "${STAGEHAND_TEST_LAUNCHER}" ${cmd})
     endif()
