@@ -1064,7 +1064,8 @@ typedef struct {
  * @return the query, the caller's until ecs_query_destroy (or
  *         ecs_world_destroy); NULL, with one line on stderr naming the
  *         problem (as ecs_system_register does), for NULL arguments, bad
- *         terms or filters, out of memory, or when called from a system
+ *         terms or filters, a refused query string (or one given with
+ *         terms), out of memory, or when called from a system
  *         that is not EXCLUSIVE or a type hook.
  */
 ECS_API ecs_query_t *ecs_query_create(ecs_world_t *world, const ecs_query_desc_t *desc);
@@ -1530,8 +1531,8 @@ typedef struct {
  * @param world  the world
  * @param desc   the system; read during the call only (names copied)
  * @return its id; 0 with one line on stderr naming the problem: bad
- *         descriptor (no run callback, unknown stage, bad terms, unknown
- *         flags, duplicate name, a change filter on a component it has a
+ *         descriptor (no run callback, unknown stage, bad terms, a
+ *         refused query string or one given with terms, unknown flags, duplicate name, a change filter on a component it has a
  *         singleton term on), an after/before name that is unknown, not
  *         registered yet, or in another stage, a constraint that closes a
  *         cycle, inside a frame, out of memory. Nothing is registered then.
