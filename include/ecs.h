@@ -1532,7 +1532,8 @@ typedef struct {
  * @param desc   the system; read during the call only (names copied)
  * @return its id; 0 with one line on stderr naming the problem: bad
  *         descriptor (no run callback, unknown stage, bad terms, a
- *         refused query string or one given with terms, unknown flags, duplicate name, a change filter on a component it has a
+ *         refused query string or one given with terms, unknown flags,
+ *         duplicate name, a change filter on a component it has a
  *         singleton term on), an after/before name that is unknown, not
  *         registered yet, or in another stage, a constraint that closes a
  *         cycle, inside a frame, out of memory. Nothing is registered then.

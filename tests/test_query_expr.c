@@ -216,7 +216,8 @@ static void form_check(const form_t *f)
         assert_int_equal(ecs_world_progress(a->w, 0.5f), ECS_OK);
         assert_int_equal(ecs_world_progress(b->w, 0.5f), ECS_OK);
     }
-    if (strcmp(a->log, b->log)) print_error("expr \"%s\":\nfrom the string:\n%sfrom terms:\n%s", f->expr, a->log, b->log);
+    if (strcmp(a->log, b->log))
+        print_error("expr \"%s\":\nfrom the string:\n%sfrom terms:\n%s", f->expr, a->log, b->log);
     assert_string_equal(a->log, b->log);
     assert_true(a->calls >= 3); /* every form runs (it matches something) */
     ecs_world_destroy(a->w);
@@ -230,7 +231,8 @@ static void form_check(const form_t *f)
 /* ---------------------------------------------------------------------- */
 
 /* A term of the table, by what it is. */
-#define T_(c, acc, opt, source, relation) {.comp = (c), .access = (acc), .optional = (opt), .src = (source), .rel = (relation)}
+#define T_(c, acc, opt, source, relation)                                       \
+    {.comp = (c), .access = (acc), .optional = (opt), .src = (source), .rel = (relation)}
 #define R_(c) T_(c, ECS_READ, false, ECS_SELF, REL_NONE)
 #define W_(c) T_(c, ECS_WRITE, false, ECS_SELF, REL_NONE)
 #define WITH_(c) T_(c, ECS_WITH, false, ECS_SELF, REL_NONE)
@@ -561,8 +563,8 @@ static void query_expr_refusals_name_the_column(void **state)
     twin_init(t, 1);
     for (size_t i = 0; i < COUNT_OF(bads); i++) bad_check(t, &bads[i]);
     /* Nothing was registered: the name is still free. */
-    assert_int_not_equal(ecs_system_register(t->w, &(ecs_system_desc_t){.name = "move", .expr = "Position", .run = nop}),
-                         0);
+    ecs_system_t s = ecs_system_register(t->w, &(ecs_system_desc_t){.name = "move", .expr = "Position", .run = nop});
+    assert_int_not_equal(s, 0);
     ecs_world_destroy(t->w);
     free(t);
 }
@@ -617,8 +619,8 @@ static void query_expr_refuses_expr_with_terms(void **state)
         t->w, &(ecs_system_desc_t){.name = "move", .expr = "Position", .terms = {TR(t->c[P])}, .run = nop});
     stderr_capture_end(&cap, msg, sizeof(msg));
     assert_int_equal(s, 0);
-    assert_string_equal(msg,
-                        "stagehand: ecs_system_register(move): expr and terms both given (expected one or the other)\n");
+    assert_string_equal(
+        msg, "stagehand: ecs_system_register(move): expr and terms both given (expected one or the other)\n");
     cap = stderr_capture_begin();
     ecs_query_t *q = ecs_query_create(t->w, &(ecs_query_desc_t){.expr = "Position", .terms = {TR(t->c[P])}});
     stderr_capture_end(&cap, msg, sizeof(msg));
