@@ -16,6 +16,11 @@
  *                  which may run at the same time (the classic benchmark)
  *   heavy_compute  10k 4x4 matrices inverted 100 times per frame
  *   idle_60hz      CPU burned by a world running tiny frames at 60 Hz
+ *   <name>_expr    tiny_parallel_64x10 and schedule with their systems
+ *                  registered from query strings, against the same world
+ *                  from terms, both at 2 workers, alternating as above:
+ *                  the ratio should be 1 within noise (the string is
+ *                  parsed into the same terms, so the plan is the same)
  *
  * Usage: bench_scheduler [--quick] [name] (name: run only that benchmark)
  */
@@ -59,12 +64,37 @@ typedef ecs_world_t *(*setup_fn)(int workers);
  * frame of each block only warms the caches back up and is not counted:
  * two worlds of 1M entities do not fit in the last-level cache together,
  * one does, and the benchmark is about the scheduler, not about DRAM. */
+static void alternate(ecs_world_t *w[2], int n, int block, double m[2]);
+
 static void compare(const char *name, setup_fn setup, int n, int block)
+{
+    ecs_world_t *w[2] = {setup(1), setup(2)};
+    double m[2];
+    alternate(w, n, block, m);
+    report(name, 1, n, m[0], m[0]);
+    report(name, 2, n, m[1], m[0]);
+}
+
+/* The same world at 2 workers, its systems from terms (setup) and from
+ * query strings (setup_expr), alternating: the string world's median and
+ * its ratio to the terms world's. */
+static void compare_expr(const char *name, setup_fn setup, setup_fn setup_expr, int n, int block)
+{
+    ecs_world_t *w[2] = {setup(2), setup_expr(2)};
+    double m[2];
+    alternate(w, n, block, m);
+    printf("{\"name\":\"%s_expr\",\"workers\":2,\"frames\":%d,\"median_frame_ns\":%.0f,"
+           "\"baseline\":\"%s_terms/2\",\"baseline_median_frame_ns\":%.0f,\"ratio\":%.3f}\n",
+           name, n, m[1], name, m[0], m[1] / m[0]);
+}
+
+/* Runs two worlds in alternating blocks and destroys them; m: their
+ * medians. */
+static void alternate(ecs_world_t *w[2], int n, int block, double m[2])
 {
     enum { MAX_FRAMES = 4001 };
     static double t[2][MAX_FRAMES];
     if (n > MAX_FRAMES) n = MAX_FRAMES;
-    ecs_world_t *w[2] = {setup(1), setup(2)};
     for (int i = 0; i < 5; i++) {
         ecs_world_progress(w[0], 1.0f / 60);
         ecs_world_progress(w[1], 1.0f / 60);
@@ -81,9 +111,8 @@ static void compare(const char *name, setup_fn setup, int n, int block)
     }
     ecs_world_destroy(w[0]);
     ecs_world_destroy(w[1]);
-    double m1 = median(t[0], n), m2 = median(t[1], n);
-    report(name, 1, n, m1, m1);
-    report(name, 2, n, m2, m1);
+    m[0] = median(t[0], n);
+    m[1] = median(t[1], n);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -137,8 +166,9 @@ static void bump(ecs_iter_t *it)
 }
 
 /* chain: every system writes component 0; parallel: system i writes its
- * own component i. 10 entities have all 64 components. */
-static ecs_world_t *setup_tiny(int workers, int chain)
+ * own component i. 10 entities have all 64 components. expr: the systems
+ * from query strings ("[out] Value<i>"). */
+static ecs_world_t *setup_tiny_as(int workers, int chain, int from_expr)
 {
     enum { SYSTEMS = 64, ENTITIES = 10 };
     ecs_world_t *w = world_with(workers);
@@ -151,13 +181,20 @@ static ecs_world_t *setup_tiny(int workers, int chain)
     ecs_spawn_batch(w, ENTITIES, SYSTEMS, ids, NULL, NULL);
     for (int i = 0; i < SYSTEMS; i++) {
         ecs_component_t c = chain ? ids[0] : ids[i];
+        if (from_expr) {
+            char expr[32];
+            snprintf(expr, sizeof(expr), "[out] Value%d", chain ? 0 : i);
+            ecs_system_register(w, &(ecs_system_desc_t){.expr = expr, .run = bump});
+            continue;
+        }
         ecs_system_register(w, &(ecs_system_desc_t){.terms = {{.component = c, .access = ECS_WRITE}}, .run = bump});
     }
     return w;
 }
 
-static ecs_world_t *setup_tiny_chain(int workers) { return setup_tiny(workers, 1); }
-static ecs_world_t *setup_tiny_parallel(int workers) { return setup_tiny(workers, 0); }
+static ecs_world_t *setup_tiny_chain(int workers) { return setup_tiny_as(workers, 1, 0); }
+static ecs_world_t *setup_tiny_parallel(int workers) { return setup_tiny_as(workers, 0, 0); }
+static ecs_world_t *setup_tiny_parallel_expr(int workers) { return setup_tiny_as(workers, 0, 1); }
 
 /* ---------------------------------------------------------------------- */
 /* The classic "schedule" benchmark                                        */
@@ -189,7 +226,7 @@ static void swap_fields(ecs_iter_t *it)
     }
 }
 
-static ecs_world_t *setup_schedule(int workers)
+static ecs_world_t *setup_schedule_as(int workers, int from_expr)
 {
     enum { N = 10000 };
     ecs_world_t *w = world_with(workers);
@@ -203,13 +240,21 @@ static ecs_world_t *setup_schedule(int workers)
     /* ab and cd touch different components and may run at the same time;
      * ce writes C, as cd does, so it waits for cd. */
     ecs_component_t pairs[3][2] = {{a, b}, {c, d}, {c, e}};
+    static const char *const exprs[3] = {"[out] A, [out] B", "[out] C, [out] D", "[out] C, [out] E"};
     for (int s = 0; s < 3; s++) {
+        if (from_expr) {
+            ecs_system_register(w, &(ecs_system_desc_t){.expr = exprs[s], .run = swap_fields});
+            continue;
+        }
         ecs_system_register(w, &(ecs_system_desc_t){.terms = {{.component = pairs[s][0], .access = ECS_WRITE},
                                                               {.component = pairs[s][1], .access = ECS_WRITE}},
                                                     .run = swap_fields});
     }
     return w;
 }
+
+static ecs_world_t *setup_schedule(int workers) { return setup_schedule_as(workers, 0); }
+static ecs_world_t *setup_schedule_expr(int workers) { return setup_schedule_as(workers, 1); }
 
 /* ---------------------------------------------------------------------- */
 /* heavy_compute                                                           */
@@ -356,6 +401,10 @@ int main(int argc, char **argv)
         if (!only || !strcmp(only, benches[i].name))
             compare(benches[i].name, benches[i].setup, benches[i].frames / scale, benches[i].block);
     }
+    if (!only || !strcmp(only, "tiny_parallel_64x10_expr"))
+        compare_expr("tiny_parallel_64x10", setup_tiny_parallel, setup_tiny_parallel_expr, 4001 / scale, 1);
+    if (!only || !strcmp(only, "schedule_expr"))
+        compare_expr("schedule", setup_schedule, setup_schedule_expr, 2001 / scale, 1);
     if (!only || !strcmp(only, "idle_60hz")) run_idle(2);
     return 0;
 }

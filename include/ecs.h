@@ -992,7 +992,55 @@ typedef struct {
                                   three kinds) */
 } ecs_change_filter_t;
 
+/*
+ * Query strings: a query or a system may give its terms as text (the
+ * `expr` of ecs_query_desc_t and ecs_system_desc_t) instead of the terms
+ * array. The text is parsed into the same ecs_term_t array before
+ * anything else is checked, so the result is the query or system those
+ * terms make: the same checks, the same plan, the same speed.
+ *
+ *     expr    ::= [ term { "," term } ]
+ *     term    ::= [ access ] [ "!" | "?" ] name [ source ]
+ *     access  ::= "[" ( "in" | "out" | "inout" ) "]"
+ *     source  ::= "(" ( "up" [ name ] | "other" | "$" ) ")"
+ *     name    ::= ( letter | digit | "_" | "." | ":" ) { the same }
+ *
+ * Whitespace may stand between any two tokens. A name is a component's
+ * registered name (ECS_COMPONENT's type name); after "up", a relation's
+ * (ecs_relation_desc_t.name). What each form makes:
+ *     Position             READ (Position a data component)
+ *     [in] Position        READ
+ *     [out] Position       WRITE; [inout] Position too
+ *     Frozen               WITH (Frozen a tag, size 0: there is no value
+ *                          to read); [in] Frozen too
+ *     !Frozen              WITHOUT (takes no access and no source)
+ *     ?Color               optional READ; [out] ?Color optional WRITE
+ *     Transform(up)        ECS_UP READ through ChildOf (relation 0)
+ *     Transform(up Layer)  ECS_UP READ through the hierarchy relation
+ *                          named Layer ("up ChildOf" gives ChildOf's id)
+ *     Position(other)      ECS_OTHER READ
+ *     Score($)             ECS_SINGLETON READ; [out] Score($) WRITE
+ * "?" goes with (up) and ($), not with (other) or a tag; (up) and
+ * (other) read only; a tag takes neither [out], (up) nor ($). Terms
+ * keep the order written: term i is ecs_field(it, i), and
+ * ecs_field_index finds one by name. An empty (or blank) string is a
+ * list of no terms. Example:
+ *     .expr = "[out] Position, Velocity, !Frozen, Gravity($)"
+ * Refused (NULL, 0 or ECS_EINVAL, and one line on stderr, from
+ * ecs_query_each too): expr and terms both given; a string that does not
+ * parse, or names an unknown component or relation, or a form the list
+ * above does not allow. The line names the expression,
+ * the 1-based column (in bytes) of what was wrong, and what was
+ * expected there:
+ *     stagehand: ecs_system_register(move): expr "Position, [out Velocity": column 16: expected ']'
+ * (an expression of more than 96 characters is shown cut, with "...").
+ * Names outside the rule above (a relation's markers, "(Rel, *)") are
+ * given through terms.
+ */
+
 typedef struct {
+    /* A query string (see "Query strings" above), instead of terms. */
+    const char *expr;
     ecs_term_t terms[ECS_MAX_TERMS];            /* ends at the first term with component 0 */
     /* AND of all, ends at the first entry with kind 0. Compared against the
      * query's previous ecs_query_iter; the first iteration sees all (as a
@@ -1016,7 +1064,8 @@ typedef struct {
  * @return the query, the caller's until ecs_query_destroy (or
  *         ecs_world_destroy); NULL, with one line on stderr naming the
  *         problem (as ecs_system_register does), for NULL arguments, bad
- *         terms or filters, out of memory, or when called from a system
+ *         terms or filters, a refused query string (or one given with
+ *         terms), out of memory, or when called from a system
  *         that is not EXCLUSIVE or a type hook.
  */
 ECS_API ecs_query_t *ecs_query_create(ecs_world_t *world, const ecs_query_desc_t *desc);
@@ -1097,7 +1146,8 @@ ECS_API bool ecs_query_next(ecs_iter_t *it);
  * @param fn     called with an iterator whose ctx is ctx
  * @param ctx    passed as it->ctx
  * @return ECS_OK; ECS_EINVAL (NULL world, desc or fn, bad terms, change
- *         filters: fn is then never called).
+ *         filters: fn is then never called). A refused query string
+ *         (see "Query strings") also prints its one line on stderr.
  */
 ECS_API int ecs_query_each(ecs_world_t *world, const ecs_query_desc_t *desc, void (*fn)(ecs_iter_t *it),
                            void *ctx);
@@ -1245,6 +1295,30 @@ ECS_API void *const *ecs_field_sparse(const ecs_iter_t *it, int term);
 #endif
 
 /**
+ * The index of the first term whose component is registered under name,
+ * so that a callback need not count terms (of a list given as terms or
+ * as a query string alike; pair dispatch's target_terms are not
+ * searched). It compares names, at most ECS_MAX_TERMS of them: call it
+ * once per callback, not once per row.
+ * @param it    an iterator (a system's, a query's, an observer's)
+ * @param name  a component name, as registered
+ * @return the term's index, for ecs_field and its kin; ECS_ENOTFOUND
+ *         when no term names that component (also once a query's
+ *         iteration is over); ECS_EINVAL for a NULL it or name.
+ */
+ECS_API int ecs_field_index(const ecs_iter_t *it, const char *name);
+
+/**
+ * ECS_FIELD of the term ecs_field_index finds by name: NULL when there
+ * is none (and as ECS_FIELD otherwise).
+ * @param it    the iterator
+ * @param T     the component's type
+ * @param name  its registered name, e.g. "Position"
+ * @return (the expression's value) as ECS_FIELD.
+ */
+#define ECS_FIELD_NAMED(it, T, name) ECS_FIELD((it), T, ecs_field_index((it), (name)))
+
+/**
  * The entities a removal reader (ecs_system_desc_t.removed) is handed:
  * those that lost the component since the system's previous run. The ids
  * are no longer alive when the entity was despawned.
@@ -1335,6 +1409,8 @@ typedef struct {
 typedef struct {
     const char *name;                /* optional; unique when given; copied */
     const char *stage;               /* NULL: "Update" */
+    /* A query string (see "Query strings"), instead of terms. */
+    const char *expr;
     ecs_term_t terms[ECS_MAX_TERMS]; /* ends at the first term with component 0 */
     /* Change filters (see "Change filters" above): AND of all, the first
      * drives iteration; the list ends at the first entry with kind 0. The
@@ -1455,8 +1531,9 @@ typedef struct {
  * @param world  the world
  * @param desc   the system; read during the call only (names copied)
  * @return its id; 0 with one line on stderr naming the problem: bad
- *         descriptor (no run callback, unknown stage, bad terms, unknown
- *         flags, duplicate name, a change filter on a component it has a
+ *         descriptor (no run callback, unknown stage, bad terms, a
+ *         refused query string or one given with terms, unknown flags,
+ *         duplicate name, a change filter on a component it has a
  *         singleton term on), an after/before name that is unknown, not
  *         registered yet, or in another stage, a constraint that closes a
  *         cycle, inside a frame, out of memory. Nothing is registered then.

@@ -116,6 +116,11 @@ typedef struct {
     ecs_system_t after[ECS_MAX_DEPS]; /* resolved explicit order */
     ecs_system_t before[ECS_MAX_DEPS];
     uint32_t nafter, nbefore;
+    /* Its query's terms (the descriptor's, then pair dispatch's marker),
+     * ending at component 0 or at ECS_MAX_TERMS: what ecs_field_index
+     * reads through it->priv_.terms, also for a system without a query.
+     * Last, away from what frames read. */
+    ecs_term_t terms[ECS_MAX_TERMS];
 } ecs__system_t;
 
 typedef struct {

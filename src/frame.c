@@ -167,6 +167,7 @@ static void iter_init(ecs_iter_t *it, ecs_world_t *w, const ecs__plan_node_t *no
     it->priv_.sparse = 0;
     it->priv_.sparse_dense = it->priv_.sparse_lazy = 0;
     it->priv_.drive = 0;
+    it->priv_.terms = sys->terms;
 }
 
 const void *const *ecs_field_up(const ecs_iter_t *it, int term)

@@ -350,6 +350,9 @@ typedef struct {
     bool levels; /* cascade or ECS_UP terms: a hierarchy walk */
     ecs__levels_t *walk;
     ecs__refusal_t why;
+    /* A query string's system: the descriptor with the parsed terms,
+     * which desc then points to. */
+    ecs_system_desc_t parsed;
 } registration_t;
 
 /* The call itself: a world and a descriptor, outside any frame. */
@@ -358,6 +361,19 @@ static bool check_call(registration_t *r)
     if (!r->w || !r->desc) return ecs__refusal_set(&r->why, "NULL world or descriptor");
     if (!ecs__world_idle(r->w)) return ecs__refusal_set(&r->why, ECS__REFUSAL_NOT_IDLE);
     r->s = r->w->run.scheduler;
+    return true;
+}
+
+/* A query string (query_expr.c), parsed into a copy of the descriptor
+ * that every later check and the commit read instead: the system is then
+ * the one its terms would make, check for check. */
+static bool check_expr(registration_t *r)
+{
+    if (!r->desc->expr) return true;
+    r->parsed = *r->desc;
+    r->parsed.expr = NULL;
+    if (!ecs__query_expr_terms(r->w, r->desc->expr, r->parsed.terms, &r->why)) return false;
+    r->desc = &r->parsed;
     return true;
 }
 
@@ -559,7 +575,7 @@ static bool check_removals(registration_t *r)
  * rely on what an earlier one resolved: the scheduler, the term count,
  * the filters). */
 static bool (*const checks[])(registration_t *) = {
-    check_call, check_identity, check_terms, check_changes, check_pairs, check_removals, check_hierarchy,
+    check_call, check_expr, check_identity, check_terms, check_changes, check_pairs, check_removals, check_hierarchy,
     check_singletons,
 };
 
@@ -639,6 +655,7 @@ static void build_access(registration_t *r)
                            .removed = d->removed, .removed_pairs = d->removed_pairs, .events = d->events,
                            .pair_relation = r->marker ? pd->relation : 0, .pair_mode = pd->mode,
                            .pair_role = pd->role, .pair_filter = r->pair_filter, .nfar_terms = r->nfar};
+    memcpy(sys->terms, r->terms, r->query_terms * sizeof(ecs_term_t));
     if (reads_own_writes_elsewhere(r)) sys->flags |= ECS_SYSTEM_SINGLE_THREADED;
     build_singletons(r, sys);
     access_from_terms(r->w, &sys->access, r->terms, r->query_terms, r->changes, r->change_count);

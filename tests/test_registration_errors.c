@@ -423,6 +423,10 @@ static void system_refusals_name_their_reason(void **state)
         {{.name = "s", .run = nop, .after = {"first"}, .before = {"first"}}, "s",
          "after 'first' and before 'first' close a cycle"},
         {{.run = nop, .stage = "Nope"}, "<anonymous>", "unknown stage 'Nope'"},
+        /* Query strings (every refusal of theirs: test_query_expr.c). */
+        {{.name = "s", .run = nop, .expr = "Pos, [out Vel"}, "s", "expr \"Pos, [out Vel\": column 11: expected ']'"},
+        {{.name = "s", .run = nop, .expr = "Pos", .terms = {TR(f.pos)}}, "s",
+         "expr and terms both given (expected one or the other)"},
     };
     for (size_t k = 0; k < COUNT_OF(cases); k++) {
         counts_t before = counts_of(f.w);
@@ -488,6 +492,8 @@ static void query_refusals_name_their_reason(void **state)
         {{.terms = {TSING(f.tag, ECS_READ)}}, "invalid term"},
         {{.terms = {TR(f.pos), TSING(f.vel, ECS_WRITE)}, .changes = {{.kind = ECS_ADDED, .component = f.vel}}},
          "a change filter on a component read as a singleton"},
+        {{.expr = "Pos, Vel(other"}, "expr \"Pos, Vel(other\": column 15: expected ')'"},
+        {{.expr = "Pos", .terms = {TR(f.pos)}}, "expr and terms both given (expected one or the other)"},
     };
     for (size_t k = 0; k < COUNT_OF(cases); k++) expect_refused(&reg_query, f.w, &cases[k].desc, "", cases[k].reason);
     expect_refused(&reg_query, NULL, &(ecs_query_desc_t){.terms = {TR(f.pos)}}, "", "NULL world or descriptor");

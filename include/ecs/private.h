@@ -25,7 +25,7 @@
 #endif
 
 /* ---------------------------------------------------------------------- */
-/* Part 1: layouts (needs ECS_MAX_TERMS and ecs_entity_t)                  */
+/* Part 1: layouts (needs ECS_MAX_TERMS, ecs_entity_t and ecs_term_t)     */
 /* ---------------------------------------------------------------------- */
 
 #ifndef ECS_PRIVATE_LAYOUTS_H
@@ -72,6 +72,10 @@ typedef struct ecs__iter_priv {
     /* A cached query's sparse-driven iteration: its driving test + 1
      * (0: table-driven); chunk_index is then the batch. */
     int32_t drive;
+    /* A system's terms, which ecs_field_index reads names through (a
+     * system may have no query: its terms all singleton or ECS_OTHER
+     * ones); NULL for a query's or an observer's iterator: the query's. */
+    const ecs_term_t *terms;
 } ecs__iter_priv_t;
 
 #define ECS__EVENT_CUSTOM (1u << 31)

@@ -39,13 +39,15 @@ static bool hooks_empty(const ecs_type_hooks_t *h)
     return !h->ctor && !h->dtor && !h->move && !h->copy && !h->merge;
 }
 
-/* FNV-1a over the name, never 0 (the map's empty key). */
-static uint64_t name_hash(const char *name)
+/* FNV-1a over the name's len bytes, never 0 (the map's empty key). */
+static uint64_t name_hash_n(const char *name, size_t len)
 {
     uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
+    for (const unsigned char *p = (const unsigned char *)name; len--; p++) h = (h ^ *p) * 0x100000001b3ull;
     return h | 1;
 }
+
+static uint64_t name_hash(const char *name) { return name_hash_n(name, strlen(name)); }
 
 /* Every rule a registration must pass before anything is allocated: the
  * world's state, then the descriptor (name, layout, hooks and entity
@@ -197,14 +199,20 @@ void ecs__component_unregister_last(ecs_world_t *w, ecs_component_t id)
     w->registry.component_count = id - 1;
 }
 
+ecs_component_t ecs__component_lookup_n(const ecs_world_t *w, const char *name, size_t len)
+{
+    const uint64_t *head = ecs__map_get(&w->registry.component_names, name_hash_n(name, len));
+    for (ecs_component_t id = head ? (ecs_component_t)*head : 0; id; id = w->registry.components[id]->name_next) {
+        const char *n = w->registry.components[id]->info.name;
+        if (!strncmp(n, name, len) && !n[len]) return id;
+    }
+    return 0;
+}
+
 ecs_component_t ecs_component_lookup(const ecs_world_t *w, const char *name)
 {
     if (!w || !name) return 0;
-    const uint64_t *head = ecs__map_get(&w->registry.component_names, name_hash(name));
-    for (ecs_component_t id = head ? (ecs_component_t)*head : 0; id; id = w->registry.components[id]->name_next) {
-        if (!strcmp(w->registry.components[id]->info.name, name)) return id;
-    }
-    return 0;
+    return ecs__component_lookup_n(w, name, strlen(name));
 }
 
 const ecs_type_info_t *ecs_component_info(const ecs_world_t *w, ecs_component_t component)

@@ -71,11 +71,21 @@ static bool relation_check(const ecs_world_t *w, const ecs_relation_desc_t *desc
         return ecs__refusal_set(why, "a hierarchy needs its source marker");
     *align = desc->align;
     if (!ecs__layout_resolve(desc->size, align, why)) return false;
-    for (uint32_t i = 0; i < w->rel.count; i++) {
-        if (!strcmp(w->rel.types[i].name, desc->name)) return ecs__refusal_set(why, "a relation with this name exists");
-    }
+    if (ecs__relation_lookup_n(w, desc->name, strlen(desc->name)))
+        return ecs__refusal_set(why, "a relation with this name exists");
     if (w->rel.count == UINT32_MAX - 1) return ecs__refusal_set(why, "too many relations");
     return true;
+}
+
+ecs_relation_t ecs__relation_lookup_n(const ecs_world_t *w, const char *name, size_t len)
+{
+    /* A scan: worlds have a handful of relations, looked up by name only
+     * when something is registered. */
+    for (uint32_t i = 0; i < w->rel.count; i++) {
+        const char *n = w->rel.types[i].name;
+        if (!strncmp(n, name, len) && !n[len]) return i + 1;
+    }
+    return 0;
 }
 
 /* Everything that can fail first, markers last, undone in reverse; then

@@ -314,14 +314,30 @@ static ecs_query_t *query_commit(ecs_world_t *w, const ecs_query_desc_t *desc, u
     return q;
 }
 
+/* The descriptor with its terms: desc itself, or for a query string
+ * *copy with the terms parsed (query_expr.c), which everything after
+ * reads as it would read desc; NULL, with the reason, for a refused
+ * string. */
+static const ecs_query_desc_t *desc_with_terms(const ecs_world_t *w, const ecs_query_desc_t *desc,
+                                               ecs_query_desc_t *copy, ecs__refusal_t *why)
+{
+    if (!desc->expr) return desc;
+    *copy = *desc;
+    copy->expr = NULL;
+    return ecs__query_expr_terms(w, desc->expr, copy->terms, why) ? copy : NULL;
+}
+
 ecs_query_t *ecs_query_create(ecs_world_t *w, const ecs_query_desc_t *desc)
 {
     ecs__refusal_t why;
     uint32_t n, nc;
     ecs_query_t *q = NULL;
+    ecs_query_desc_t parsed;
     if (!w || !desc) ecs__refusal_set(&why, "NULL world or descriptor");
     else if (!ecs__world_immediate_ok(w)) ecs__refusal_set(&why, ECS__REFUSAL_NOT_IMMEDIATE);
-    else if (ecs__terms_validate(w, desc->terms, &n) != ECS_OK)
+    else if (!(desc = desc_with_terms(w, desc, &parsed, &why))) {
+        /* the reason is the parser's */
+    } else if (ecs__terms_validate(w, desc->terms, &n) != ECS_OK)
         ecs__refusal_set(&why, "invalid term (ECS_UP and ECS_SINGLETON are refused on sparse components)");
     else if (terms_have_up(desc->terms, n)) ecs__refusal_set(&why, "ECS_UP terms are for systems");
     else if (ecs__changes_validate(w, desc->changes, &nc) != ECS_OK)
@@ -532,6 +548,21 @@ void *const *ecs_field_sparse(const ecs_iter_t *it, int term)
     return (void *const *)it->priv_.fields[term];
 }
 
+int ecs_field_index(const ecs_iter_t *it, const char *name)
+{
+    if (!it || !name) return ECS_EINVAL;
+    /* A system's iterator carries its terms (it may have no query); a
+     * query's and an observer's read the query's. */
+    const ecs_query_t *q = it->priv_.query;
+    const ecs_term_t *terms = it->priv_.terms ? it->priv_.terms : q ? q->terms : NULL;
+    uint32_t n = it->priv_.terms ? ECS_MAX_TERMS : q ? q->term_count : 0;
+    for (uint32_t i = 0; i < n && terms[i].component; i++) {
+        const ecs__component_t *c = ecs__component_get(it->world, terms[i].component);
+        if (c && !strcmp(c->info.name, name)) return (int)i;
+    }
+    return ECS_ENOTFOUND;
+}
+
 /* ECS_FIELD's and ECS_FIELD_UP's check: sizeof(T) against the term's
  * component, on a live iterator. */
 static void field_size_check(const ecs_iter_t *it, int term, size_t size, const char *macro)
@@ -593,6 +624,16 @@ static void each_chunk_sparse(const ecs_query_t *q, const ecs__query_match_t *m,
 int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_iter_t *it), void *ctx)
 {
     if (!w || !desc || !fn) return ECS_EINVAL;
+    ecs_query_desc_t parsed;
+    if (desc->expr) {
+        /* Reported as ecs_query_create reports it: a code alone would not
+         * say where the string went wrong. */
+        ecs__refusal_t why;
+        if (!(desc = desc_with_terms(w, desc, &parsed, &why))) {
+            ecs__refusal_report("ecs_query_each", "", &why);
+            return ECS_EINVAL;
+        }
+    }
     /* Change filters compare against a previous iteration, which a
      * one-shot query does not have. */
     if (desc->changes[0].kind) return ECS_EINVAL;

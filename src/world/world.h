@@ -266,6 +266,9 @@ void ecs__component_unregister_last(ecs_world_t *w, ecs_component_t id);
  * *why, for a caller that reports the refusal as its own (a relation's
  * markers are part of the relation's registration). */
 ecs_component_t ecs__component_register(ecs_world_t *w, const ecs_component_desc_t *desc, ecs__refusal_t *why);
+/* ecs_component_lookup of the len bytes at name (not NUL-terminated:
+ * a name inside a query string). 0: none. */
+ecs_component_t ecs__component_lookup_n(const ecs_world_t *w, const char *name, size_t len);
 
 /* ---------------------------------------------------------------------- */
 /* Archetypes and chunks                                                   */
@@ -693,6 +696,13 @@ int ecs__changes_validate(const ecs_world_t *w, const ecs_change_filter_t *chang
 /* Whether a change filter names a component that a term reads as a
  * singleton (refused: singletons have no change detection). */
 bool ecs__changes_on_singletons(const ecs_term_t *terms, uint32_t n, const ecs_change_filter_t *changes, uint32_t nc);
+/* Query strings (query_expr.c). The terms of a descriptor that gives
+ * expr (not NULL): terms is the caller's copy of the descriptor's terms
+ * array (ECS_MAX_TERMS entries), which must be empty (expr and terms are
+ * one or the other) and is filled with the parse, zeroes after the last
+ * term. false, with the reason in *why (the expression, the column, what
+ * was expected), when the string is refused. */
+bool ecs__query_expr_terms(const ecs_world_t *w, const char *expr, ecs_term_t *terms, ecs__refusal_t *why);
 /* Whether archetype a matches; fills m (archetype and columns) when it does. */
 bool ecs__query_match(const ecs_query_t *q, ecs__archetype_t *a, ecs__query_match_t *m);
 /* Creates a query with validated terms and filters (the scheduler uses it
@@ -988,6 +998,9 @@ uint64_t ecs__pairs_removals_watch(ecs__relation_t *r);
 /* End of a flush: one archetype move per entity whose markers changed
  * during it. ECS_OK or ECS_ENOMEM (those entities stay pending). */
 int ecs__pairs_flush_markers(ecs_world_t *w);
+/* The relation registered under the len bytes at name (not
+ * NUL-terminated); 0: none. */
+ecs_relation_t ecs__relation_lookup_n(const ecs_world_t *w, const char *name, size_t len);
 /* Registers the built-in relations (ChildOf). false on OOM. */
 bool ecs__relations_init(ecs_world_t *w);
 void ecs__relations_fini(ecs_world_t *w);
