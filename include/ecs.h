@@ -30,10 +30,11 @@
  *   next structural change (spawn, despawn, add, remove, a set that adds,
  *   a pair write that adds or removes a relation marker, a command flush).
  * - Immediate-mode calls that change the world (ecs_spawn*, ecs_despawn,
- *   ecs_add, ecs_remove, ecs_set, ecs_get_mut) are for use outside
- *   ecs_world_progress() and inside ECS_SYSTEM_EXCLUSIVE systems. From any
- *   other system they fail and change nothing (ECS_EBUSY, ECS_NULL or NULL);
- *   such systems use it->commands instead. From inside a type hook
+ *   ecs_add, ecs_remove, ecs_set, ecs_get_mut, ecs_name_set, ...) are for
+ *   use outside ecs_world_progress() and inside ECS_SYSTEM_EXCLUSIVE
+ *   systems. From any other system they fail and change nothing
+ *   (ECS_EBUSY, ECS_NULL or NULL); such systems use it->commands
+ *   instead. From inside a type hook
  *   (ctor, dtor, move, copy) or an observer's callback they fail the same
  *   way.
  */
