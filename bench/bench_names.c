@@ -28,11 +28,12 @@
  *   name_set_rename      ecs_name_set of every entity to another name
  *   name_set_remove      ecs_name_set(e, NULL) of every entity
  *   reparent_leaf_named  ecs_parent_set moving a named leaf between two
- *                        parents, back and forth (the name checked
- *                        against the new siblings and rekeyed); baselines:
+ *                        parents at depth 1 with 10 children each, back
+ *                        and forth (the name checked against the new
+ *                        siblings and rekeyed); baselines:
  *                        reparent_leaf_unnamed (an unnamed leaf in the
- *                        same world) and reparent_leaf_no_names (a world
- *                        that names nothing)
+ *                        same world) and reparent_leaf_no_names (the same
+ *                        shape in a world that names nothing)
  *   despawn_named_leaf   ecs_despawn of 100k named leaves of 1000 parents;
  *                        baseline: despawn_unnamed_leaf, the same unnamed
  *   bytes_per_name       what the allocator hook holds for names, divided
@@ -291,9 +292,13 @@ static void bench_reparent(scene_t *s)
     ecs_entity_t p1 = s->e[ROOTS], p2 = s->e[ROOTS + 1];
     ecs_entity_t named = ecs_spawn(s->w), unnamed = ecs_spawn(s->w);
     CHECK(ecs_name_set(s->w, named, "leaf") == ECS_OK, "name leaf");
+    /* The same shape without names: two parents at depth 1 with FAN
+     * children each already (so that neither parent's marker switches
+     * as the leaf comes and goes, as in the scene). */
     ecs_world_t *bare = ecs_world_create(&(ecs_world_desc_t){.workers = 1});
     ecs_entity_t b1 = ecs_spawn(bare), b2 = ecs_spawn(bare), root = ecs_spawn(bare), leaf = ecs_spawn(bare);
     CHECK(ecs_parent_set(bare, b1, root) == ECS_OK && ecs_parent_set(bare, b2, root) == ECS_OK, "bare tree");
+    for (int k = 0; k < 2 * FAN; k++) CHECK(ecs_parent_set(bare, ecs_spawn(bare), k < FAN ? b1 : b2) == ECS_OK, "kids");
     double n[MAX_REPS], u[MAX_REPS], b[MAX_REPS];
     for (int r = 0; r < reps; r++) {
         n[r] = time_reparent(s->w, named, p1, p2);

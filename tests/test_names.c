@@ -713,6 +713,7 @@ static void names_commands_from_parallel_jobs(void **state)
                                                                        .ctx = &r}),
                          0);
     for (int f = 0; f < FRAMES; f++, r.round++) assert_int_equal(ecs_world_progress(w, 0.0f), ECS_OK);
+    assert_true(stats_of(w).system_stats[0].jobs > 1); /* the rows were split into jobs */
     assert_int_equal(atomic_load(&r.bad_reads), 0);
     assert_int_equal(skipped_of(w), 0);
     for (int i = 0; i < N; i++) {
