@@ -30,10 +30,11 @@
  *   next structural change (spawn, despawn, add, remove, a set that adds,
  *   a pair write that adds or removes a relation marker, a command flush).
  * - Immediate-mode calls that change the world (ecs_spawn*, ecs_despawn,
- *   ecs_add, ecs_remove, ecs_set, ecs_get_mut) are for use outside
- *   ecs_world_progress() and inside ECS_SYSTEM_EXCLUSIVE systems. From any
- *   other system they fail and change nothing (ECS_EBUSY, ECS_NULL or NULL);
- *   such systems use it->commands instead. From inside a type hook
+ *   ecs_add, ecs_remove, ecs_set, ecs_get_mut, ecs_name_set, ...) are for
+ *   use outside ecs_world_progress() and inside ECS_SYSTEM_EXCLUSIVE
+ *   systems. From any other system they fail and change nothing
+ *   (ECS_EBUSY, ECS_NULL or NULL); such systems use it->commands
+ *   instead. From inside a type hook
  *   (ctor, dtor, move, copy) or an observer's callback they fail the same
  *   way.
  */
@@ -1717,9 +1718,10 @@ ECS_API ecs_relation_t ecs_relation_register(ecs_world_t *world, const ecs_relat
  * @param payload  copied (the relation's size bytes); NULL: zeroes. May
  *                 point into the store (a payload from ecs_pair_get)
  * @return ECS_OK; ECS_ESTALE (src or tgt null, stale or provisional);
- *         ECS_EINVAL (NULL world, unknown relation, src == tgt); ECS_EBUSY
- *         (inside a non-exclusive system or a type hook); ECS_ENOMEM
- *         (nothing changed).
+ *         ECS_EINVAL (NULL world, unknown relation, src == tgt, a cycle in
+ *         a hierarchy); ECS_EBUSY (inside a non-exclusive system or a type
+ *         hook); ECS_EEXIST (ChildOf only: a named src would get a sibling
+ *         of its name, see "Names"); ECS_ENOMEM (nothing changed).
  */
 ECS_API int ecs_pair_set(ecs_world_t *world, ecs_relation_t rel, ecs_entity_t src, ecs_entity_t tgt,
                          const void *payload);
@@ -1956,6 +1958,9 @@ ECS_API int ecs_cmd_pair_remove(ecs_commands_t *cmd, ecs_relation_t rel, ecs_ent
  *   ecs_system_stats_t.jobs counts the jobs of all depths.
  * - Terms read on the parent: an ECS_UP term (see ecs_term_t) hands,
  *   per row, a pointer to the parent's value (ecs_field_up).
+ * - Names (ChildOf only): an entity's name is unique among its siblings,
+ *   and a write that would break that fails with ECS_EEXIST (see
+ *   "Names").
  * Together they make transform propagation parallel: a cascade system
  * may WRITE on its own rows the component it reads UP through the same
  * relation (world = parent's world x local), and is still split into
@@ -1988,8 +1993,9 @@ ECS_API ecs_relation_t ecs_childof(const ecs_world_t *world);
  * @return ECS_OK (also when nothing changes); ECS_EINVAL (NULL world,
  *         parent == child, parent in child's subtree: a cycle); ECS_ESTALE
  *         (child null or not alive, parent not alive); ECS_EBUSY (inside a
- *         non-exclusive system or a type hook); ECS_ENOMEM. Nothing
- *         changes on error.
+ *         non-exclusive system or a type hook); ECS_EEXIST (child is named,
+ *         and parent has another child of that name, or, detaching, a
+ *         root has it: see "Names"); ECS_ENOMEM. Nothing changes on error.
  */
 ECS_API int ecs_parent_set(ecs_world_t *world, ecs_entity_t child, ecs_entity_t parent);
 
@@ -1997,7 +2003,8 @@ ECS_API int ecs_parent_set(ecs_world_t *world, ecs_entity_t child, ecs_entity_t 
  * Records an ecs_parent_set, applied at the barrier like any command.
  * A set that would close a cycle then (the hierarchy as it is at that
  * point of the flush) is skipped and counted in commands_skipped, as is
- * one whose child or parent died earlier in the flush.
+ * one that would give a named child a sibling of its name (see "Names")
+ * and one whose child or parent died earlier in the flush.
  * @param cmd     the job's buffer
  * @param child   a live or provisional entity (this buffer's)
  * @param parent  likewise, or ECS_NULL to detach
@@ -2048,6 +2055,91 @@ ECS_API ecs_entity_t ecs_hierarchy_parent(const ecs_world_t *world, ecs_relation
 ECS_API int ecs_hierarchy_children(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t parent,
                                    const ecs_entity_t **children);
 ECS_API int ecs_hierarchy_depth(const ecs_world_t *world, ecs_relation_t rel, ecs_entity_t e);
+
+/* ---------------------------------------------------------------------- */
+/* Names                                                                   */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * An entity may have a name, and a named entity can be found by its path
+ * along ChildOf: "ship/turret/barrel" is the child named "barrel" of the
+ * child named "turret" of the root named "ship". So a name is unique among
+ * the ChildOf children of one parent, and among the roots (the entities
+ * without a ChildOf parent); the same name may be used under different
+ * parents. Only ChildOf scopes names: other hierarchy relations do not.
+ * docs/names.md has the whole story.
+ * - A name is copied; any non-empty string without '/' (the separator of
+ *   paths). Entities have none until given one.
+ * - A name stays with its entity through component adds and removes, and
+ *   goes with it when it is despawned (every entity of a cascade
+ *   included): a lookup no longer finds it, and the name is free again.
+ * - Reparenting keeps names unique: a ChildOf write that would give a
+ *   named entity a parent that already has a child of its name (or, when
+ *   it detaches the entity, make it a root where a root has its name)
+ *   fails with ECS_EEXIST and changes nothing. That holds for
+ *   ecs_parent_set, ecs_hierarchy_parent_set on ChildOf, ecs_pair_set and
+ *   ecs_pair_remove on ChildOf, and their commands, which are skipped at
+ *   playback and counted in commands_skipped. The entity's subtree moves
+ *   with it, names and paths below it included (its descendants keep
+ *   their siblings).
+ * - Reads (ecs_name, ecs_lookup) are allowed wherever reads are, systems
+ *   included: names change only in immediate mode and at barriers.
+ * - A world whose entities have no names allocates nothing for them, and
+ *   its ChildOf writes and despawns pay one test.
+ * A lookup costs one hash probe per path segment (docs/benchmarks.md,
+ * "Names").
+ */
+
+/**
+ * Names an entity, replacing the name it has (immediate mode, as ecs_set).
+ * @param world  the world
+ * @param e      a live entity
+ * @param name   the name, copied (not kept): not empty, no '/'; NULL
+ *               removes e's name (ECS_OK also when it has none). e's own
+ *               name again: ECS_OK, nothing changes
+ * @return ECS_OK; ECS_EINVAL (NULL world, an empty name or one with a
+ *         '/'); ECS_ESTALE (e null, stale or provisional); ECS_EBUSY
+ *         (inside a non-exclusive system, a type hook or an observer's
+ *         callback); ECS_EEXIST (a sibling of e has the name: a child of
+ *         e's ChildOf parent, or another root when e is a root);
+ *         ECS_ENOMEM. Nothing changes on error.
+ */
+ECS_API int ecs_name_set(ecs_world_t *world, ecs_entity_t e, const char *name);
+
+/**
+ * @param world  the world, or NULL
+ * @param e      any handle
+ * @return e's name, owned by the world, valid until e's name changes or e
+ *         is despawned (reparenting keeps it); NULL when e has no name or
+ *         is not alive, and for a NULL world.
+ */
+ECS_API const char *ecs_name(const ecs_world_t *world, ecs_entity_t e);
+
+/**
+ * Finds an entity by its path along ChildOf.
+ * @param world  the world, or NULL
+ * @param path   names joined by '/': "a" is the root named "a", "a/b" its
+ *               child named "b", "a/b/c" that one's child named "c"
+ * @return the entity; ECS_NULL when no entity has this path, for a
+ *         malformed path ("", a leading, trailing or doubled '/'), and for
+ *         a NULL world or path.
+ */
+ECS_API ecs_entity_t ecs_lookup(const ecs_world_t *world, const char *path);
+
+/**
+ * Records an ecs_name_set, applied at the barrier like any command, in
+ * command order. At playback, a name that a sibling of the entity has
+ * then (given earlier in the same flush included) is skipped and counted
+ * in ecs_world_stats_t.commands_skipped, as is a command whose entity
+ * died earlier in the flush or whose spawn failed.
+ * @param cmd   the job's buffer
+ * @param e     a live or provisional entity (this buffer's)
+ * @param name  as for ecs_name_set (NULL removes the name), copied now
+ * @return ECS_OK; ECS_EINVAL (NULL cmd, an empty name or one with a '/');
+ *         ECS_ESTALE (e null, stale, or another buffer's provisional
+ *         handle); ECS_ENOMEM (nothing recorded).
+ */
+ECS_API int ecs_cmd_name_set(ecs_commands_t *cmd, ecs_entity_t e, const char *name);
 
 /* ---------------------------------------------------------------------- */
 /* Custom events                                                           */

@@ -86,7 +86,7 @@ static frame_t *frame_of(const ecs_world_t *w) { return w->run.current; }
 #ifndef NDEBUG
 /* Debug builds check ecs_get from inside systems against what the system
  * declared (world.h, ecs__tls_reads). */
-static void declare_reads(const ecs__system_t *sys, ecs__read_set_t *set)
+static void declare_reads(const ecs_world_t *w, const ecs__system_t *sys, ecs__read_set_t *set)
 {
     /* ECS_OTHER reads (far-end terms count as such): safe to read on any
      * entity while the system runs, since the scheduler orders it against
@@ -99,6 +99,9 @@ static void declare_reads(const ecs__system_t *sys, ecs__read_set_t *set)
     for (uint8_t k = 0; k < sys->access.nothers; k++) set->components[set->count++] = sys->access.others[k];
     set->nsingletons = 0;
     for (uint8_t k = 0; k < sys->nsingletons; k++) set->singletons[set->nsingletons++] = sys->singletons[k].component;
+    /* The message of an undeclared read names the system. */
+    set->system = sys->name;
+    set->system_id = (ecs_system_t)(sys - w->run.scheduler->systems) + 1;
 }
 #endif
 
@@ -293,7 +296,7 @@ static void hook_call(ecs_world_t *w, const ecs__system_t *sys, void (*hook)(ecs
 #ifndef NDEBUG
     const ecs__read_set_t *saved = ecs__tls_reads;
     ecs__read_set_t reads;
-    declare_reads(sys, &reads);
+    declare_reads(w, sys, &reads);
     ecs__tls_reads = sys->flags & ECS_SYSTEM_EXCLUSIVE ? NULL : &reads;
 #endif
     hook(w, sys->ctx);
@@ -485,7 +488,7 @@ static void run_range(ecs_world_t *w, ecs__system_job_t *j, uint32_t worker, flo
     if (ECS__UNLIKELY(sys->nsingletons)) ecs__singletons_hand(w, node, (uint32_t)(j - node->jobs), &it);
 #ifndef NDEBUG
     ecs__read_set_t reads;
-    declare_reads(sys, &reads);
+    declare_reads(w, sys, &reads);
     ecs__tls_reads = &reads;
 #endif
     if (!sys->query) {
@@ -1040,7 +1043,7 @@ ECS__INLINE void run_node_body(ecs_world_t *w, ecs__plan_node_t *node, float dt,
     }
 #ifndef NDEBUG
     ecs__read_set_t reads;
-    declare_reads(sys, &reads);
+    declare_reads(w, sys, &reads);
     if (!exclusive) ecs__tls_reads = &reads;
 #endif
     const ecs_query_t *q = sys->query;

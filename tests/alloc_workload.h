@@ -5,8 +5,8 @@
  * mixed workload (workload_run: 64 archetypes, a big batch, hooked values,
  * a toggle component switched off and on, sparse components (data, hooked
  * and a tag) in spawns, batches and entity calls, queries, stages, and
- * systems that record every kind of command, ecs_cmd_enable and sparse
- * commands included). Shared
+ * systems that record every kind of command, ecs_cmd_enable, sparse
+ * commands and names included; named entities in a ChildOf tree). Shared
  * by test_alloc.c and test_alloc_internals.c. Header-only; include after
  * <cmocka.h> and "alloc_hook.h".
  */
@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,6 +214,11 @@ static inline void sys_spawner(ecs_iter_t *it)
             ecs_cmd_add(it->commands, p, wl->tog);
             ecs_cmd_enable(it->commands, p, wl->tog, false);
         }
+        if (i % 4 == 0) { /* a name, unique per frame and spawn */
+            char name[32];
+            snprintf(name, sizeof(name), "s%llu-%d", (unsigned long long)ecs_world_frame(it->world), i);
+            ecs_cmd_name_set(it->commands, p, name);
+        }
     }
 }
 
@@ -327,6 +333,27 @@ static inline void workload_run(ecs_world_t *w, workload_t *wl)
     for (int i = 0; i < 200; i += 4) assert_int_equal(ecs_remove(w, hooked[i], wl->hk), ECS_OK);
     for (int i = 1; i < 200; i += 9) assert_int_equal(ecs_remove(w, hooked[i], wl->sp_hk), ECS_OK);
     for (int i = 0; i < 200; i += 5) assert_int_equal(ecs_despawn(w, hooked[i]), ECS_OK);
+    /* Names: roots with named children, a reparent refused and one made,
+     * a rename, cascades that free names. */
+    ecs_entity_t named[20];
+    char name[32];
+    for (int i = 0; i < 20; i++) {
+        named[i] = ecs_spawn(w);
+        snprintf(name, sizeof(name), "n%d", i);
+        assert_int_equal(ecs_name_set(w, named[i], name), ECS_OK);
+        for (int k = 0; k < 2; k++) {
+            ecs_entity_t c = ecs_spawn(w);
+            assert_int_equal(ecs_parent_set(w, c, named[i]), ECS_OK);
+            assert_int_equal(ecs_name_set(w, c, k ? "b" : "a"), ECS_OK);
+        }
+    }
+    ecs_entity_t moved = ecs_lookup(w, "n1/a");
+    assert_true(moved != ECS_NULL);
+    assert_int_equal(ecs_parent_set(w, moved, named[2]), ECS_EEXIST);
+    assert_int_equal(ecs_name_set(w, moved, "c"), ECS_OK);
+    assert_int_equal(ecs_parent_set(w, moved, named[2]), ECS_OK);
+    assert_true(ecs_lookup(w, "n2/c") == moved);
+    for (int i = 0; i < 20; i += 5) assert_int_equal(ecs_despawn(w, named[i]), ECS_OK);
 
     /* A query over all 64 Position archetypes (and more), created after
      * them; queries with optional terms; a short-lived query. */

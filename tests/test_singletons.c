@@ -971,6 +971,8 @@ static void singleton_undeclared_reads_abort_in_debug_builds(void **state)
     assert_string_equal(declared, "ok");
     assert_string_equal(undeclared, "abort");
     assert_non_null(strstr(err[1], "did not declare"));
+    /* The message names the system (anonymous: its id) and the singleton. */
+    assert_non_null(strstr(err[1], "ecs_singleton_get from system #1 (anonymous) of singleton 'Counter'"));
 #endif
 }
 

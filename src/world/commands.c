@@ -39,6 +39,7 @@ enum {
     CMD_SINGLETON_SET, /* no entity: a singleton's value */
     CMD_EMIT,          /* an event; `component` holds the event type */
     CMD_ENABLE,        /* a toggle component's state; `target` holds 1 (enable) or 0 */
+    CMD_NAME_SET,      /* an entity's name: `value` the copy (NULL: remove it) */
 };
 
 struct ecs__cmd {
@@ -49,7 +50,8 @@ struct ecs__cmd {
     uint32_t kind;
     void *value; /* CMD_SET, CMD_SINGLETON_SET: the recorded copy, in the arena;
                     NULL once consumed.
-                    CMD_PAIR_SET: the payload (plain data), or NULL */
+                    CMD_PAIR_SET: the payload (plain data), or NULL.
+                    CMD_NAME_SET: the name's copy, or NULL */
 };
 
 struct ecs__cmd_segment {
@@ -406,6 +408,20 @@ int ecs_cmd_parent_set(ecs_commands_t *cmd, ecs_entity_t child, ecs_entity_t par
     return ecs_cmd_hierarchy_parent_set(cmd, cmd ? ecs_childof(cmd->world) : 0, child, parent);
 }
 
+int ecs_cmd_name_set(ecs_commands_t *cmd, ecs_entity_t e, const char *name)
+{
+    int err = check_buffer(cmd, e);
+    if (err) return err;
+    if (!ecs__names_valid(name)) return ECS_EINVAL;
+    /* Copied now, NUL included: whether the name is taken is known only
+     * at playback, against the names as the flush has them then. */
+    size_t size = name ? strlen(name) + 1 : 0;
+    ecs__cmd_t *c_ = cmd_append(cmd, CMD_NAME_SET, e, 0, size, 1);
+    if (!c_) return ECS_ENOMEM;
+    if (size) memcpy(c_->value, name, size);
+    return ECS_OK;
+}
+
 /* ---------------------------------------------------------------------- */
 /* Ordering                                                                */
 /* ---------------------------------------------------------------------- */
@@ -558,6 +574,10 @@ static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, pl
                 err = ecs__hierarchy_parent_apply(w, ecs__relation_get(w, c->component), e, rec, t, trec);
             break;
         }
+        case CMD_NAME_SET:
+            /* A name a sibling has by now: skipped (ECS_EEXIST). */
+            err = ecs__names_write(w, e, c->value);
+            break;
         case CMD_ENABLE:
             /* An entity that lost the component since: skipped. */
             err = ecs__toggle_write(w, rec, w->registry.components[c->component], c->target != 0);

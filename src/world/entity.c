@@ -187,6 +187,7 @@ void ecs__entity_destroy(ecs_world_t *w, ecs_entity_t e, ecs__record_t *rec)
     }
     if (ECS__UNLIKELY(a->watch_removals)) ecs__removals_log(w, a, NULL, e);
     if (ECS__UNLIKELY(w->sparse.count)) ecs__sparse_drop_entity(w, e);
+    if (ECS__UNLIKELY(ecs__names_any(w))) ecs__names_drop(w, e);
     ecs__chunk_remove_row(w, ch, rec->row);
     ecs__entity_index_delete(&w->entity_index, e);
 }
@@ -222,6 +223,7 @@ void ecs__entity_destroy_n(ecs_world_t *w, const ecs__doomed_t *d)
         }
         if (ECS__UNLIKELY(a->watch_removals)) ecs__removals_log(w, a, NULL, es[i]);
         if (ECS__UNLIKELY(w->sparse.count)) ecs__sparse_drop_entity(w, es[i]);
+        if (ECS__UNLIKELY(ecs__names_any(w))) ecs__names_drop(w, es[i]);
         if (row < ch->count && ch->entities[row] == es[i]) {
             for (uint32_t last = ch->count - 1; last > row && ecs__doomed_pos(d, ch->entities[last]); last--)
                 ecs__chunk_remove_row(w, ch, last);
@@ -848,17 +850,31 @@ bool ecs_has(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
 #ifndef NDEBUG
 _Thread_local const ecs__read_set_t *ecs__tls_reads;
 
+/* The abort of an undeclared read, with a message that says which
+ * system read which component on which entity (its path, when named). */
+ECS__COLD void undeclared_read(const ecs_world_t *w, const ecs__read_set_t *set, ecs_entity_t e, ecs_component_t c)
+{
+    char sys[160], ent[320], why[768];
+    if (set->system) snprintf(sys, sizeof(sys), "'%s'", set->system);
+    else snprintf(sys, sizeof(sys), "#%u (anonymous)", set->system_id);
+    ecs__names_describe(w, e, ent, sizeof(ent));
+    snprintf(why, sizeof(why),
+             "ecs_get from system %s of component '%s' on entity %s, which the system did not declare for other "
+             "entities (add an ECS_OTHER term)",
+             sys, c && c <= w->registry.component_count ? w->registry.components[c]->info.name : "(unknown)", ent);
+    ecs__assert_fail("component declared", why, __FILE__, __LINE__);
+}
+
 /* A system reading a component it did not declare, on another entity,
  * may race with the system that writes it: a programming error. */
-static void check_declared_read(const ecs__record_t *rec, ecs_component_t c)
+static void check_declared_read(const ecs_world_t *w, ecs_entity_t e, const ecs__record_t *rec, ecs_component_t c)
 {
     const ecs__read_set_t *set = ecs__tls_reads;
     if (!set || rec->chunk == set->chunk) return;
     for (uint32_t i = 0; i < set->count; i++) {
         if (set->components[i] == c) return;
     }
-    ecs__assert_fail("component declared", "ecs_get from a system of a component it did not declare for other "
-                     "entities (add an ECS_OTHER term)", __FILE__, __LINE__);
+    undeclared_read(w, set, e, c);
 }
 #endif
 
@@ -872,7 +888,7 @@ const void *ecs_get(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
          * another entity's is checked against what the system declared,
          * as a table component's. */
         const ecs__record_t *srec = ecs__record_from_entity(&w->entity_index, e);
-        if (srec) check_declared_read(srec, c);
+        if (srec) check_declared_read(w, e, srec, c);
 #endif
         int32_t slot = ecs__sparse_set_find(&sc->sparse, e);
         return slot < 0 || !sc->sparse.size ? NULL : ecs__sparse_set_value(&sc->sparse, (uint32_t)slot);
@@ -880,7 +896,7 @@ const void *ecs_get(const ecs_world_t *w, ecs_entity_t e, ecs_component_t c)
     const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     if (!rec) return NULL;
 #ifndef NDEBUG
-    check_declared_read(rec, c);
+    check_declared_read(w, e, rec, c);
 #endif
     const ecs__archetype_t *a = rec->chunk->archetype;
     int32_t t = ecs__archetype_type_index(a, c);

@@ -722,6 +722,13 @@ int ecs__pairs_flush_markers(ecs_world_t *w)
 
 static bool flushing(const ecs_world_t *w) { return w->run.phase == ECS__PHASE_FLUSH; }
 
+/* Whether a write of hierarchy r's pairs must keep names unique among
+ * siblings (names.c): r is ChildOf and some entity is named. */
+static inline bool names_follow(const ecs_world_t *w, const ecs__relation_t *r)
+{
+    return ecs__names_any(w) && (ecs_relation_t)(r - w->rel.types) + 1 == w->rel.childof;
+}
+
 /* The kinds (of ECS_ON_ADD, ECS_ON_SET) a write of the pair src -> tgt
  * calls, in that order, the observed ones: ON_SET only for a relation
  * with a payload. Then, in immediate mode, what they recorded. */
@@ -748,9 +755,16 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
     ecs__store_t *st = &r->store;
     /* A hierarchy refuses a cycle before anything is reserved. */
     uint32_t depth = 0;
+    bool named = false;
     if (ECS__UNLIKELY(r->hierarchy)) {
         if (ecs__hierarchy_check(r, src, tgt) != ECS_OK) return ECS_EINVAL;
         depth = ecs__hierarchy_depth_of(st, tgt) + 1;
+        /* A named child whose new parent has a child of its name is
+         * refused, as a cycle is (names stay unique among siblings). */
+        if ((named = names_follow(w, r))) {
+            int err = ecs__names_reparent_check(w, src, tgt);
+            if (err) return err;
+        }
     }
     ecs__pair_slots_t slots;
     if (!ecs__store_reserve(st, &w->allocator, src, tgt, &slots)) return ECS_ENOMEM;
@@ -793,6 +807,7 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
         ecs__observers_emit_pair(w, ECS_ON_REMOVE, r, src, old, st->size ? ts->payloads : NULL);
     ecs__store_set_at(st, slots, src, tgt, payload, w->run.tick_now, &res);
     if (ECS__UNLIKELY(r->hierarchy)) ecs__hierarchy_apply(w, r, src, depth);
+    if (ECS__UNLIKELY(named)) ecs__names_reparent(w, src, tgt);
     if (old) log_pair(r, src, old);
     /* The replaced pair was the last one aimed at a target that died
      * before (kept under IGNORE): its empty slice goes, as after a
@@ -824,8 +839,15 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
     slots.rev = ecs__store_sources_slot(st, tgt);
     ecs__assert(slots.rev, "the indices agree");
     const ecs__source_slice_t *ss = &st->rev[slots.rev - 1];
+    /* A hierarchy's src becomes a root: named, it is refused where a root
+     * has its name. */
+    bool named = ECS__UNLIKELY(r->hierarchy) && names_follow(w, r);
+    if (named) {
+        int err = ecs__names_reparent_check(w, src, ECS_NULL);
+        if (err) return err;
+    }
     if (!log_reserve(w, r, 1)) return ECS_ENOMEM;
-    /* A hierarchy's src becomes a root: its subtree moves up. */
+    /* Its subtree moves up. */
     if (ECS__UNLIKELY(r->hierarchy) && !ecs__hierarchy_reserve(w, r, src, 0)) return ECS_ENOMEM;
     /* src and tgt lose a marker when this is their last pair: planned and
      * secured (immediate), or room to sync them at the flush's end. */
@@ -850,6 +872,7 @@ int ecs__pairs_remove(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_
         ecs__observers_emit_pair(w, ECS_ON_REMOVE, r, src, tgt, st->size ? ts->payloads + (size_t)at * st->size : NULL);
     ecs__store_remove_at(st, slots, (uint32_t)at);
     if (ECS__UNLIKELY(r->hierarchy)) ecs__hierarchy_apply(w, r, src, 0);
+    if (ECS__UNLIKELY(named)) ecs__names_reparent(w, src, ECS_NULL);
     bool source_last = ts->count == 0, target_last = ss->count == 0;
     log_pair(r, src, tgt);
     if (flush && source_last && r->source_marker) mark_pending(w, src, r, 0, slots.fwd);

@@ -50,17 +50,30 @@ int ecs_singleton_set(ecs_world_t *w, ecs_component_t component, const void *val
 }
 
 #ifndef NDEBUG
+/* The abort of an undeclared read, with a message that names the system
+ * and the singleton. */
+ECS__COLD void undeclared_singleton(const ecs_world_t *w, const ecs__read_set_t *set, ecs_component_t c)
+{
+    char sys[160], why[512];
+    if (set->system) snprintf(sys, sizeof(sys), "'%s'", set->system);
+    else snprintf(sys, sizeof(sys), "#%u (anonymous)", set->system_id);
+    snprintf(why, sizeof(why),
+             "ecs_singleton_get from system %s of singleton '%s', which the system did not declare (add an "
+             "ECS_SINGLETON term)",
+             sys, w->registry.components[c]->info.name);
+    ecs__assert_fail("singleton declared", why, __FILE__, __LINE__);
+}
+
 /* A system reading a singleton it did not declare may race with the
  * system that writes it: a programming error. */
-static void check_declared_singleton(ecs_component_t c)
+static void check_declared_singleton(const ecs_world_t *w, ecs_component_t c)
 {
     const ecs__read_set_t *set = ecs__tls_reads;
     if (!set) return;
     for (uint32_t i = 0; i < set->nsingletons; i++) {
         if (set->singletons[i] == c) return;
     }
-    ecs__assert_fail("singleton declared", "ecs_singleton_get from a system of a singleton it did not declare (add "
-                     "an ECS_SINGLETON term)", __FILE__, __LINE__);
+    undeclared_singleton(w, set, c);
 }
 #endif
 
@@ -70,7 +83,7 @@ const void *ecs_singleton_get(const ecs_world_t *w, ecs_component_t component)
     const ecs__component_t *c = ecs__component_get(w, component);
     if (!c) return NULL;
 #ifndef NDEBUG
-    check_declared_singleton(component);
+    check_declared_singleton(w, component);
 #endif
     return c->singleton;
 }

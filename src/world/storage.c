@@ -2,7 +2,7 @@
  * storage.c: brings the world's storage up and down as one unit: entity
  * index, component registry, archetypes (the empty one first), the
  * built-in relations, custom events, cached queries, command memory,
- * singletons, observers and sparse components' sets. Teardown runs every
+ * singletons, observers, sparse components' sets and entity names. Teardown runs every
  * live value's dtor before it frees anything.
  */
 #include "world/world.h"
@@ -40,6 +40,7 @@ void ecs__world_storage_fini(ecs_world_t *w)
     ecs__singletons_fini(w); /* likewise */
     ecs__observers_fini(w); /* its lists hang from components and relations */
     ecs__relations_fini(w);
+    ecs__names_fini(w);
     ecs__events_fini(w);
     ecs__archetypes_fini(w);
     ecs__sparse_components_drop_values(w); /* before the sets go with their components */

@@ -1027,6 +1027,69 @@ static inline uint32_t ecs__hierarchy_depth_of(const ecs__store_t *st, ecs_entit
 }
 
 /* ---------------------------------------------------------------------- */
+/* Entity names (names.c)                                                  */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A name is unique among the ChildOf children of one parent (the roots
+ * count as the children of ECS_NULL), so names are kept by (parent,
+ * name): by_key maps a hash of the parent's entity index and the name to
+ * the records that have it (a chain, for the rare collision), which finds
+ * a child by name, and tells whether a name is taken, in one probe. Its
+ * value also holds the entity index of the chain's first record, so that
+ * a path lookup computes the next segment's key without waiting for the
+ * record (names.c). Records sit in pages that never move (ecs_name hands
+ * out their text), one cache line each, a short name inline; `index` maps
+ * an entity index to its record. A record remembers the parent it is
+ * keyed under; a ChildOf write that moves a named entity checks the new
+ * parent first and rekeys the record after its commit. Nothing is
+ * allocated in a world that names nothing, and every hook below is
+ * behind ecs__names_any.
+ */
+typedef struct ecs__name ecs__name_t;
+typedef struct {
+    ecs__sparse_t index;  /* entity index -> its record's slot + 1 */
+    ecs__map_t by_key;    /* key -> (first record's entity index << 32) | its slot + 1 */
+    ecs__name_t **pages;  /* records, ECS__NAME_PAGE to a page */
+    uint32_t page_count, page_cap;
+    uint32_t slots;       /* slots handed out so far (free ones included) */
+    uint32_t free;        /* a free slot + 1; 0: none */
+    uint32_t count;       /* named entities */
+} ecs__names_t;
+#define ECS__NAME_PAGE 64u
+
+static inline bool ecs__names_any(const ecs_world_t *w);
+/* Whether name may be given (NULL included: it removes a name): not
+ * empty, no '/', shorter than 4 GiB. */
+bool ecs__names_valid(const char *name);
+/* Gives live entity e the name (a valid one; NULL removes e's), copied.
+ * ECS_EEXIST when a sibling has it, ECS_ENOMEM; nothing changes then. */
+int ecs__names_write(ecs_world_t *w, ecs_entity_t e, const char *name);
+/* A ChildOf write is about to make parent (ECS_NULL: none) live entity
+ * e's parent: ECS_EEXIST when e is named and parent has another child of
+ * that name (a root, for ECS_NULL), ECS_ENOMEM when the room to rekey
+ * e's name cannot be made; ECS_OK otherwise. Then, after the write's
+ * commit, ecs__names_reparent rekeys the name (cannot fail). */
+int ecs__names_reparent_check(ecs_world_t *w, ecs_entity_t e, ecs_entity_t parent);
+void ecs__names_reparent(ecs_world_t *w, ecs_entity_t e, ecs_entity_t parent);
+/* e is despawned: its name goes (never allocates). */
+void ecs__names_drop(ecs_world_t *w, ecs_entity_t e);
+void ecs__names_fini(ecs_world_t *w);
+/* Writes e as messages show it into buf (cap bytes, NUL-terminated,
+ * truncated to fit): its index and generation ("42v1"), then, when it is
+ * named, its path from its root ("42v1 ('player/turret')"; an unnamed
+ * ancestor is shown as <index v generation>). */
+void ecs__names_describe(const ecs_world_t *w, ecs_entity_t e, char *buf, size_t cap);
+#ifndef NDEBUG
+/* Debug builds: every key is narrowed by this mask (all ones), which a
+ * test narrows to a few bits so that keys collide and chains grow. */
+extern uint64_t ecs__names_key_mask;
+/* Whether every record, key chain, index entry and the free list agree
+ * (one line on stderr about the first rule broken). */
+bool ecs__names_check(const ecs_world_t *w);
+#endif
+
+/* ---------------------------------------------------------------------- */
 /* Commands                                                                */
 /* ---------------------------------------------------------------------- */
 
@@ -1437,7 +1500,13 @@ struct ecs_world {
     ecs__observers_t obs;
     ecs__world_run_t run;
     bool values_dropped; /* every live value's dtor has run (teardown) */
+    /* Last: the hot parts above keep their places in worlds without names. */
+    ecs__names_t names;
 };
+
+/* Whether any entity is named: the one test that worlds without names
+ * pay per ChildOf write and despawn. */
+static inline bool ecs__names_any(const ecs_world_t *w) { return w->names.count != 0; }
 
 /* Component c as the public calls know it: NULL for an unknown id and
  * for a toggle component's companion, which no caller may name. */
@@ -1529,6 +1598,9 @@ typedef struct {
     const ecs__chunk_t *chunk;
     ecs_component_t singletons[ECS_MAX_TERMS]; /* its ECS_SINGLETON terms */
     uint32_t nsingletons;
+    /* Who reads, for the message of an undeclared read. */
+    const char *system; /* its name; NULL: anonymous */
+    ecs_system_t system_id;
 } ecs__read_set_t;
 extern _Thread_local const ecs__read_set_t *ecs__tls_reads;
 #endif
