@@ -944,6 +944,10 @@ typedef enum { ECS_SELF, ECS_OTHER, ECS_UP, ECS_SINGLETON } ecs_source_t;
  * marker, optional on WITH/WITHOUT, a singleton term on a tag or a marker,
  * WITH or WITHOUT, or a second one on the same component) is refused with
  * ECS_EINVAL / NULL / 0.
+ * Prefabs: a term list that does not name the Prefab tag (ecs_prefab)
+ * never matches an entity that has it, as if it had a WITHOUT Prefab
+ * term; one that names it (WITH, WITHOUT, an optional READ...) matches
+ * as written (see "Prefabs"). Queries, systems and observers alike.
  */
 typedef struct {
     ecs_component_t component;
@@ -1434,6 +1438,9 @@ typedef struct {
  * non-empty matching chunk, split into jobs over chunk ranges that run on
  * the world's workers. A system without terms, or whose terms are all
  * ECS_OTHER, runs once per frame with it->count == 0.
+ *
+ * Prefabs (entities with the Prefab tag) are not handed to a system
+ * unless one of its terms names Prefab (see ecs_term_t and "Prefabs").
  *
  * Reads from a system: from inside a non-EXCLUSIVE system, ecs_get of a
  * component on an entity outside the chunk being handed is safe only for
@@ -2272,7 +2279,8 @@ ECS_API int ecs_iter_events(const ecs_iter_t *it, const ecs_entity_t **about, co
  *   drop (and observer commands skipped for lack of memory) shows only in
  *   the stats.
  * - Observers see changes made after their registration; destroying the
- *   world runs none.
+ *   world runs none. They skip prefabs, as queries do, unless a term (the
+ *   observed component included) names Prefab (see "Prefabs").
  * - Relation markers are synced at a flush's end: during a flush an
  *   observer may see a marker as it was before the flush (terms may not
  *   name markers, see ecs_observer_register).

@@ -567,6 +567,27 @@ static void prefab_changed_between_instantiations(void **state)
     assert_int_equal(ecs_despawn(w, d), ECS_OK);
     i = ecs_instantiate(w, f.p);
     assert_int_equal(ecs_children(w, child_with(&f, i, 7), NULL), 0);
+    /* An exclusive pair replaced (as many pairs, another target); pairs
+     * written elsewhere meanwhile. */
+    assert_int_equal(ecs_pair_set(w, f.owns, f.b, f.x, NULL), ECS_OK);
+    assert_int_equal(ecs_parent_set(w, i, f.x), ECS_OK);
+    i = ecs_instantiate(w, f.p);
+    assert_int_equal(ecs_pair_target(w, f.owns, child_with(&f, i, 7)), f.x);
+    /* A target outside kept under ECS_IGNORE, then dead: not copied. */
+    ecs_relation_t sees = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Sees", .on_target_despawn = ECS_IGNORE});
+    ecs_entity_t z = ecs_spawn(w);
+    assert_int_equal(ecs_pair_set(w, sees, f.a, z, NULL), ECS_OK);
+    i = ecs_instantiate(w, f.p);
+    assert_int_equal(ecs_pair_target(w, sees, child_with(&f, i, 3)), z);
+    assert_int_equal(ecs_despawn(w, z), ECS_OK);
+    assert_int_equal(ecs_pair_targets(w, sees, f.a, NULL, NULL), 1); /* kept, to the dead target */
+    i = ecs_instantiate(w, f.p);
+    assert_int_equal(ecs_pair_targets(w, sees, child_with(&f, i, 3), NULL, NULL), 0);
+    /* A descendant's tag taken off: copied as it is (its archetype). */
+    assert_int_equal(ecs_remove(w, f.a, f.prefab), ECS_OK);
+    i = ecs_instantiate(w, f.p);
+    assert_false(ecs_has(w, child_with(&f, i, 3), f.prefab));
+    assert_true(ecs_has(w, child_with(&f, i, 3), f.mark));
     fx_free(&f);
 }
 

@@ -12,9 +12,8 @@
  * copies will get are known beforehand (the entity index hands them out
  * in a fixed order), so the pair slices of entities not made yet are
  * reserved under their handles. The plan is kept for the next call on
- * the same prefab while the world's structure and its pairs have not
- * changed but for the instantiations' own copies, which change nothing
- * it reads.
+ * the same prefab, checked first: its nodes in the same archetypes,
+ * with the same children and pairs (the copies change none of that).
  *
  * Copies are made node-major (the n copies of the prefab, then the n
  * copies of its first child, ...), so a node's copies fill consecutive
@@ -46,7 +45,7 @@ static bool node_push(ecs_world_t *w, ecs_entity_t e, uint32_t level)
         return false;
     ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
     ecs__assert(rec, "a subtree's entities are live");
-    pf->nodes[pf->node_count++] = (ecs__prefab_node_t){.e = e, .rec = rec, .level = level};
+    pf->nodes[pf->node_count++] = (ecs__prefab_node_t){.e = e, .rec = rec, .src = rec->chunk->archetype, .level = level};
     return true;
 }
 
@@ -93,6 +92,8 @@ static int plan_nodes(ecs_world_t *w, ecs_entity_t prefab)
     if (!node_push(w, prefab, 0)) return ECS_ENOMEM;
     for (uint32_t q = 0; q < pf->node_count; q++) {
         const ecs__source_slice_t *kids = ecs__store_sources(st, pf->nodes[q].e);
+        pf->nodes[q].first_kid = pf->node_count;
+        pf->nodes[q].kids = kids ? kids->count : 0;
         for (uint32_t k = 0; kids && k < kids->count; k++) {
             if (!node_push(w, kids->sources[k], pf->nodes[q].level + 1)) return ECS_ENOMEM;
         }
@@ -100,7 +101,7 @@ static int plan_nodes(ecs_world_t *w, ecs_entity_t prefab)
     for (uint32_t i = 0; i < pf->node_count; i++) {
         ecs__prefab_node_t *nd = &pf->nodes[i];
         /* A descendant whose tag was taken off: copied where it is. */
-        nd->dst = ecs__archetype_step(w, nd->rec->chunk->archetype, pf->tag, false, NULL);
+        nd->dst = ecs__archetype_step(w, nd->src, pf->tag, false, NULL);
         if (!nd->dst) return ECS_ENOMEM;
         node_columns(nd);
     }
@@ -137,16 +138,23 @@ static bool pair_push(ecs_world_t *w, ecs__prefab_pair_t pp)
 /* The pairs the copies get: every pair a node is the source of, by
  * relation, node and slice order; but the prefab's own ChildOf pair (an
  * instance is a root) and pairs to a dead target (kept under
- * ECS_IGNORE: no pair to a dead entity is ever made). */
+ * ECS_IGNORE: no pair to a dead entity is ever made). How many each node
+ * had, for plan_valid. */
 static int plan_pairs(ecs_world_t *w)
 {
     ecs__prefabs_t *pf = &w->prefab;
     pf->pair_count = 0;
+    uint64_t slices = (uint64_t)w->rel.count * pf->node_count;
+    if (slices > UINT32_MAX || !ecs__array_reserve(&w->allocator, (void **)&pf->targets, &pf->target_cap,
+                                                   (uint32_t)slices, sizeof(uint32_t), _Alignof(uint32_t)))
+        return ECS_ENOMEM;
     for (uint32_t ri = 0; ri < w->rel.count; ri++) {
         const ecs__relation_t *r = &w->rel.types[ri];
-        if (!r->store.pairs) continue;
-        for (uint32_t i = ri + 1 == w->rel.childof ? 1 : 0; i < pf->node_count; i++) {
-            const ecs__target_slice_t *ts = ecs__store_targets(&r->store, pf->nodes[i].e);
+        uint32_t *counts = pf->targets + (size_t)ri * pf->node_count;
+        for (uint32_t i = 0; i < pf->node_count; i++) {
+            const ecs__target_slice_t *ts = r->store.pairs ? ecs__store_targets(&r->store, pf->nodes[i].e) : NULL;
+            counts[i] = ts ? ts->count : 0;
+            if (i == 0 && ri + 1 == w->rel.childof) continue;
             for (uint32_t j = 0; ts && j < ts->count; j++) {
                 ecs_entity_t t = ts->targets[j];
                 if (!ecs__record_from_entity(&w->entity_index, t)) continue;
@@ -176,8 +184,16 @@ static int plan_rows(ecs_world_t *w)
                             _Alignof(ecs__archetype_t *)))
         return ECS_ENOMEM;
     ecs__archetype_t **d = pf->dsts;
-    for (uint32_t i = 0; i < count; i++) d[i] = pf->nodes[i].dst;
-    ecs__sort(d, count, sizeof(*d), cmp_archetype);
+    if (count > 16) {
+        for (uint32_t i = 0; i < count; i++) d[i] = pf->nodes[i].dst;
+        ecs__sort(d, count, sizeof(*d), cmp_archetype);
+        return ECS_OK;
+    }
+    for (uint32_t i = 0; i < count; i++) { /* a few: sorted in place as they come */
+        uint32_t j = i;
+        for (; j > 0 && d[j - 1]->id > pf->nodes[i].dst->id; j--) d[j] = d[j - 1];
+        d[j] = pf->nodes[i].dst;
+    }
     return ECS_OK;
 }
 
@@ -245,7 +261,47 @@ static int plan_room(ecs_world_t *w)
     return ECS_OK;
 }
 
-/* The versions the plan reads: rows anywhere, pairs of any relation. */
+/* Whether node i still has the pairs of relation ri the plan read: as
+ * many, the ones copied to the same targets (alive: one kept under
+ * ECS_IGNORE may have died), from pair *p on (the plan's pairs are in
+ * relation and node order); *p moves past them. */
+static bool node_pairs_same(const ecs_world_t *w, uint32_t ri, uint32_t i, uint32_t *p)
+{
+    const ecs__prefabs_t *pf = &w->prefab;
+    const ecs__store_t *st = &w->rel.types[ri].store;
+    const ecs__target_slice_t *ts = st->pairs ? ecs__store_targets(st, pf->nodes[i].e) : NULL;
+    if ((ts ? ts->count : 0) != pf->targets[(size_t)ri * pf->node_count + i]) return false;
+    for (; *p < pf->pair_count && pf->pairs[*p].rel == ri && pf->pairs[*p].src == i; (*p)++) {
+        const ecs__prefab_pair_t *pp = &pf->pairs[*p];
+        if (ts->targets[pp->at] != pp->tgt) return false;
+        if (pp->tgt_node < 0 && !ecs__record_from_entity(&w->entity_index, pp->tgt)) return false;
+    }
+    return true;
+}
+
+/* Whether the subtree's children and pairs are still those the plan
+ * read. */
+static bool plan_pairs_same(const ecs_world_t *w)
+{
+    const ecs__prefabs_t *pf = &w->prefab;
+    const ecs__store_t *st = &ecs__relation_get(w, w->rel.childof)->store;
+    for (uint32_t i = 0; i < pf->node_count; i++) {
+        const ecs__prefab_node_t *nd = &pf->nodes[i];
+        const ecs__source_slice_t *kids = ecs__store_sources(st, nd->e);
+        if ((kids ? kids->count : 0) != nd->kids) return false;
+        for (uint32_t k = 0; k < nd->kids; k++) {
+            if (kids->sources[k] != pf->nodes[nd->first_kid + k].e) return false;
+        }
+    }
+    for (uint32_t ri = 0, p = 0; ri < w->rel.count; ri++) {
+        for (uint32_t i = 0; i < pf->node_count; i++) {
+            if (!node_pairs_same(w, ri, i, &p)) return false;
+        }
+    }
+    return true;
+}
+
+/* The relation stores' versions, summed. */
 static uint64_t pairs_version(const ecs_world_t *w)
 {
     uint64_t v = 0;
@@ -253,21 +309,33 @@ static uint64_t pairs_version(const ecs_world_t *w)
     return v;
 }
 
-/* Whether the kept plan is prefab's and the world has not changed since
- * (a row added or removed anywhere, a pair written, a relation
- * registered: any of them may have changed the subtree). */
-static bool plan_valid(const ecs_world_t *w, ecs_entity_t prefab)
+/* Whether the kept plan is prefab's and still right: every node alive
+ * in the archetype it had (its columns and markers are as planned),
+ * with the same children and the same pairs (the subtree, and the pairs
+ * copied, are: looked at only when some pair was written since it was
+ * last found right); no relation registered since. What is read anew
+ * at each call: where a node's row is, its values, toggle states and
+ * sparse components, its pairs' payloads and depths. */
+static bool plan_valid(ecs_world_t *w, ecs_entity_t prefab)
 {
-    const ecs__prefabs_t *pf = &w->prefab;
-    return pf->plan_of == prefab && pf->plan_structure == w->storage.structure_version &&
-           pf->plan_relations == w->rel.count && pf->plan_pairs == pairs_version(w);
+    ecs__prefabs_t *pf = &w->prefab;
+    if (pf->plan_of != prefab || pf->plan_relations != w->rel.count) return false;
+    for (uint32_t i = 0; i < pf->node_count; i++) {
+        const ecs__prefab_node_t *nd = &pf->nodes[i];
+        const ecs__record_t *rec = nd->rec;
+        if (!rec->chunk || rec->generation != (uint32_t)(nd->e >> 32) || rec->chunk->archetype != nd->src) return false;
+    }
+    uint64_t v = pairs_version(w);
+    if (v == pf->plan_pairs) return true;
+    if (!plan_pairs_same(w)) return false;
+    pf->plan_pairs = v;
+    return true;
 }
 
 static void plan_keep(ecs_world_t *w, ecs_entity_t prefab)
 {
     ecs__prefabs_t *pf = &w->prefab;
     pf->plan_of = prefab;
-    pf->plan_structure = w->storage.structure_version;
     pf->plan_relations = w->rel.count;
     pf->plan_pairs = pairs_version(w);
 }
@@ -634,9 +702,9 @@ int ecs__prefab_instantiate(ecs_world_t *w, ecs_entity_t prefab, uint32_t n, ecs
     for (uint32_t i = 0; i < pf->node_count; i++) commit_rows(w, i, n);
     if (w->sparse.count) commit_sparse(w, n);
     commit_pairs(w, n);
-    /* The copies change nothing the plan reads (the subtree's rows, its
-     * pairs): it holds for the next call, unless something else changes
-     * the world first. */
+    /* The copies change nothing the plan reads (the subtree's archetypes
+     * and pairs): it holds for the next call, unless something changes
+     * those first. */
     plan_keep(w, prefab);
     memcpy(out, pf->copies, (size_t)n * sizeof(ecs_entity_t)); /* node 0's: the roots */
     if (ECS__UNLIKELY(w->obs.live) && observe(w, n)) ecs__observers_settle(w);

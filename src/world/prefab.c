@@ -30,6 +30,7 @@ void ecs__prefabs_fini(ecs_world_t *w)
     ecs__free(a, pf->nodes);
     ecs__free(a, pf->pairs);
     ecs__free(a, pf->rooms);
+    ecs__free(a, pf->targets);
     ecs__free(a, pf->copies);
     ecs__free(a, pf->places);
     ecs__free(a, pf->counts);

@@ -1289,8 +1289,9 @@ static inline void ecs__observers_settle(ecs_world_t *w);
 typedef struct {
     ecs_entity_t e;
     ecs__record_t *rec;
-    ecs__archetype_t *dst;
+    ecs__archetype_t *src, *dst; /* its archetype when planned, its copies' */
     uint32_t level;
+    uint32_t first_kid, kids; /* its children: nodes [first_kid, first_kid + kids) */
     bool pending; /* a copy needs a marker whose column dst lacks (synced
                      at the next flush's end, as a flush's pair writes) */
     /* dst has no copy hook and at most ECS__PREFAB_MARKERS relation
@@ -1329,9 +1330,9 @@ typedef struct {
 
 /* The Prefab tag, and the plan of the last prefab instantiated: its
  * subtree, pairs and the room its copies need, kept (with its memory)
- * while the world's structure and pairs stay as they were when it was
- * made or last used, so that instantiating one prefab many times plans
- * once. */
+ * while the subtree's entities stay in their archetypes, with the same
+ * children and the same pairs, so that instantiating one prefab many
+ * times plans once. */
 typedef struct {
     ecs_component_t tag;
     ecs__prefab_node_t *nodes; /* the subtree, breadth-first from the prefab */
@@ -1343,12 +1344,16 @@ typedef struct {
     ecs__archetype_t **dsts; /* the nodes' archetypes, sorted: rows to reserve */
     uint32_t dst_cap;
     uint32_t pending;        /* nodes whose copies are due a marker sync */
-    /* What the plan is of: the prefab (ECS_NULL: no plan), and the
-     * world's structure version, its relation stores' versions (summed:
-     * each only grows) and relation count then. */
+    /* What the plan is of: the prefab (ECS_NULL: no plan), the relation
+     * count then, the relation stores' versions when it was last found
+     * right (summed: each only grows, so an equal sum means no pair was
+     * written since), and per relation and node the pairs the node was
+     * the source of (targets[rel * node_count + node]). */
     ecs_entity_t plan_of;
-    uint64_t plan_structure, plan_pairs;
     uint32_t plan_relations;
+    uint64_t plan_pairs;
+    uint32_t *targets;
+    uint32_t target_cap;
     /* Scratch. */
     ecs_entity_t *copies; /* node-major: copy j of node i at i * n + j */
     ecs__piece_t *places; /* where each copy's row is (count unused) */
