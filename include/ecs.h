@@ -945,6 +945,10 @@ typedef enum { ECS_SELF, ECS_OTHER, ECS_UP, ECS_SINGLETON } ecs_source_t;
  * marker, optional on WITH/WITHOUT, a singleton term on a tag or a marker,
  * WITH or WITHOUT, or a second one on the same component) is refused with
  * ECS_EINVAL / NULL / 0.
+ * Prefabs: a term list that does not name the Prefab tag (ecs_prefab)
+ * never matches an entity that has it, as if it had a WITHOUT Prefab
+ * term; one that names it (WITH, WITHOUT, an optional READ...) matches
+ * as written (see "Prefabs"). Queries, systems and observers alike.
  */
 typedef struct {
     ecs_component_t component;
@@ -1511,6 +1515,9 @@ typedef struct {
  * non-empty matching chunk, split into jobs over chunk ranges that run on
  * the world's workers. A system without terms, or whose terms are all
  * ECS_OTHER, runs once per frame with it->count == 0.
+ *
+ * Prefabs (entities with the Prefab tag) are not handed to a system
+ * unless one of its terms names Prefab (see ecs_term_t and "Prefabs").
  *
  * Reads from a system: from inside a non-EXCLUSIVE system, ecs_get of a
  * component on an entity outside the chunk being handed is safe only for
@@ -2140,6 +2147,128 @@ ECS_API ecs_entity_t ecs_lookup(const ecs_world_t *world, const char *path);
  *         handle); ECS_ENOMEM (nothing recorded).
  */
 ECS_API int ecs_cmd_name_set(ecs_commands_t *cmd, ecs_entity_t e, const char *name);
+/* Prefabs                                                                 */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A prefab is a template entity: an entity with the built-in tag Prefab
+ * (ecs_prefab; every world has it, as it has ChildOf), built like any
+ * entity (components, toggle states, sparse components, pairs, children)
+ * and copied whole by ecs_instantiate.
+ *
+ * Skipped: queries (cached and ecs_query_each), systems (their rows,
+ * pair dispatch, cascade) and observers never see an entity that has
+ * the tag, as if each had an implicit WITHOUT Prefab term, unless one of
+ * their terms names Prefab (any access: WITH Prefab sees only prefabs,
+ * an optional READ of it sees everything), so tools can still find
+ * them. The test is per archetype: it costs the entities that are not
+ * prefabs nothing. Observers that observe Prefab itself see its adds
+ * and removals. Removal, removed-pair and event readers are handed what
+ * happened, prefabs included (they are logs, of entities that may be
+ * dead already: test ecs_has(world, e, ecs_prefab(world)) where it
+ * matters).
+ *
+ * Subtrees: a prefab's ChildOf descendants are part of it, and carry the
+ * tag too. Making an entity without the tag a child of one that has it
+ * (ecs_parent_set, ecs_pair_set on ChildOf, their commands) tags that
+ * entity and each of its descendants that lacks the tag, in the same
+ * call (one more archetype move each, secured with the pair: out of
+ * memory, nothing changes). A descendant that has the tag already is
+ * taken to head a tagged subtree and not descended into. The tag is
+ * never taken away by the library: a child detached from a prefab stays
+ * a prefab until ecs_remove(world, e, ecs_prefab(world)) (which acts on
+ * that one entity). ecs_add of Prefab tags that one entity too: build a
+ * prefab top-down (ecs_prefab_create, then children parented under it),
+ * or tag each entity.
+ *
+ * Instances: ecs_instantiate copies the prefab and its subtree. Each
+ * copy has its node's components (values through the copy hook, where
+ * set: instances share no value with the prefab or with each other),
+ * toggle states (ecs_enable), sparse components and the pairs its node
+ * is the source of, but not the Prefab tag; the instance's root has no
+ * parent (the prefab's own ChildOf pair is not copied). Each descendant
+ * copy is the child of the copy of its node's parent. A pair whose target
+ * is in the subtree is aimed at the copy of its target, in the same
+ * instance; a pair to an entity outside the subtree keeps that target (a
+ * pair to a dead target, kept under ECS_IGNORE, is not copied). Pairs
+ * aimed at the subtree from outside are not copied. Component values are
+ * copied as they are: an entity field (ecs_component_desc_t) keeps the
+ * handle it holds, so refer to entities of the prefab through pairs. A
+ * prefab of 1 + k entities gives 1 + k new entities per instance, made
+ * in one step: ids, rows, sparse entries and pair slices for all of them
+ * are reserved first, so out of memory makes none. They are then like
+ * any entity: changing the prefab later does not change them. Observers
+ * see each copy made (ON_ADD, then ON_SET for each data component, as a
+ * spawn with values; then its pairs), once every copy is complete; the
+ * change filters see every copy Added.
+ */
+
+/**
+ * @param world  the world, or NULL
+ * @return the built-in Prefab tag (named "Prefab", registered with the
+ *         world: no component of the caller's can have that name); 0 for
+ *         a NULL world.
+ */
+ECS_API ecs_component_t ecs_prefab(const ecs_world_t *world);
+
+/**
+ * Spawns a prefab: an entity with the Prefab tag and nothing else, to be
+ * given components, pairs and children (ecs_parent_set under it tags
+ * them) before it is instantiated. Immediate mode, as ecs_spawn.
+ * @param world  the world
+ * @return its handle; ECS_NULL as ecs_spawn.
+ */
+ECS_API ecs_entity_t ecs_prefab_create(ecs_world_t *world);
+
+/**
+ * Instantiates a prefab: a copy of it and of its ChildOf subtree (see
+ * "Prefabs"). Immediate mode, as ecs_spawn.
+ * @param world   the world
+ * @param prefab  a live entity with the Prefab tag (a prefab's
+ *                descendant included: its subtree is copied, the copy a
+ *                root)
+ * @return the copy of prefab, the instance's root; ECS_NULL for a NULL
+ *         world, a null, stale or provisional prefab, an entity without
+ *         the tag, inside a non-exclusive system, a type hook or an
+ *         observer's callback, or out of memory (nothing made).
+ */
+ECS_API ecs_entity_t ecs_instantiate(ecs_world_t *world, ecs_entity_t prefab);
+
+/**
+ * Instantiates a prefab n times: n independent instances, made together
+ * (the n copies of the prefab, then the n copies of each descendant in
+ * breadth-first order, each node's filling its archetype's chunks as
+ * ecs_spawn_batch does). All or nothing.
+ * @param world   the world
+ * @param prefab  as for ecs_instantiate
+ * @param n       instances (>= 0; 0 checks the arguments and makes none)
+ * @param out     room for n handles: the instances' roots, in order (NULL
+ *                only when n is 0)
+ * @return ECS_OK; ECS_EINVAL (NULL world, negative n, NULL out with
+ *         n > 0, an entity without the Prefab tag); ECS_ESTALE (prefab
+ *         null, stale or provisional); ECS_EBUSY (inside a non-exclusive
+ *         system, a type hook or an observer's callback); ECS_ENOMEM
+ *         (nothing made; capacity reserved on the way, as ecs_spawn_batch
+ *         leaves it, stays with the world).
+ */
+ECS_API int ecs_instantiate_batch(ecs_world_t *world, ecs_entity_t prefab, int n, ecs_entity_t *out);
+
+/**
+ * Records an ecs_instantiate. The copy is made at playback, in command
+ * order, of the prefab as it is then; one whose prefab was despawned
+ * earlier in the flush (or no longer has the tag), or that runs out of
+ * memory, is skipped and counted in ecs_world_stats_t.commands_skipped,
+ * and so are the later commands on its handle.
+ * @param cmd     the job's buffer (it->commands)
+ * @param prefab  a live entity with the Prefab tag (not a provisional
+ *                handle: its entity has no components yet)
+ * @return a provisional handle for the instance's root, usable in later
+ *         commands of the same buffer as ecs_cmd_spawn's (ecs_cmd_set on
+ *         it, a pair to it, ...); ECS_NULL for a NULL buffer, a prefab
+ *         that is not a live entity with the tag, too many provisional
+ *         handles in one buffer, or out of memory.
+ */
+ECS_API ecs_entity_t ecs_cmd_instantiate(ecs_commands_t *cmd, ecs_entity_t prefab);
 
 /* ---------------------------------------------------------------------- */
 /* Custom events                                                           */
@@ -2317,7 +2446,8 @@ ECS_API int ecs_iter_events(const ecs_iter_t *it, const ecs_entity_t **about, co
  *   drop (and observer commands skipped for lack of memory) shows only in
  *   the stats.
  * - Observers see changes made after their registration; destroying the
- *   world runs none.
+ *   world runs none. They skip prefabs, as queries do, unless a term (the
+ *   observed component included) names Prefab (see "Prefabs").
  * - Relation markers are synced at a flush's end: during a flush an
  *   observer may see a marker as it was before the flush (terms may not
  *   name markers, see ecs_observer_register).

@@ -155,14 +155,15 @@ static void arch_snap(const ecs_world_t *w, ecs_query_t *const *q, arch_snap_t *
 }
 
 /* A world for the calls below: Pos and Vel (data), Tag (a tag), relation
- * R (exclusive, a payload, RELEASE_TARGET) and relation C (CASCADE_SOURCE). */
+ * R (exclusive, a payload, RELEASE_TARGET) and relation C (CASCADE_SOURCE);
+ * a prefab P {Pos} with a child {Vel} that has an R pair. */
 typedef struct {
     alloc_hook_t al;
     ecs_world_t *w;
     ecs_component_t pos, vel, tag;
     ecs_relation_t r, c;
     ecs_query_t *q[2];
-    ecs_entity_t e[7];
+    ecs_entity_t e[7], p;
 } aw_t;
 
 static ecs_entity_t aw_spawn(aw_t *x, ecs_component_t c0, ecs_component_t c1)
@@ -200,6 +201,11 @@ static void aw_init(aw_t *x)
     assert_int_equal(ecs_pair_set(x->w, x->c, x->e[4], x->e[5], NULL), ECS_OK);
     assert_int_equal(ecs_pair_set(x->w, x->r, x->e[4], x->e[6], &one), ECS_OK);
     for (int i = 2; i < 7; i++) assert_int_equal(ecs_add(x->w, x->e[i], x->tag), ECS_OK);
+    x->p = ecs_prefab_create(x->w);
+    assert_int_equal(ecs_add(x->w, x->p, x->pos), ECS_OK);
+    ecs_entity_t pc = aw_spawn(x, x->vel, 0);
+    assert_int_equal(ecs_parent_set(x->w, pc, x->p), ECS_OK);
+    assert_int_equal(ecs_pair_set(x->w, x->r, pc, x->e[6], &one), ECS_OK);
     x->q[0] = ecs_query_create(x->w, &(ecs_query_desc_t){.terms = {{.component = x->pos}}});
     x->q[1] = ecs_query_create(x->w, &(ecs_query_desc_t){.terms = {{.component = x->vel}}});
     assert_true(x->q[0] && x->q[1]);
@@ -217,6 +223,8 @@ enum {
     AW_SET_ADDING,
     AW_SPAWN_WITH,
     AW_SPAWN_BATCH,
+    AW_INSTANTIATE,          /* copies of P and its child: archetypes without the tag */
+    AW_PARENT_UNDER_PREFAB,  /* e1 under P: its marker's archetype, then the tag's */
     AW_PAIR_SET_IN_WALK, /* AW_PAIR_SET_NEW_MARKERS from an ecs_query_each callback */
     AW_OPS
 };
@@ -227,13 +235,15 @@ enum {
 static const bool aw_creates[AW_OPS] = {
     [AW_PAIR_SET_NEW_MARKERS] = true, [AW_PAIR_SET_REPLACING] = true, [AW_ADD] = true,
     [AW_REMOVE] = true,                [AW_SET_ADDING] = true,         [AW_SPAWN_WITH] = true,
-    [AW_SPAWN_BATCH] = true,           [AW_PAIR_SET_IN_WALK] = true,
+    [AW_SPAWN_BATCH] = true,           [AW_PAIR_SET_IN_WALK] = true,   [AW_INSTANTIATE] = true,
+    [AW_PARENT_UNDER_PREFAB] = true,
 };
 
 static const char *const aw_names[AW_OPS] = {
     "ecs_pair_set (new markers)", "ecs_pair_set (replacing)", "ecs_pair_remove", "ecs_despawn (target)",
     "ecs_despawn (cascade)", "ecs_despawn (source)", "ecs_add", "ecs_remove", "ecs_set (adding)",
-    "ecs_spawn_with", "ecs_spawn_batch", "ecs_pair_set (in a walk)",
+    "ecs_spawn_with", "ecs_spawn_batch", "ecs_instantiate", "ecs_parent_set (under a prefab)",
+    "ecs_pair_set (in a walk)",
 };
 
 typedef struct {
@@ -260,6 +270,8 @@ static int aw_op(aw_t *x, int op)
     case AW_REMOVE: return ecs_remove(w, x->e[4], x->pos);
     case AW_SET_ADDING: return ecs_set(w, x->e[0], x->vel, &v);
     case AW_SPAWN_WITH: return ecs_spawn_with(w, 2, pt, NULL) ? ECS_OK : ECS_ENOMEM;
+    case AW_INSTANTIATE: return ecs_instantiate(w, x->p) ? ECS_OK : ECS_ENOMEM;
+    case AW_PARENT_UNDER_PREFAB: return ecs_parent_set(w, x->e[1], x->p);
     default: return ecs_spawn_batch(w, 1000, 3, ptv, NULL, NULL);
     }
 }

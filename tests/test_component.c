@@ -25,12 +25,13 @@
 /* ---------------------------------------------------------------------- */
 
 /* The highest id the world's built-in components hold: ChildOf's markers,
- * each followed by its hidden companion. */
+ * each followed by its hidden companion, and the Prefab tag. */
 static uint32_t builtin_top(const ecs_world_t *w)
 {
     ecs_relation_t co = ecs_childof(w);
     ecs_component_t sm = ecs_relation_source_marker(w, co), tm = ecs_relation_target_marker(w, co);
-    return (sm > tm ? sm : tm) + 1;
+    uint32_t top = (sm > tm ? sm : tm) + 1;
+    return ecs_prefab(w) > top ? ecs_prefab(w) : top;
 }
 
 static void component_register_ids_are_one_based_and_consecutive(void **state)

@@ -38,13 +38,15 @@ static void world_create_null_desc(void **state)
     assert_int_equal(s.frame, 0);
     assert_int_equal(s.commands_skipped, 0);
     assert_int_equal(s.entities, 0);
-    /* The only components are the built-in ChildOf's two markers. */
+    /* The only components are the built-in ChildOf's two markers and the
+     * Prefab tag. */
     ecs_relation_t childof = ecs_childof(w);
     ecs_component_t sm = ecs_relation_source_marker(w, childof), tm = ecs_relation_target_marker(w, childof);
     assert_int_not_equal(sm, 0);
     assert_int_not_equal(tm, 0);
     assert_int_not_equal(sm, tm);
-    assert_int_equal(s.components, 2);
+    assert_int_not_equal(ecs_prefab(w), 0);
+    assert_int_equal(s.components, 3);
     assert_int_equal(s.archetypes, 1); /* the empty archetype */
     assert_int_equal(s.systems, 0);
     assert_int_equal(s.queries, 0);

@@ -189,7 +189,7 @@ static void toggle_bad_input_changes_nothing(void **state)
     /* The hidden state is no component any caller may name: every id that
      * is not one of the four registered is unknown everywhere. */
     ecs_world_stats_t st = stats_of(f.w);
-    uint32_t builtin = 2; /* ChildOf's two markers, registered with the world before ours */
+    uint32_t builtin = 3; /* ChildOf's two markers and Prefab, registered with the world before ours */
     assert_int_equal(st.components, builtin + 4);
     for (ecs_component_t c = f.pos; c < 16; c++) {
         if (c == f.pos || c == f.vel || c == f.plain || c == f.tag) continue;

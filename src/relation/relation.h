@@ -108,6 +108,18 @@ typedef struct {
 bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
                         ecs__pair_slots_t *slots);
 
+/* Reservations for many new pairs at once (an instantiation's, whose
+ * sources are new entities): room for n more targets of src, n more
+ * sources of tgt (each slice made when the entity has none: a slice
+ * left empty means no pairs, ecs__store_forget releases it), and room
+ * for n more sources in the dirty list of a tracked store. false on OOM,
+ * with at most spare capacity and empty slices left behind. After them,
+ * ecs__store_set_at of those pairs cannot fail (their slots: the
+ * lookups by key). */
+bool ecs__store_reserve_targets(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, uint32_t n);
+bool ecs__store_reserve_sources(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t tgt, uint32_t n);
+bool ecs__store_reserve_dirty(ecs__store_t *st, const ecs_allocator_t *a, uint32_t n);
+
 /* Makes (or updates) the pair src -> tgt, after ecs__store_reserve of the
  * same pair (slots from it, nothing written in between): cannot fail,
  * probes no map. payload is copied (NULL: zeroes). An exclusive store

@@ -286,6 +286,58 @@ bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t
     return true;
 }
 
+/* A capacity of at least need, doubling from cap (SLICE_MIN from none);
+ * 0 when it would not fit 32 bits. */
+static uint32_t grown_to(uint32_t cap, uint64_t need)
+{
+    uint64_t c = cap ? cap : SLICE_MIN;
+    while (c < need) c *= 2;
+    return c > UINT32_MAX ? 0 : (uint32_t)c;
+}
+
+bool ecs__store_reserve_targets(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, uint32_t n)
+{
+    st->version++;
+    uint32_t fslot = ecs__store_targets_slot(st, src);
+    if (!fslot) {
+        if (!key_reserve(&st->forward, &st->forward_over, a, src) || !fwd_slot_reserve(st, a)) return false;
+        fslot = fwd_slot_take(st, a, src) + 1;
+    }
+    ecs__target_slice_t *fs = &st->fwd[fslot - 1];
+    if ((uint64_t)fs->count + n <= fs->cap) return true;
+    uint32_t cap = grown_to(fs->cap, (uint64_t)fs->count + n);
+    void *b = cap ? target_block_new(st, a, cap) : NULL;
+    if (!b) return false;
+    target_block_install(st, a, fs, b, cap);
+    return true;
+}
+
+bool ecs__store_reserve_sources(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t tgt, uint32_t n)
+{
+    st->version++;
+    uint32_t rslot = ecs__store_sources_slot(st, tgt);
+    if (!rslot) {
+        if (!key_reserve(&st->reverse, &st->reverse_over, a, tgt) || !rev_slot_reserve(st, a)) return false;
+        rslot = rev_slot_take(st, a, tgt) + 1;
+    }
+    ecs__source_slice_t *rs = &st->rev[rslot - 1];
+    if ((uint64_t)rs->count + n <= rs->cap) return true;
+    uint32_t cap = grown_to(rs->cap, (uint64_t)rs->count + n);
+    ecs_entity_t *b = cap ? ecs__alloc(a, (size_t)cap * sizeof(ecs_entity_t), _Alignof(ecs_entity_t)) : NULL;
+    if (!b) return false;
+    if (rs->count) memcpy(b, rs->sources, rs->count * sizeof(ecs_entity_t));
+    ecs__free(a, rs->sources);
+    rs->sources = b;
+    rs->cap = cap;
+    return true;
+}
+
+bool ecs__store_reserve_dirty(ecs__store_t *st, const ecs_allocator_t *a, uint32_t n)
+{
+    return !st->tracked || ecs__array_reserve(a, (void **)&st->dirty, &st->dirty_cap, st->dirty_count + n,
+                                              sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
+}
+
 /* Stamps pair i of src's slice fs and lists src, while tracked (the list
  * has room: ecs__store_reserve, or the source is listed already). */
 static void track(ecs__store_t *st, ecs__target_slice_t *fs, ecs_entity_t src, uint32_t i, uint64_t tick, bool added)

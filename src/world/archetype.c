@@ -133,6 +133,7 @@ static ecs__archetype_t *archetype_alloc(ecs_world_t *w, const ecs_component_t *
         ecs__component_t *c = w->registry.components[types[i]];
         if (!c->info.size) {
             a->type_columns[i] = -1;
+            a->prefab |= types[i] == w->prefab.tag; /* before any query matches it */
             continue;
         }
         uint32_t hooks = (c->hooks.ctor ? ECS__HOOK_CTOR : 0) | (c->hooks.dtor ? ECS__HOOK_DTOR : 0) |

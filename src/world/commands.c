@@ -40,6 +40,7 @@ enum {
     CMD_EMIT,          /* an event; `component` holds the event type */
     CMD_ENABLE,        /* a toggle component's state; `target` holds 1 (enable) or 0 */
     CMD_NAME_SET,      /* an entity's name: `value` the copy (NULL: remove it) */
+    CMD_INSTANTIATE,   /* `entity`: the instance's provisional handle; `target`: the prefab */
 };
 
 struct ecs__cmd {
@@ -251,9 +252,12 @@ static ecs__cmd_t *cmd_append(ecs_commands_t *cmd, uint32_t kind, ecs_entity_t e
     return c_;
 }
 
-ecs_entity_t ecs_cmd_spawn(ecs_commands_t *cmd)
+/* A command that makes an entity (a spawn, an instance): its provisional
+ * handle, whose real id playback writes to the buffer's table. ECS_NULL
+ * when the buffer has issued all it can, or out of memory. */
+static ecs_entity_t cmd_provisional(ecs_commands_t *cmd, uint32_t kind, ecs_entity_t target)
 {
-    if (!cmd || cmd->spawn_count == (1u << ECS__PROVISIONAL_ORDINAL_BITS)) return ECS_NULL;
+    if (cmd->spawn_count == (1u << ECS__PROVISIONAL_ORDINAL_BITS)) return ECS_NULL;
     /* The table of real ids grows here, in the arena, so playback needs no
      * memory to resolve provisional handles. */
     if (cmd->spawn_count == cmd->spawned_cap) {
@@ -265,9 +269,24 @@ ecs_entity_t ecs_cmd_spawn(ecs_commands_t *cmd)
         cmd->spawned_cap = cap;
     }
     ecs_entity_t e = ECS__PROVISIONAL_BIT | (cmd->tag << ECS__PROVISIONAL_ORDINAL_BITS) | cmd->spawn_count;
-    if (!cmd_append(cmd, CMD_SPAWN, e, 0, 0, 0)) return ECS_NULL;
+    ecs__cmd_t *c = cmd_append(cmd, kind, e, 0, 0, 0);
+    if (!c) return ECS_NULL;
+    c->target = target;
     cmd->spawned[cmd->spawn_count++] = ECS_NULL;
     return e;
+}
+
+ecs_entity_t ecs_cmd_spawn(ecs_commands_t *cmd) { return cmd ? cmd_provisional(cmd, CMD_SPAWN, ECS_NULL) : ECS_NULL; }
+
+ecs_entity_t ecs_cmd_instantiate(ecs_commands_t *cmd, ecs_entity_t prefab)
+{
+    /* A live prefab now (records do not change while systems run); at
+     * playback it is checked again, as it is then. A provisional handle
+     * is refused: its entity has no components yet. */
+    if (!cmd) return ECS_NULL;
+    const ecs__record_t *rec = ecs__record_from_entity(&cmd->world->entity_index, prefab);
+    if (!rec || !rec->chunk->archetype->prefab) return ECS_NULL;
+    return cmd_provisional(cmd, CMD_INSTANTIATE, prefab);
 }
 
 int ecs_cmd_despawn(ecs_commands_t *cmd, ecs_entity_t e)
@@ -522,6 +541,16 @@ static void apply(ecs_world_t *w, const ecs_commands_t *owner, ecs__cmd_t *c, pl
         ecs_entity_t e = ecs__entity_create_empty(w);
         owner->spawned[provisional_ordinal(c->entity)] = e;
         if (!e) skip(pb, ECS_ENOMEM);
+        return;
+    }
+    if (c->kind == CMD_INSTANTIATE) {
+        /* The prefab as it is now: despawned earlier in the flush, or no
+         * longer a prefab, the command is skipped (the handle stays
+         * ECS_NULL, and later commands on it are skipped in turn). */
+        const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, c->target);
+        int err = !rec ? ECS_ESTALE : !rec->chunk->archetype->prefab ? ECS_EINVAL : ECS_OK;
+        if (!err) err = ecs__prefab_instantiate(w, c->target, 1, &owner->spawned[provisional_ordinal(c->entity)]);
+        if (err) skip(pb, err);
         return;
     }
     if (c->kind == CMD_SINGLETON_SET) {

@@ -26,6 +26,9 @@
 static bool observer_match(const ecs__observer_t *o, const ecs__archetype_t *a, int32_t *cols)
 {
     const ecs_query_t *q = &o->query;
+    /* Prefabs are skipped as queries skip them, unless a term (the
+     * observed component included) names the tag. */
+    if (ECS__UNLIKELY(a->prefab) && !q->prefabs) return false;
     for (uint32_t k = o->component ? 1 : 0; k < q->term_count; k++) {
         const ecs_term_t *t = &q->terms[k];
         int32_t ti = ecs__archetype_type_index(a, t->component);
@@ -107,7 +110,7 @@ static void run_list(ecs_world_t *w, uint32_t event, const ecs__observer_list_t 
         if (!o->live) continue;
         int32_t cols[ECS_MAX_TERMS];
         cols[0] = o->query.terms[0].access == ECS_READ ? col0 : -1;
-        if (!o->simple && !observer_match(o, a, cols)) continue;
+        if ((!o->simple || ECS__UNLIKELY(a->prefab)) && !observer_match(o, a, cols)) continue;
         /* o may unregister itself (or be unregistered) in a call. */
         for (uint32_t p = 0; p < npieces && o->live; p++)
             call(w, o, event, pieces[p].chunk, pieces[p].row, pieces[p].count, cols, NULL);
@@ -138,6 +141,10 @@ ECS__INLINE void emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c,
     dispatch_begin(w);
     if (ECS__LIKELY(only)) {
         ecs__observer_t *o = &w->obs.slots[only - 1];
+        if (ECS__UNLIKELY(ch->archetype->prefab) && !o->query.prefabs) { /* see observer_match */
+            dispatch_end(w);
+            return;
+        }
         ecs_iter_t *it = call_prepare(w, o, kind, ch, row, 1, NULL);
         it->priv_.fields[0] = o->query.terms[0].access == ECS_READ ? value : NULL;
         call_run(w, o, it);
@@ -149,6 +156,7 @@ ECS__INLINE void emit1(ecs_world_t *w, uint32_t kind, const ecs__component_t *c,
         ecs__observer_t *o = &w->obs.slots[list->slots[i]];
         if (!o->live) continue;
         if (o->simple) {
+            if (ECS__UNLIKELY(ch->archetype->prefab) && !o->query.prefabs) continue; /* see observer_match */
             ecs_iter_t *it = call_prepare(w, o, kind, ch, row, 1, NULL);
             it->priv_.fields[0] = o->query.terms[0].access == ECS_READ ? value : NULL;
             call_run(w, o, it);

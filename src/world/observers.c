@@ -234,6 +234,7 @@ static ecs_observer_t observer_commit(ecs_world_t *w, const ecs_observer_desc_t 
     o->query.world = w;
     o->query.term_count = nterms;
     memcpy(o->query.terms, d->terms, nterms * sizeof(ecs_term_t));
+    o->query.prefabs = ecs__terms_name_prefab(w, d->terms, nterms);
     os->live++;
     if (d->event) {
         ecs__observer_list_t *l = &os->event_lists[d->event - 1];

@@ -404,7 +404,9 @@ static int marker_sync(ecs_world_t *w, ecs_entity_t e)
 
 /* A plan of marker moves for one immediate-mode call: entities and where
  * they go, with the destinations' rows and log room secured before the
- * stores change, so that the moves after it cannot fail. */
+ * stores change, so that the moves after it cannot fail. A ChildOf write
+ * under a prefab also plans the Prefab tag's moves (plan_prefab), in
+ * flush mode too. */
 typedef struct {
     ecs_entity_t e;
     ecs__record_t *rec;     /* e's record (records stay put; rows move) */
@@ -412,6 +414,7 @@ typedef struct {
     const ecs__edge_t *edge; /* the cached edge to dst (NULL: none) */
     ecs_component_t marker;  /* a marker the move adds, whose value is hint */
     uint32_t hint;
+    bool tag;               /* the move adds the Prefab tag, no marker */
 } move_t;
 
 /* Moves a plan holds on the stack: a pair write moves at most its two
@@ -489,7 +492,7 @@ static inline bool plan_add(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__reco
 {
     if (ECS__UNLIKELY(p->count == p->cap) && !plan_grow(w, p)) return false;
     move_t *m = &p->moves[p->count];
-    *m = (move_t){e, rec, dst, edge, marker, hint};
+    *m = (move_t){e, rec, dst, edge, marker, hint, false};
     if (ECS__UNLIKELY(p->indexed) && !plan_index(w, p, m)) return false; /* not counted */
     p->count++;
     return true;
@@ -604,10 +607,68 @@ ECS__INLINE void plan_apply(ecs_world_t *w, plan_t *p)
         /* plan_step's entries name their one marker: a move added its
          * column, on, with its hint; a switch is made here. plan_entity's
          * (a despawn's survivors) name none: whatever the stores now say
-         * of every marker. */
+         * of every marker. A tag's move changes no marker. */
+        if (p->moves[i].tag) continue;
         if (!p->moves[i].marker) markers_settle(w, p->moves[i].e, rec);
         else if (!dst) marker_settle_one(w, p->moves[i].e, rec, p->moves[i].marker);
     }
+}
+
+/*
+ * Prefab subtrees. A prefab's descendants are prefabs too, so that
+ * systems, queries and observers skip them: a ChildOf write that puts an
+ * entity without the Prefab tag under one that has it tags that entity
+ * and, breadth-first, every descendant of it that lacks the tag (one that
+ * has it heads a prefab subtree of its own, already tagged: it is not
+ * descended into). The tag's moves join the write's plan, so they are
+ * secured together with its marker moves (some may share a destination)
+ * before anything changes, in flush mode too. An entity whose marker move
+ * the plan holds takes a second move, from where that one leaves it.
+ */
+
+/* Plans e's move from archetype `from` (where the plan leaves it) to that
+ * archetype with the Prefab tag. */
+static bool plan_tag(ecs_world_t *w, plan_t *p, ecs_entity_t e, ecs__record_t *rec, ecs__archetype_t *from)
+{
+    ecs__edge_t *edge;
+    ecs__archetype_t *b = ecs__archetype_step(w, from, w->prefab.tag, true, &edge);
+    if (!b || !plan_add(w, p, e, rec, b, edge, 0, 0)) return false;
+    p->moves[p->count - 1].tag = true;
+    return true;
+}
+
+static bool plan_prefab(ecs_world_t *w, plan_t *p, ecs_entity_t src, ecs__record_t *src_rec)
+{
+    ecs__archetype_t *from = src_rec->chunk->archetype;
+    for (uint32_t i = 0; i < p->count; i++) {
+        if (p->moves[i].e == src && p->moves[i].dst) from = p->moves[i].dst; /* its marker's move */
+    }
+    uint32_t first = p->count;
+    if (!plan_tag(w, p, src, src_rec, from)) return false;
+    const ecs__store_t *st = &ecs__relation_get(w, w->rel.childof)->store;
+    /* The plan is the walk's queue. Nothing is written yet: the slices
+     * stay put while it grows. */
+    for (uint32_t q = first; q < p->count; q++) {
+        const ecs__source_slice_t *kids = ecs__store_sources(st, p->moves[q].e);
+        for (uint32_t k = 0; kids && k < kids->count; k++) {
+            ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, kids->sources[k]);
+            ecs__archetype_t *a = rec->chunk->archetype;
+            if (!a->prefab && !plan_tag(w, p, kids->sources[k], rec, a)) return false;
+        }
+    }
+    return true;
+}
+
+/* ON_ADD of the Prefab tag on the entities the plan tagged, once it is
+ * applied; whether any observer was called (the caller settles). */
+static bool plan_tag_observe(ecs_world_t *w, const plan_t *p)
+{
+    const ecs__component_t *c = w->registry.components[w->prefab.tag];
+    if (!(c->observed & ECS_ON_ADD)) return false;
+    for (uint32_t i = 0; i < p->count; i++) {
+        if (p->moves[i].tag) ecs__observers_emit1(w, ECS_ON_ADD, c, p->moves[i].rec->chunk, -1, p->moves[i].rec->row);
+    }
+    return true;
 }
 
 /* Flush mode: e's marker `side` of r (its slice in slot) is synced at the
@@ -639,6 +700,14 @@ static inline bool pending_reserve(ecs_world_t *w, uint32_t n)
     if (ECS__LIKELY(w->rel.pending_cap - w->rel.pending_count >= n)) return true;
     return ecs__array_reserve(&w->allocator, (void **)&w->rel.pending, &w->rel.pending_cap, w->rel.pending_count + n,
                               sizeof(ecs__pending_t), _Alignof(ecs__pending_t));
+}
+
+bool ecs__pairs_pending_reserve(ecs_world_t *w, uint32_t n) { return pending_reserve(w, n); }
+
+void ecs__pairs_pending_add(ecs_world_t *w, ecs_entity_t e)
+{
+    ecs__assert(w->rel.pending_count < w->rel.pending_cap, "pending room reserved");
+    w->rel.pending[w->rel.pending_count++] = (ecs__pending_t){e, ECS__PENDING_ALL, 0};
 }
 
 /* A source whose marker comes late: no per-pair system saw its pairs (it
@@ -749,6 +818,16 @@ static inline ecs__record_t *record_of(ecs_world_t *w, ecs_entity_t e, ecs__reco
     return rec ? rec : ecs__record_from_entity(&w->entity_index, e);
 }
 
+/* Whether a ChildOf write src -> tgt (tgt live) puts src under a prefab
+ * while src is none. */
+static inline bool prefab_parent(ecs_world_t *w, const ecs__relation_t *r, ecs_entity_t src, ecs__record_t *src_rec,
+                                 ecs_entity_t tgt, ecs__record_t *tgt_rec)
+{
+    if ((uint32_t)(r - w->rel.types) + 1 != w->rel.childof) return false;
+    if (!record_of(w, tgt, tgt_rec)->chunk->archetype->prefab) return false;
+    return !record_of(w, src, src_rec)->chunk->archetype->prefab;
+}
+
 int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_entity_t tgt, const void *payload,
                    ecs__record_t *src_rec, ecs__record_t *tgt_rec)
 {
@@ -786,10 +865,8 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
     bool flush = flushing(w);
     plan_t p;
     plan_init(w, &p);
-    if (flush) {
-        if (!pending_reserve(w, 3)) return ECS_ENOMEM;
-    } else {
-        bool ok = true;
+    bool ok = !flush || pending_reserve(w, 3);
+    if (ok && !flush) {
         if (r->source_marker && ts->count == 0)
             ok = plan_step(w, &p, src, record_of(w, src, src_rec), r->source_marker, true, slots.fwd);
         if (ok && r->target_marker && ss->count == 0)
@@ -797,10 +874,13 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
         const ecs__source_slice_t *os = old ? ecs__store_sources(st, old) : NULL;
         if (ok && r->target_marker && os && os->count == 1)
             ok = plan_step(w, &p, old, record_of(w, old, NULL), r->target_marker, false, 0);
-        if (!ok || !plan_reserve(w, &p, 0)) {
-            plan_abort(w, &p);
-            return ECS_ENOMEM;
-        }
+    }
+    /* Under a prefab, src's subtree becomes a prefab's (see plan_prefab). */
+    bool tagging = ECS__UNLIKELY(prefab_parent(w, r, src, src_rec, tgt, tgt_rec));
+    if (ok && tagging) ok = plan_prefab(w, &p, src, record_of(w, src, src_rec));
+    if (!ok || !plan_reserve(w, &p, 0)) {
+        plan_abort(w, &p);
+        return ECS_ENOMEM;
     }
     /* The pair it replaces goes: its observers read it first. */
     if (old && ECS__UNLIKELY(r->observed & ECS_ON_REMOVE))
@@ -818,10 +898,11 @@ int ecs__pairs_set(ecs_world_t *w, ecs__relation_t *r, ecs_entity_t src, ecs_ent
         if (res.target_first && r->target_marker) mark_pending(w, tgt, r, 1, slots.rev);
         if (res.replaced_last && r->target_marker) mark_pending(w, old, r, 1, 0); /* its slot: not looked up */
     }
-    plan_apply(w, &p); /* empty when flushing */
+    plan_apply(w, &p); /* flushing: the tag's moves only */
+    bool tag_observed = tagging && plan_tag_observe(w, &p);
     plan_fini(w, &p);
     if (ECS__UNLIKELY(r->observed & (ECS_ON_ADD | ECS_ON_SET))) pair_observed(w, r, src, tgt, ECS_ON_ADD | ECS_ON_SET);
-    else if (ECS__UNLIKELY(old && r->observed)) ecs__observers_settle(w); /* the replaced pair's */
+    else if (ECS__UNLIKELY((old && r->observed) || tag_observed)) ecs__observers_settle(w); /* the replaced pair's */
     return ECS_OK;
 }
 

@@ -121,6 +121,9 @@ static void toggle_test_add(const ecs_query_t *q, const ecs__archetype_t *a, con
 
 bool ecs__query_match(const ecs_query_t *q, ecs__archetype_t *a, ecs__query_match_t *m)
 {
+    /* Prefabs are templates: a query that does not name the tag never
+     * sees them (an implicit WITHOUT Prefab, at archetype level). */
+    if (ECS__UNLIKELY(a->prefab) && !q->prefabs) return false;
     int32_t *columns = m->columns;
     m->toggle_count = 0;
     for (uint32_t i = 0; i < q->term_count; i++) {
@@ -219,6 +222,7 @@ ecs_query_t *ecs__query_create(ecs_world_t *w, const ecs_term_t *terms, uint32_t
     q->change_count = change_count;
     if (change_count) memcpy(q->changes, changes, change_count * sizeof(ecs_change_filter_t));
     for (uint32_t i = 0; i < term_count; i++) q->toggles |= ecs__toggle_term(w, &terms[i]);
+    q->prefabs = ecs__terms_name_prefab(w, terms, term_count);
     /* Sparse terms and filters become tests per entity; the filters
      * left in q->changes are the table ones, which matching and the
      * trackers know. */
@@ -645,6 +649,7 @@ int ecs_query_each(ecs_world_t *w, const ecs_query_desc_t *desc, void (*fn)(ecs_
     if (terms_have_up(desc->terms, q.term_count)) return ECS_EINVAL;
     memcpy(q.terms, desc->terms, q.term_count * sizeof(ecs_term_t));
     for (uint32_t i = 0; i < q.term_count; i++) q.toggles |= ecs__toggle_term(w, &q.terms[i]);
+    q.prefabs = ecs__terms_name_prefab(w, q.terms, q.term_count);
     /* Sparse terms: tests per entity, their values in batches of at most
      * EACH_SPARSE_CAP rows from the stack (it keeps no matches to drive
      * from a set with: always table-driven). */

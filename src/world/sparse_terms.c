@@ -258,7 +258,12 @@ uint32_t ecs__sparse_select_dense(ecs__sparse_cursor_t *c, int32_t drive, uint32
     if (end > set->count) end = set->count;
     uint32_t i = *pos, k = 0;
     if (i >= end) return 0;
-    if (sp->count == 1 && !sp->table_terms && !dt->changes) {
+    const ecs_world_t *w = c->q->world;
+    /* Each entry's archetype is tested against the query's matches when
+     * it has table terms, and when prefabs (never matched unless named)
+     * might be in the set. */
+    const bool archetypes = sp->table_terms || (!c->q->prefabs && ecs__prefabs_live(w));
+    if (sp->count == 1 && !archetypes && !dt->changes) {
         /* Every entry passes: the common case of a system over one
          * sparse component, with no lookup at all. */
         k = end - i < c->cap ? end - i : c->cap;
@@ -281,12 +286,11 @@ uint32_t ecs__sparse_select_dense(ecs__sparse_cursor_t *c, int32_t drive, uint32
     }
     c->batch = c->entities;
     c->contiguous = false;
-    const ecs_world_t *w = c->q->world;
     const ecs__archetype_t *last = NULL;
     const ecs__query_match_t *m = NULL;
     for (; i < end && k < c->cap; i++) {
         ecs_entity_t e = set->ids[i];
-        if (sp->table_terms) {
+        if (archetypes) {
             /* Alive: a despawn leaves every set. */
             const ecs__record_t *rec = ecs__record_from_entity(&w->entity_index, e);
             const ecs__archetype_t *a = rec->chunk->archetype;

@@ -14,7 +14,7 @@ int ecs__world_storage_init(ecs_world_t *w, uint32_t workers, uint32_t observer_
     w->run.tick_now = 1; /* 0 means "never marked" */
     if (!ecs__commands_init(w, workers)) return ECS_ENOMEM;
     w->storage.root = ecs__archetype_ensure(w, NULL, 0);
-    if (!w->storage.root || !ecs__relations_init(w)) {
+    if (!w->storage.root || !ecs__relations_init(w) || !ecs__prefabs_init(w)) {
         ecs__world_storage_fini(w);
         return ECS_ENOMEM;
     }
@@ -41,6 +41,7 @@ void ecs__world_storage_fini(ecs_world_t *w)
     ecs__observers_fini(w); /* its lists hang from components and relations */
     ecs__relations_fini(w);
     ecs__names_fini(w);
+    ecs__prefabs_fini(w);
     ecs__events_fini(w);
     ecs__archetypes_fini(w);
     ecs__sparse_components_drop_values(w); /* before the sets go with their components */

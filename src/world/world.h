@@ -109,6 +109,18 @@ static inline ecs_entity_t ecs__entity_index_peek(const ecs__entity_index_t *ix)
     return ix->next_index;
 }
 
+/* The k-th id (0: the next one) that ecs__entity_index_new and _new_n
+ * will hand out from now on, for k below what was reserved: the top of
+ * the free stack first, then fresh indices (generation 0). */
+static inline ecs_entity_t ecs__entity_index_peek_at(const ecs__entity_index_t *ix, uint32_t k)
+{
+    if (k < ix->free_count) {
+        uint32_t index = ix->free[ix->free_count - 1 - k];
+        return ((ecs_entity_t)ecs__record_at(ix, index)->generation << 32) | index;
+    }
+    return (ecs_entity_t)ix->next_index + (k - ix->free_count);
+}
+
 /* Creates n ids for rows [row, row + n) of chunk ch (reserved first),
  * writing them to ids (the chunk's entity column at row) and, when out is
  * not NULL, to out. The counters live in locals: stores through records would
@@ -350,6 +362,8 @@ struct ecs__archetype {
     uint32_t hooks;         /* union of the columns' hooks */
     uint32_t tracked_columns; /* columns whose component is tracked: new chunks get trackers */
     bool watch_removals;    /* some type has removal readers (removals.c) */
+    bool prefab;            /* holds the Prefab tag: queries, systems and
+                               observers skip it unless they name Prefab */
     uint32_t observed;      /* ECS_ON_* kinds observed on some type (observers.c) */
     uint64_t watched_types; /* bit i: types[i] has removal readers (i < 64) */
     uint64_t hash;
@@ -670,6 +684,9 @@ struct ecs_query {
     /* Some term may test a toggle component's state: matches may carry
      * toggle tests, and the cached query's iterator hands rows. */
     bool toggles;
+    /* Some term names the Prefab tag: archetypes that hold it match as
+     * any other (see ecs__query_match); else they never match. */
+    bool prefabs;
     /* Terms and change filters on sparse components (sparse_terms.c);
      * NULL: none, and no sparse path is taken. A cached query's own
      * scratch for the per-row fields it hands (NULL for a system's query:
@@ -1337,6 +1354,114 @@ void ecs__observers_settle_slow(ecs_world_t *w);
 static inline void ecs__observers_settle(ecs_world_t *w);
 
 /* ---------------------------------------------------------------------- */
+/* Prefabs (prefab.c: the tag and its subtrees; instantiate.c: the copies) */
+/* ---------------------------------------------------------------------- */
+
+/* One entity of a prefab's subtree, as an instantiation copies it: its
+ * record, the archetype its copies go to (its own without the Prefab
+ * tag: a tag has no column, so both list the same columns in the same
+ * order) and its depth below the prefab (0: the prefab). */
+#define ECS__PREFAB_MARKERS 4
+typedef struct {
+    ecs_entity_t e;
+    ecs__record_t *rec;
+    ecs__archetype_t *src, *dst; /* its archetype when planned, its copies' */
+    uint32_t level;
+    uint32_t first_kid, kids; /* its children: nodes [first_kid, first_kid + kids) */
+    bool pending; /* a copy needs a marker whose column dst lacks (synced
+                     at the next flush's end, as a flush's pair writes) */
+    /* dst has no copy hook and at most ECS__PREFAB_MARKERS relation
+     * markers, whose columns are listed: a row copies as bytes, and
+     * those are switched off after. */
+    bool plain;
+    uint8_t nmarkers;
+    uint32_t markers[ECS__PREFAB_MARKERS];
+} ecs__prefab_node_t;
+
+/* One pair an instantiation copies: relation index, source node, the
+ * target's node (-1: an entity outside the subtree, kept as it is), the
+ * pair's index in the source's slice (where its payload is), and the
+ * marker columns the copies switch on with it: the source marker's in
+ * the source node's archetype, the target marker's in the target node's
+ * (-1: none, or no column there). */
+typedef struct {
+    uint32_t rel;
+    uint32_t src;
+    int32_t tgt_node;
+    uint32_t at;
+    ecs_entity_t tgt;
+    int32_t src_col, tgt_col;
+} ecs__prefab_pair_t;
+
+/* Pair room an instantiation reserves per instance, in relation rel's
+ * store: `count` more targets of each copy of a node (ROOM_TARGETS),
+ * more sources of each copy of a node (ROOM_SOURCES), more sources of
+ * an entity outside the subtree (ROOM_OUTSIDE), or `count` more sources
+ * in the dirty list (ROOM_DIRTY). */
+enum { ECS__ROOM_TARGETS, ECS__ROOM_SOURCES, ECS__ROOM_OUTSIDE, ECS__ROOM_DIRTY };
+typedef struct {
+    uint32_t rel, kind, count, node;
+    ecs_entity_t e; /* ROOM_OUTSIDE */
+} ecs__prefab_room_t;
+
+/* The Prefab tag, and the plan of the last prefab instantiated: its
+ * subtree, pairs and the room its copies need, kept (with its memory)
+ * while the subtree's entities stay in their archetypes, with the same
+ * children and the same pairs, so that instantiating one prefab many
+ * times plans once. */
+typedef struct {
+    ecs_component_t tag;
+    ecs__prefab_node_t *nodes; /* the subtree, breadth-first from the prefab */
+    uint32_t node_count, node_cap;
+    ecs__prefab_pair_t *pairs; /* grouped by relation, then source node */
+    uint32_t pair_count, pair_cap;
+    ecs__prefab_room_t *rooms;
+    uint32_t room_count, room_cap;
+    ecs__archetype_t **dsts; /* the nodes' archetypes, sorted: rows to reserve */
+    uint32_t dst_cap;
+    uint32_t pending;        /* nodes whose copies are due a marker sync */
+    /* What the plan is of: the prefab (ECS_NULL: no plan), the relation
+     * count then, the relation stores' versions when it was last found
+     * right (summed: each only grows, so an equal sum means no pair was
+     * written since), and per relation and node the pairs the node was
+     * the source of (targets[rel * node_count + node]). */
+    ecs_entity_t plan_of;
+    uint32_t plan_relations;
+    uint64_t plan_pairs;
+    uint32_t *targets;
+    uint32_t target_cap;
+    /* Scratch. */
+    ecs_entity_t *copies; /* node-major: copy j of node i at i * n + j */
+    ecs__piece_t *places; /* where each copy's row is (count unused) */
+    uint32_t copy_cap, place_cap;
+    uint32_t *counts;     /* per node: pairs aimed at it (one relation) */
+    uint32_t count_cap;
+    ecs__map_t index;   /* entity -> node + 1, for subtrees past a few nodes */
+    ecs__map_t outside; /* outside target -> pairs aimed at it (one relation) */
+} ecs__prefabs_t;
+
+/* Registers the Prefab tag (world creation). false on OOM. */
+bool ecs__prefabs_init(ecs_world_t *w);
+void ecs__prefabs_fini(ecs_world_t *w);
+/* Whether a term list names the Prefab tag: then it matches prefabs as
+ * any other entity (else it never does). */
+bool ecs__terms_name_prefab(const ecs_world_t *w, const ecs_term_t *terms, uint32_t n);
+/* Whether some entity holds the Prefab tag. */
+bool ecs__prefabs_live(const ecs_world_t *w);
+/* n >= 1 copies of the live prefab (its record rec, its archetype holding
+ * the tag) and its ChildOf subtree; the roots of the copies to out. What
+ * ecs_instantiate_batch and the command's playback (in a flush) do once
+ * the arguments are checked. ECS_OK, or ECS_ENOMEM with nothing changed. */
+int ecs__prefab_instantiate(ecs_world_t *w, ecs_entity_t prefab, uint32_t n, ecs_entity_t *out);
+
+/* pairs.c, for new entities whose pairs were written straight into the
+ * stores (an instantiation's copies): room for n more entities due a
+ * marker sync at the next flush's end (one whose archetype lacks the
+ * column of a marker it needs), and one of them. */
+bool ecs__pairs_pending_reserve(ecs_world_t *w, uint32_t n);
+void ecs__pairs_pending_add(ecs_world_t *w, ecs_entity_t e);
+
+/* ---------------------------------------------------------------------- */
 /* The world                                                               */
 /* ---------------------------------------------------------------------- */
 
@@ -1498,6 +1623,7 @@ struct ecs_world {
     ecs__cmd_state_t cmd;
     ecs__singletons_t singletons;
     ecs__observers_t obs;
+    ecs__prefabs_t prefab;
     ecs__world_run_t run;
     bool values_dropped; /* every live value's dtor has run (teardown) */
     /* Last: the hot parts above keep their places in worlds without names. */
