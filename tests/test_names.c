@@ -34,6 +34,7 @@
 #include "alloc_hook.h"
 #include "components.h"
 #include "support.h"
+#include "proc.h"
 
 #define WATCHDOG_PROGRAM "test_names"
 #include "watchdog.h"
@@ -948,33 +949,13 @@ static void ud_child(bool named)
     _exit(0);
 }
 
+static void ud_child_run(const void *arg) { ud_child(*(const bool *)arg); }
+
 static const char *ud_outcome(bool named, char *err, size_t cap)
 {
-    FILE *tmp = tmpfile();
-    assert_non_null(tmp);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fileno(tmp), STDERR_FILENO);
-        ud_child(named);
-    }
-    uint64_t deadline = now_ns() + 30000000000u;
     int status = 0;
-    pid_t r;
-    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && now_ns() < deadline) sleep_ns(2000000);
-    if (r == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        fclose(tmp);
-        return "hung";
-    }
-    rewind(tmp);
-    size_t n = fread(err, 1, cap - 1, tmp);
-    err[n] = '\0';
-    fclose(tmp);
-    if (WIFSIGNALED(status)) return WTERMSIG(status) == SIGABRT ? "abort" : "killed by another signal";
-    return WEXITSTATUS(status) == 0 ? "ok" : "failed";
+    const char *outcome = child_run(ud_child_run, &named, err, cap, &status);
+    return outcome ? outcome : "failed";
 }
 
 /* The message holds each of the wanted parts. */

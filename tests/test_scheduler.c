@@ -36,6 +36,7 @@
 #include "ecs.h"
 #include "alloc_hook.h"
 #include "support.h"
+#include "proc.h"
 #include "fixture_scheduler.h"
 
 /* ---------------------------------------------------------------------- */
@@ -365,34 +366,14 @@ static void ud_child(const undeclared_case_t *c)
 
 /* Runs the case in a child; stderr goes to a file. Returns a description
  * of the outcome ("ok", "abort", or what else happened). */
+static void ud_child_run(const void *arg) { ud_child(arg); }
+
 static const char *ud_outcome(const undeclared_case_t *c, char *err, size_t cap)
 {
-    FILE *tmp = tmpfile();
-    assert_non_null(tmp);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fileno(tmp), STDERR_FILENO);
-        ud_child(c);
-    }
-    uint64_t deadline = now_ns() + 30000000000u;
     int status = 0;
-    pid_t r;
-    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && now_ns() < deadline) sleep_ns(2000000);
-    if (r == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        fclose(tmp);
-        return "hung";
-    }
-    rewind(tmp);
-    size_t n = fread(err, 1, cap - 1, tmp);
-    err[n] = '\0';
-    fclose(tmp);
-    if (WIFSIGNALED(status)) return WTERMSIG(status) == SIGABRT ? "abort" : "killed by another signal";
-    switch (WEXITSTATUS(status)) {
-    case 0: return "ok";
+    const char *outcome = child_run(ud_child_run, c, err, cap, &status);
+    if (outcome) return outcome;
+    switch (status) {
     case 2: return "setup failed";
     case 3: return "ecs_world_progress failed";
     case 4: return "the callback never read";
