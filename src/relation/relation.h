@@ -271,9 +271,13 @@ typedef void (*ecs__store_visit_t)(void *ctx, ecs_entity_t src, ecs_entity_t tgt
  * reverse slices: slot + 1, shifted left by one, ored with 1 for a
  * reverse slice. Returns how many it listed. Without keep_sources, each
  * doomed entity's slices are released at its turn (no later turn reads
- * them); the survivors' slices are not changed yet. */
+ * them); the survivors' slices are not changed yet. Only the first
+ * `checked` doomed entities' targets are read: the caller may promise
+ * (with sources_doomed, no fn, no keep_sources) that every target of the
+ * others is doomed, as in a subtree of an exclusive relation, where each
+ * entity after the first was taken for its one target. */
 uint32_t ecs__store_despawn_pairs(ecs__store_t *st, const ecs__doomed_t *d, bool keep_sources, bool sources_doomed,
-                                  ecs__store_visit_t fn, void *ctx, uint32_t *sweep, uint32_t room);
+                                  uint32_t checked, ecs__store_visit_t fn, void *ctx, uint32_t *sweep, uint32_t room);
 /* Step two: the doomed entities leave the n listed slices, in one pass
  * each (the order of the rest kept). Never allocates; an emptied slice
  * keeps its slot (the caller releases a dead owner's: ecs__store_forget). */

@@ -477,7 +477,7 @@ static inline uint32_t sweep_list(uint32_t *sweep, uint32_t n, uint32_t room, bo
 }
 
 uint32_t ecs__store_despawn_pairs(ecs__store_t *st, const ecs__doomed_t *d, bool keep_sources, bool sources_doomed,
-                                  ecs__store_visit_t fn, void *ctx, uint32_t *sweep, uint32_t room)
+                                  uint32_t checked, ecs__store_visit_t fn, void *ctx, uint32_t *sweep, uint32_t room)
 {
     st->version++;
     uint32_t listed = 0;
@@ -487,10 +487,20 @@ uint32_t ecs__store_despawn_pairs(ecs__store_t *st, const ecs__doomed_t *d, bool
      * sweep on the reverse side, and the doomed entities' reverse slices
      * are not read at all. */
     const bool sources_skipped = sources_doomed && !fn && !keep_sources;
+    ecs__assert(sources_skipped || checked == d->count, "unchecked targets only when nothing is told or kept");
     for (uint32_t i = 0; i < d->count; i++) {
         ecs_entity_t x = d->list[i];
         uint32_t fslot = ecs__store_targets_slot(st, x);
         const ecs__target_slice_t *fs = fslot ? &st->fwd[fslot - 1] : NULL;
+        if (i >= checked) {
+            /* Its targets are doomed (the caller knows): their slices go
+             * whole, so the pairs need counting only, not reading. */
+            gone += fs ? fs->count : 0;
+            uint32_t rs = ecs__store_sources_slot(st, x);
+            if (fslot) fwd_slot_release(st, x, fslot - 1);
+            if (rs) rev_slot_release(st, x, rs - 1);
+            continue;
+        }
         for (uint32_t j = fs ? fs->count : 0; j-- > 0;) {
             ecs_entity_t t = fs->targets[j];
             uint32_t pt = ecs__doomed_pos(d, t);

@@ -1028,6 +1028,39 @@ static void doomed_clear(ecs_world_t *w)
     w->rel.doomed_count = 0;
 }
 
+/* The closure when the one relation that cascades is a hierarchy: the
+ * subtree under e, breadth-first. No entity can be met twice (each has
+ * one parent, listed once, and e is nobody's descendant: there are no
+ * cycles), so the children go in without asking whether they are
+ * doomed, and a parent's children take one reservation. */
+static bool doom_subtree(ecs_world_t *w, const ecs__store_t *st, uint32_t via)
+{
+    ecs__assert(st->exclusive, "a hierarchy is exclusive");
+    for (uint32_t q = 0; q < w->rel.doomed_count; q++) {
+        ecs_entity_t x = w->rel.doomed[q];
+        ecs__assert(ecs_is_alive(w, x), "a source is live: a despawn drops every pair of its entity");
+        uint32_t rev = ecs__store_sources_slot(st, x);
+        if (!rev) continue;
+        const ecs__source_slice_t *ss = &st->rev[rev - 1];
+        uint32_t n = w->rel.doomed_count;
+        if (ECS__UNLIKELY(n + ss->count > w->rel.doomed_cap) &&
+            !ecs__array_reserve(&w->allocator, (void **)&w->rel.doomed, &w->rel.doomed_cap, n + ss->count,
+                                sizeof(ecs_entity_t), _Alignof(ecs_entity_t)))
+            return false;
+        ecs_entity_t *list = w->rel.doomed;
+        uint32_t *pos = w->rel.doomed_pos;
+        for (uint32_t k = 0; k < ss->count; k++) {
+            ecs_entity_t s = ss->sources[k];
+            ecs__assert(!pos[(uint32_t)s], "a subtree meets each entity once");
+            list[n] = s;
+            pos[(uint32_t)s] = ++n;
+        }
+        w->rel.doomed_count = n;
+        if (ss->count) w->rel.doomed_via = via + 1;
+    }
+    return true;
+}
+
 /* The despawn closure of e: e, then breadth-first through one queue for
  * every relation type, the sources of doomed entities under
  * CASCADE_SOURCE (all live: a despawn drops every pair of its entity);
@@ -1037,6 +1070,14 @@ static bool doom(ecs_world_t *w, ecs_entity_t e)
     if (!doomed_pos_reserve(w) || !doomed_add(w, e)) return false;
     const uint32_t nrel = w->rel.count;
     w->rel.doomed_via = 0;
+    /* One relation cascades (the others have no pairs), and it is a
+     * hierarchy: a subtree. */
+    uint32_t cascading = 0, via = 0;
+    for (uint32_t i = 0; i < nrel; i++) {
+        const ecs__relation_t *r = &w->rel.types[i];
+        if (r->cleanup == ECS_CASCADE_SOURCE && r->store.pairs) cascading++, via = i;
+    }
+    if (cascading == 1 && w->rel.types[via].hierarchy) return doom_subtree(w, &w->rel.types[via].store, via);
     for (uint32_t q = 0; q < w->rel.doomed_count; q++) {
         ecs_entity_t x = w->rel.doomed[q];
         ecs__assert(ecs_is_alive(w, x), "a source is live: a despawn drops every pair of its entity");
@@ -1061,6 +1102,15 @@ static bool doom(ecs_world_t *w, ecs_entity_t e)
     return true;
 }
 
+/* Whether every doomed entity after the first was taken as a source of
+ * a doomed target in r, an exclusive CASCADE_SOURCE relation that nobody
+ * logs: then only the first may have a surviving target in r. */
+static bool doomed_subtree_of(const ecs_world_t *w, const ecs__relation_t *r)
+{
+    return r->cleanup == ECS_CASCADE_SOURCE && r->store.exclusive && !r->removal_readers &&
+           w->rel.doomed_via == (uint32_t)(r - w->rel.types) + 1;
+}
+
 /* What a despawn's commit will need of relation r, counted from the
  * doomed entities' slices: log room for every pair they take part in (a
  * pair between two doomed ones counted twice: room to spare), and the
@@ -1074,14 +1124,7 @@ static bool doomed_survey(ecs_world_t *w, ecs__relation_t *r, plan_t *p, bool fl
     const ecs__store_t *st = &r->store;
     uint64_t logged = 0;
     uint32_t listed = 0;
-    /* A subtree of one exclusive CASCADE_SOURCE relation that nobody
-     * logs: every entity after the first was taken as a source of a
-     * doomed target, its only target there. Only the first may have a
-     * surviving target. */
-    uint32_t n = d.count;
-    if (r->cleanup == ECS_CASCADE_SOURCE && r->store.exclusive && !r->removal_readers &&
-        w->rel.doomed_via == (uint32_t)(r - w->rel.types) + 1)
-        n = 1;
+    uint32_t n = doomed_subtree_of(w, r) ? 1 : d.count;
     for (uint32_t i = 0; i < n; i++) {
         const ecs__target_slice_t *ts = ecs__store_targets(st, d.list[i]);
         for (uint32_t j = 0; ts && j < ts->count; j++) {
@@ -1129,7 +1172,8 @@ static void doomed_drop_pairs(ecs_world_t *w, ecs__relation_t *r, bool flush)
     ecs__store_t *st = &r->store;
     bool keep = r->cleanup == ECS_IGNORE;
     uint32_t n = ecs__store_despawn_pairs(st, &d, keep, r->cleanup == ECS_CASCADE_SOURCE,
-                                          r->removal_readers ? log_visit : NULL, r, w->rel.sweep, w->rel.sweep_cap);
+                                          doomed_subtree_of(w, r) ? 1 : d.count, r->removal_readers ? log_visit : NULL,
+                                          r, w->rel.sweep, w->rel.sweep_cap);
     ecs__store_sweep(st, &d, w->rel.sweep, n);
     for (uint32_t j = 0; j < n; j++) {
         uint32_t slot = w->rel.sweep[j] >> 1, side = w->rel.sweep[j] & 1;
