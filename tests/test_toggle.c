@@ -319,6 +319,61 @@ static void toggle_queries_hand_enabled_rows(void **state)
     ecs_world_destroy(f.w);
 }
 
+static bool want_flagged(int i, void *ctx) { return ((const bool *)ctx)[i]; }
+
+/* A chunk once found all enabled is not read again until a row comes in
+ * or a state is switched off in place; every such change shows in the
+ * very next walk, both ways (required on, and WITHOUT). */
+static void toggle_all_on_chunks_see_every_switch(void **state)
+{
+    (void)state;
+    guard(__func__);
+    fx_t f = fx_make(1, NULL);
+    enum { N = 200 };
+    static ecs_entity_t e[N + 1];
+    static bool on[N + 1], off[N + 1];
+    fx_spawn(&f, N, e, false);
+    const ecs_query_desc_t req = {.terms = {TR(f.pos)}}, without = {.terms = {TR(f.vel), TWITHOUT(f.pos)}};
+    for (int i = 0; i < N; i++) on[i] = true, off[i] = false;
+    int rows_null;
+    for (int k = 0; k < 2; k++) { /* the second walk from what the first found */
+        check_query(&f, e, N, &req, want_flagged, on, &rows_null);
+        assert_true(rows_null > 0);
+        check_query(&f, e, N, &without, want_flagged, off, NULL);
+    }
+    /* Switched off in place. */
+    assert_int_equal(ecs_enable(f.w, e[7], f.pos, false), ECS_OK);
+    on[7] = false, off[7] = true;
+    check_query(&f, e, N, &req, want_flagged, on, NULL);
+    check_query(&f, e, N, &without, want_flagged, off, NULL);
+    assert_int_equal(ecs_enable(f.w, e[7], f.pos, true), ECS_OK);
+    on[7] = true, off[7] = false;
+    for (int k = 0; k < 2; k++) check_query(&f, e, N, &req, want_flagged, on, NULL);
+    /* A disabled row moving in (a remove of the tag brings it to the
+     * chunks of the others). */
+    Pos p = {0, 0};
+    Vel v = {1, 0};
+    e[N] = ecs_spawn_with(f.w, 3, (ecs_component_t[]){f.pos, f.vel, f.tag}, (const void *[]){&p, &v, NULL});
+    assert_int_equal(ecs_enable(f.w, e[N], f.pos, false), ECS_OK);
+    assert_int_equal(ecs_remove(f.w, e[N], f.tag), ECS_OK);
+    on[N] = false, off[N] = true;
+    check_query(&f, e, N + 1, &req, want_flagged, on, NULL);
+    check_query(&f, e, N + 1, &without, want_flagged, off, NULL);
+    /* A relation marker switched off in place (the source's last pair
+     * removed): a WITH term on it stops handing that source. */
+    ecs_relation_t r = ecs_relation_register(f.w, &(ecs_relation_desc_t){.name = "Aims"});
+    ecs_entity_t target = ecs_spawn(f.w);
+    for (int i = 0; i < N; i++) assert_int_equal(ecs_pair_set(f.w, r, e[i], target, NULL), ECS_OK);
+    const ecs_query_desc_t aiming = {.terms = {TR(f.vel), TWITH(ecs_relation_source_marker(f.w, r))}};
+    for (int i = 0; i < N; i++) on[i] = true;
+    on[N] = false;
+    for (int k = 0; k < 2; k++) check_query(&f, e, N + 1, &aiming, want_flagged, on, NULL);
+    assert_int_equal(ecs_pair_remove(f.w, r, e[11], target), ECS_OK);
+    on[11] = false;
+    check_query(&f, e, N + 1, &aiming, want_flagged, on, NULL);
+    ecs_world_destroy(f.w);
+}
+
 /* Toggling marks nothing Added or Changed; a filtered query's rows are
  * the filter's rows that are enabled. */
 static void toggle_marks_nothing_and_combines_with_filters(void **state)
@@ -765,6 +820,7 @@ int main(void)
         cmocka_unit_test_teardown(toggle_state_keeps_value_and_presence, unguard),
         cmocka_unit_test_teardown(toggle_bad_input_changes_nothing, unguard),
         cmocka_unit_test_teardown(toggle_queries_hand_enabled_rows, unguard),
+        cmocka_unit_test_teardown(toggle_all_on_chunks_see_every_switch, unguard),
         cmocka_unit_test_teardown(toggle_marks_nothing_and_combines_with_filters, unguard),
         cmocka_unit_test_teardown(toggle_systems_at_1_2_4_workers, unguard),
         cmocka_unit_test_teardown(toggle_immediate_mode_as_ecs_set, unguard),

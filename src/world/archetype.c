@@ -509,6 +509,7 @@ static ecs__chunk_t *chunk_new(ecs_world_t *w, ecs__archetype_t *a, uint32_t wan
     a->free_slots--;
     uint32_t idx = a->chunk_count;
     ch->count = 0;
+    ck_pr_store_64(&ch->toggles_on, 0);
     ch->index = idx;
     a->chunks[idx] = ch;
     a->chunk_count++;

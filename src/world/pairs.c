@@ -265,6 +265,7 @@ static void marker_switch(ecs_world_t *w, ecs_entity_t e, const ecs__record_t *r
     const ecs__archetype_t *a = ch->archetype;
     uint32_t col = (uint32_t)a->type_columns[t];
     ((unsigned char *)ch->cols[a->type_columns[t + 1]])[rec->row] = !on;
+    if (!on) ecs__chunk_toggle_off(ch, (uint32_t)a->type_columns[t + 1]);
     w->storage.toggle_version++;
     if (on) {
         ((uint32_t *)ch->cols[col])[rec->row] = hint;

@@ -30,6 +30,7 @@ int ecs__toggle_write(ecs_world_t *w, ecs__record_t *rec, const ecs__component_t
     unsigned char want = enabled ? 0 : 1;
     if (*state != want) {
         *state = want;
+        if (!enabled) ecs__chunk_toggle_off(rec->chunk, (uint32_t)col);
         w->storage.toggle_version++;
     }
     return ECS_OK;
@@ -148,10 +149,24 @@ int32_t ecs__toggle_select_slow(const ecs__query_match_t *m, const ecs__chunk_t 
     const unsigned char *cols[ECS_MAX_TERMS];
     uint64_t want[ECS_MAX_TERMS];
     uint32_t nt = m->toggle_count;
+    /* What the chunk knows (ecs__chunk_t.toggles_on; a cache, written
+     * through a const chunk on purpose): a column all on passes every
+     * row where the test wants it on, and none where it wants it off. */
+    uint64_t *known = (uint64_t *)&ch->toggles_on;
+    const uint64_t on = ck_pr_load_64(known);
+    uint64_t tested_on = 0;
+    bool unknown = false;
     for (uint32_t k = 0; k < nt; k++) {
-        cols[k] = ch->cols[m->toggles[k] >> 1];
-        want[k] = (m->toggles[k] & 1) ? TOGGLE_ONES : 0;
+        uint32_t col = (uint32_t)m->toggles[k] >> 1;
+        uint64_t bit = col < 64 ? 1ull << col : 0;
+        bool want_off = m->toggles[k] & 1;
+        if (want_off && (on & bit)) return 0;
+        if (!want_off) tested_on |= bit;
+        unknown |= want_off || !(on & bit);
+        cols[k] = ch->cols[col];
+        want[k] = want_off ? TOGGLE_ONES : 0;
     }
+    if (!unknown) return n; /* every test wants on, every column is */
     if (n > 0) {
         /* A selection already (a change filter's): keep the rows that
          * pass, in order. */
@@ -165,6 +180,9 @@ int32_t ecs__toggle_select_slow(const ecs__query_match_t *m, const ecs__chunk_t 
         }
         return (int32_t)out;
     }
-    if (nt == 1) return select_all(cols, want, 1, ch->count, rows);
-    return select_all(cols, want, nt, ch->count, rows);
+    int32_t out = nt == 1 ? select_all(cols, want, 1, ch->count, rows) : select_all(cols, want, nt, ch->count, rows);
+    /* Every row passed: the columns tested on are all on. Set once per
+     * chunk until a push or a switch-off clears them. */
+    if (out < 0 && (on & tested_on) != tested_on) ck_pr_or_64(known, tested_on);
+    return out;
 }

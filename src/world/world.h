@@ -340,6 +340,13 @@ struct ecs__chunk {
     /* Change-tracking state beside the chunk: one tracker per column, or
      * NULL while nobody tracks this archetype (see changes/changes.h). */
     ecs__tracker_t **trackers;
+    /* Companion columns (toggle states, relation markers; bit = column
+     * index, columns past 63 never) known to hold 0, enabled, in every
+     * row below count: a selection that found a column so sets its bit,
+     * and later selections skip reading it (toggle.c). Every row push and
+     * every switch-off in place clears it. Selections of parallel jobs
+     * may set bits at once: ck_pr atomics. */
+    uint64_t toggles_on;
     void *cols[]; /* column_count column pointers */
 };
 
@@ -1812,12 +1819,21 @@ static inline uint32_t ecs__chunk_push_n(ecs_world_t *w, ecs__chunk_t *ch, uint3
     ecs__chunk_fold_marks(ch);
     uint32_t row = ch->count;
     ch->count += n;
+    ck_pr_store_64(&ch->toggles_on, 0); /* the new rows' states are unread */
     a->rows_version++;
     w->storage.structure_version++;
     if (row == 0) a->empty_chunks--;
     if (ch->count == a->capacity) a->nonfull[ch->index >> 6] &= ~(1ull << (ch->index & 63));
     a->entity_count += n;
     return row;
+}
+
+/* A byte of companion column col switched off in place (an immediate
+ * call or a flush: no selection runs meanwhile): the chunk no longer
+ * knows that column all on. */
+static inline void ecs__chunk_toggle_off(ecs__chunk_t *ch, uint32_t col)
+{
+    if (col < 64) ck_pr_store_64(&ch->toggles_on, ck_pr_load_64(&ch->toggles_on) & ~(1ull << col));
 }
 
 /* Appends a row for entity e; its column values are uninitialised. */
