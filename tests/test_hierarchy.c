@@ -147,6 +147,56 @@ static void hierarchy_childof_despawn_takes_the_subtree(void **state)
     ecs_world_destroy(w);
 }
 
+/* A subtree's despawn in a world with other relations: pairs of a
+ * relation that does not cascade go with the doomed entities whichever
+ * end they are (the survivors' slices lose them), and a second relation
+ * that cascades takes its sources along with the subtree. */
+static void hierarchy_despawn_among_other_relations(void **state)
+{
+    (void)state;
+    ecs_world_t *w = world_new();
+    tree_t t;
+    tree_build(&t, w, ecs_childof(w));
+    ecs_relation_t likes = ecs_relation_register(w, &(ecs_relation_desc_t){.name = "Likes"});
+    ecs_entity_t fan = ecs_spawn(w), idol = ecs_spawn(w);
+    /* Doomed (1's subtree: 1, 3, 4, 7, 8) to survivors, survivors to
+     * doomed, doomed to doomed. */
+    assert_int_equal(ecs_pair_set(w, likes, t.e[7], idol, NULL), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, likes, t.e[4], idol, NULL), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, likes, fan, t.e[3], NULL), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, likes, fan, t.e[2], NULL), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, likes, t.e[8], t.e[1], NULL), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, likes, t.e[2], t.e[7], NULL), ECS_OK);
+    assert_int_equal(ecs_despawn(w, t.e[1]), ECS_OK);
+    tree_model_despawn(&t, 1);
+    tree_expect(&t);
+    const ecs_entity_t *list;
+    assert_int_equal(ecs_pair_sources(w, likes, idol, &list), 0);
+    int n = ecs_pair_targets(w, likes, fan, &list, NULL);
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0], t.e[2]);
+    assert_int_equal(ecs_pair_targets(w, likes, t.e[2], &list, NULL), 0);
+    /* A second cascading relation with pairs: its sources go too, with
+     * their own subtrees. */
+    ecs_relation_t owns = ecs_relation_register(
+        w, &(ecs_relation_desc_t){.name = "OwnedBy", .on_target_despawn = ECS_CASCADE_SOURCE});
+    ecs_entity_t item = ecs_spawn(w), part = ecs_spawn(w), keep = ecs_spawn(w);
+    assert_int_equal(ecs_parent_set(w, part, item), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, owns, item, t.e[9], NULL), ECS_OK); /* under 0 -> 2 -> 5 -> 9 */
+    assert_int_equal(ecs_pair_set(w, owns, keep, fan, NULL), ECS_OK);
+    assert_int_equal(ecs_pair_set(w, likes, fan, part, NULL), ECS_OK);
+    assert_int_equal(ecs_despawn(w, t.e[2]), ECS_OK);
+    tree_model_despawn(&t, 2);
+    tree_expect(&t);
+    assert_false(ecs_is_alive(w, item));
+    assert_false(ecs_is_alive(w, part));
+    assert_true(ecs_is_alive(w, keep) && ecs_is_alive(w, fan) && ecs_is_alive(w, idol));
+    assert_int_equal(ecs_pair_targets(w, likes, fan, &list, NULL), 0); /* t.e[2] and part went */
+    assert_int_equal(ecs_pair_sources(w, owns, fan, &list), 1);
+    assert_int_equal(list[0], keep);
+    ecs_world_destroy(w);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Registration with `hierarchy`                                           */
 /* ---------------------------------------------------------------------- */
@@ -988,6 +1038,7 @@ int main(void)
         cmocka_unit_test(hierarchy_childof_exists_in_every_world),
         cmocka_unit_test(hierarchy_childof_is_exclusive),
         cmocka_unit_test(hierarchy_childof_despawn_takes_the_subtree),
+        cmocka_unit_test(hierarchy_despawn_among_other_relations),
         cmocka_unit_test(hierarchy_register_needs_exclusive_cascade_and_source_marker),
         cmocka_unit_test(hierarchy_helpers_report_the_tree),
         cmocka_unit_test(hierarchy_detach_makes_a_root),
