@@ -347,15 +347,21 @@ static void archetype_chunks_released_when_emptied(void **state)
     assert_int_equal(ecs_spawn_batch(w, N, 1, &vel, NULL, out), ECS_OK);
     for (int i = 0; i < N; i++) assert_int_equal(ecs_despawn(w, out[i]), ECS_OK);
 
+    /* The warm-up's slabs, freed with their chunks, are kept for reuse. */
     ecs_world_stats_t base = stats_of(w);
-    size_t base_bytes = cnt.live_bytes;
+    size_t base_bytes = cnt.live_bytes, base_spares = w->storage.spare_bytes;
+    assert_true(base_spares >= (size_t)N * (8 + sizeof(Velocity)) / 2);
+    assert_true(base_spares <= ECS__SPARE_SLAB_BYTES && w->storage.spare_count <= ECS__SPARE_SLABS);
     assert_int_equal(ecs_spawn_batch(w, N, 1, &pos, NULL, out), ECS_OK);
     ecs__archetype_t *a = archetype_of(w, out[0]);
     uint32_t per = (N + a->capacity - 1) / a->capacity;
     ecs_world_stats_t full = stats_of(w);
     assert_int_equal(full.chunks, base.chunks + per);
-    size_t full_bytes = cnt.live_bytes;
-    assert_true(full_bytes - base_bytes >= (size_t)N * (8 + sizeof(Position)));
+    /* Position is as large as Velocity: its slabs have the same sizes,
+     * and the spawn took the kept ones instead of allocating; all but
+     * one, that of the empty chunk Velocity's archetype keeps. */
+    assert_int_equal(w->storage.spare_bytes, 0);
+    assert_true(cnt.live_bytes <= base_bytes + ECS__SLAB_MAX_CHUNKS * (ECS__CHUNK_BYTES + 1024) + 4096);
 
     for (int i = 0; i < N; i++) assert_int_equal(ecs_despawn(w, out[i]), ECS_OK);
     ecs_world_stats_t empty = stats_of(w);
@@ -363,12 +369,11 @@ static void archetype_chunks_released_when_emptied(void **state)
     assert_true(empty.chunks <= base.chunks + 1); /* one spare may stay */
     assert_true(a->chunk_count <= 1);
     assert_int_equal(a->entity_count, 0);
-    /* The slabs went back to the allocator: what is left over the
-     * baseline is at most the slab holding the spare chunk, and
-     * bookkeeping. */
-    size_t left = cnt.live_bytes - base_bytes;
-    assert_true(left < full_bytes - base_bytes);
-    assert_true(left <= ECS__SLAB_MAX_CHUNKS * (ECS__CHUNK_BYTES + 1024) + 4096);
+    /* The chunks went, their slabs kept again: the world holds what it
+     * held before the spawn, give or take the slab of the spare chunk
+     * and bookkeeping. */
+    assert_true(cnt.live_bytes <= base_bytes + ECS__SLAB_MAX_CHUNKS * (ECS__CHUNK_BYTES + 1024) + 4096);
+    assert_true(w->storage.spare_bytes >= base_spares / 2);
 
     /* Random-order despawn releases chunks too. */
     assert_int_equal(ecs_spawn_batch(w, N, 1, &pos, NULL, out), ECS_OK);
@@ -383,7 +388,7 @@ static void archetype_chunks_released_when_emptied(void **state)
     for (int i = 0; i < N; i++) assert_int_equal(ecs_despawn(w, out[i]), ECS_OK);
     assert_true(stats_of(w).chunks <= base.chunks + 1);
     assert_true(a->chunk_count <= 1);
-    assert_true(cnt.live_bytes - base_bytes <= ECS__SLAB_MAX_CHUNKS * (ECS__CHUNK_BYTES + 1024) + 4096);
+    assert_true(cnt.live_bytes <= base_bytes + ECS__SLAB_MAX_CHUNKS * (ECS__CHUNK_BYTES + 1024) + 4096);
 
     /* And the archetype is fully usable afterwards. */
     Position *ps = calloc(N, sizeof(*ps));
@@ -400,6 +405,59 @@ static void archetype_chunks_released_when_emptied(void **state)
     for (uint32_t k = 0; k < a->chunk_count; k++) partial += a->chunks[k]->count != a->capacity;
     assert_true(partial <= 1);
     free(ps);
+    free(out);
+    ecs_world_destroy(w);
+    alloc_hook_expect_clean(&cnt);
+}
+
+/* The slabs a world keeps for reuse stay within ECS__SPARE_SLAB_BYTES
+ * and ECS__SPARE_SLABS (the oldest go first), and go with the world. */
+static void archetype_spare_slabs_are_bounded(void **state)
+{
+    (void)state;
+    alloc_hook_t cnt;
+    ecs_world_t *w = counted_world(&cnt);
+    /* 64 KiB rows: a chunk each, slabs of up to 32 (2 MiB): 1600
+     * entities hold 100 MiB of slabs, more than is kept. */
+    enum { BIG = 64 * 1024, N = 1600 };
+    ecs_component_t big = ecs_component_register(w, &(ecs_component_desc_t){.name = "Big", .size = BIG});
+    ecs_component_t small = ECS_COMPONENT(w, Position);
+    ecs_entity_t *out = calloc(N, sizeof(*out));
+    assert_non_null(out);
+    size_t before = cnt.live_bytes;
+    assert_int_equal(ecs_spawn_batch(w, N, 1, &big, NULL, out), ECS_OK);
+    assert_true(cnt.live_bytes - before > ECS__SPARE_SLAB_BYTES);
+    for (int i = 0; i < N; i++) assert_int_equal(ecs_despawn(w, out[i]), ECS_OK);
+    const size_t slab = ECS__SLAB_MAX_CHUNKS * ((size_t)BIG + 1024) + 4096; /* the largest */
+    assert_true(w->storage.spare_bytes <= ECS__SPARE_SLAB_BYTES);
+    assert_true(w->storage.spare_bytes + slab > ECS__SPARE_SLAB_BYTES); /* kept up to the bound */
+    assert_true(w->storage.spare_count <= ECS__SPARE_SLABS);
+    assert_true(cnt.live_bytes <= before + ECS__SPARE_SLAB_BYTES + slab + 65536);
+    /* Many small slabs of other sizes. An archetype keeps one empty
+     * chunk, and with it its slab; one of 4 KiB rows (3 to a chunk)
+     * filled one spawn at a time to 3 chunks has three slabs (of 1, 1
+     * and 2 chunks), so emptied it frees two. 72 of them push the oldest
+     * spares out past the count. */
+    ecs_component_t mid = ecs_component_register(w, &(ecs_component_desc_t){.name = "Mid", .size = 4096});
+    for (int round = 0; round < 2; round++) {
+        enum { ARCHS = ECS__SPARE_SLABS + 8, EACH = 9 };
+        static ecs_entity_t e[ARCHS * EACH];
+        for (uint32_t i = 0; i < ARCHS; i++) {
+            char name[32];
+            snprintf(name, sizeof(name), "T%d_%u", round, i);
+            ecs_component_t tag = ecs_component_register(w, &(ecs_component_desc_t){.name = name});
+            ecs_component_t ids[3] = {small, mid, tag};
+            for (uint32_t k = 0; k < EACH; k++) {
+                e[i * EACH + k] = ecs_spawn_with(w, 3, ids, NULL);
+                assert_int_not_equal(e[i * EACH + k], ECS_NULL);
+            }
+        }
+        for (uint32_t i = 0; i < ARCHS * EACH; i++) assert_int_equal(ecs_despawn(w, e[i]), ECS_OK);
+        assert_int_equal(w->storage.spare_count, ECS__SPARE_SLABS);
+        assert_true(w->storage.spare_bytes <= ECS__SPARE_SLAB_BYTES);
+    }
+    /* By now only small slabs are left: the big ones, oldest, went. */
+    assert_true(w->storage.spare_bytes <= ECS__SPARE_SLABS * 2 * (ECS__CHUNK_BYTES + 4096));
     free(out);
     ecs_world_destroy(w);
     alloc_hook_expect_clean(&cnt);
@@ -676,6 +734,7 @@ int main(void)
         cmocka_unit_test(archetype_random_holes_are_refilled),
         cmocka_unit_test(archetype_churn_at_chunk_boundary_allocates_nothing),
         cmocka_unit_test(archetype_chunks_released_when_emptied),
+        cmocka_unit_test(archetype_spare_slabs_are_bounded),
         cmocka_unit_test(archetype_huge_component_one_row_per_chunk),
         cmocka_unit_test(archetype_graph_edges_are_reused),
         cmocka_unit_test(archetype_spawn_with_creates_one_archetype),

@@ -418,13 +418,58 @@ static inline ecs__chunk_t *slab_chunk(const ecs__archetype_t *a, ecs__slab_t *s
     return (ecs__chunk_t *)((unsigned char *)s + at);
 }
 
+/* Removes spare k, keeping the others in their order. */
+static ecs__slab_t *spare_remove(ecs__storage_t *st, uint32_t k)
+{
+    ecs__slab_t *s = st->spare[k];
+    st->spare_bytes -= st->spare_size[k];
+    st->spare_count--;
+    memmove(st->spare + k, st->spare + k + 1, (st->spare_count - k) * sizeof(st->spare[0]));
+    memmove(st->spare_size + k, st->spare_size + k + 1, (st->spare_count - k) * sizeof(st->spare_size[0]));
+    return s;
+}
+
+/* A kept slab of exactly `bytes` (see ecs__storage_t.spare), the newest
+ * such, taken; NULL when there is none. Only the size matters: slab_new
+ * writes every offset of its layout again. */
+static ecs__slab_t *spare_take(ecs_world_t *w, size_t bytes)
+{
+    ecs__storage_t *st = &w->storage;
+    for (uint32_t k = st->spare_count; k-- > 0;) {
+        if (st->spare_size[k] == bytes) return spare_remove(st, k);
+    }
+    return NULL;
+}
+
+/* A slab no archetype holds any more, kept; the oldest spares make room
+ * for it (freed), and one larger than all the room is freed itself. */
+static void spare_put(ecs_world_t *w, ecs__slab_t *s)
+{
+    ecs__storage_t *st = &w->storage;
+    if (s->bytes > ECS__SPARE_SLAB_BYTES) {
+        ecs__free(&w->allocator, s);
+        return;
+    }
+    while (st->spare_count == ECS__SPARE_SLABS || st->spare_bytes + s->bytes > ECS__SPARE_SLAB_BYTES)
+        ecs__free(&w->allocator, spare_remove(st, 0));
+    st->spare[st->spare_count] = s;
+    st->spare_size[st->spare_count++] = s->bytes;
+    st->spare_bytes += s->bytes;
+}
+
+static void spares_free(ecs_world_t *w)
+{
+    while (w->storage.spare_count) ecs__free(&w->allocator, spare_remove(&w->storage, w->storage.spare_count - 1));
+}
+
 /* Allocates a slab of `slots` chunk slots, all free. NULL on OOM. */
 static ecs__slab_t *slab_new(ecs_world_t *w, ecs__archetype_t *a, uint32_t slots)
 {
     size_t bytes = slab_header_bytes(slots, a) + (size_t)slots * a->ids_bytes;
     for (uint32_t c = 0; c < a->column_count; c++) bytes += (size_t)slots * a->columns[c].bytes;
-    ecs__slab_t *s = ecs__alloc(&w->allocator, bytes, 64);
-    if (!s) return NULL;
+    ecs__slab_t *s = spare_take(w, bytes);
+    if (!s && !(s = ecs__alloc(&w->allocator, bytes, 64))) return NULL;
+    s->bytes = bytes;
     s->slots = slots;
     s->used_mask = 0;
     /* Wire each slot's header to its ids and columns once; they never move. */
@@ -447,13 +492,12 @@ static ecs__slab_t *slab_new(ecs_world_t *w, ecs__archetype_t *a, uint32_t slots
     return s;
 }
 
-static void slab_unlink_free(ecs_world_t *w, ecs__archetype_t *a, ecs__slab_t *s)
+static void slab_unlink(ecs__archetype_t *a, ecs__slab_t *s)
 {
     ecs__slab_t **link = &a->slabs;
     while (*link != s) link = &(*link)->next;
     *link = s->next;
     a->free_slots -= s->slots;
-    ecs__free(&w->allocator, s);
 }
 
 /* Slots for the next slab: grows with the archetype (1, 2, 4, ...), so a
@@ -497,19 +541,24 @@ static ecs__chunk_t *chunk_new(ecs_world_t *w, ecs__archetype_t *a, uint32_t wan
         }
     }
     bool fresh = !s;
+    size_t spares = w->storage.spare_bytes;
     if (!s && !(s = slab_new(w, a, slab_slots_for(a, want)))) return NULL;
     uint32_t slot = (uint32_t)__builtin_ctz(~s->used_mask);
     ecs__chunk_t *ch = slab_chunk(a, s, slot);
     ch->trackers = NULL;
     if (a->tracked_columns && !ecs__chunk_trackers_create(w, ch)) {
-        if (fresh) slab_unlink_free(w, a, s);
+        if (fresh) { /* back where it came from: the world as it was */
+            slab_unlink(a, s);
+            if (w->storage.spare_bytes < spares) spare_put(w, s);
+            else ecs__free(&w->allocator, s);
+        }
         return NULL;
     }
     s->used_mask |= 1u << slot;
     a->free_slots--;
     uint32_t idx = a->chunk_count;
     ch->count = 0;
-    ck_pr_store_64(&ch->toggles_on, 0);
+    ch->toggles_on = 0;
     ch->index = idx;
     a->chunks[idx] = ch;
     a->chunk_count++;
@@ -542,7 +591,10 @@ static void chunk_release(ecs_world_t *w, ecs__chunk_t *ch)
     ecs__slab_t *s = ch->slab;
     s->used_mask &= ~(1u << ch->slot);
     a->free_slots++;
-    if (!s->used_mask) slab_unlink_free(w, a, s);
+    if (!s->used_mask) {
+        slab_unlink(a, s);
+        spare_put(w, s);
+    }
 }
 
 ecs__chunk_t *ecs__archetype_chunk_with_room_slow(ecs_world_t *w, ecs__archetype_t *a)
@@ -731,6 +783,7 @@ void ecs__archetypes_fini(ecs_world_t *w)
         }
         archetype_free(w, a);
     }
+    spares_free(w);
     ecs__free(&w->allocator, w->storage.archetypes);
     ecs__free(&w->allocator, w->storage.archetype_table);
     w->storage.archetypes = NULL;

@@ -344,17 +344,24 @@ struct ecs__chunk {
      * index, columns past 63 never) known to hold 0, enabled, in every
      * row below count: a selection that found a column so sets its bit,
      * and later selections skip reading it (toggle.c). Every row push and
-     * every switch-off in place clears it. Selections of parallel jobs
-     * may set bits at once: ck_pr atomics. */
+     * every switch-off in place clears it (single-threaded: immediate
+     * calls and flushes, plain writes). Selections of parallel jobs may
+     * set bits at once: ck_pr atomics there. */
     uint64_t toggles_on;
     void *cols[]; /* column_count column pointers */
 };
 
 struct ecs__slab {
     ecs__slab_t *next;
+    size_t bytes;       /* its block's size */
     uint32_t slots;     /* chunks it can hold */
     uint32_t used_mask; /* bit i: slot i holds a chunk (so at most 32 slots) */
 };
+
+/* What a world keeps of the slabs its archetypes free (archetype.c): at
+ * most this many, of at most this many bytes in all. */
+#define ECS__SPARE_SLABS 64u
+#define ECS__SPARE_SLAB_BYTES ((size_t)64 << 20)
 
 struct ecs__archetype {
     uint32_t id; /* creation order: queries iterate archetypes in this order */
@@ -1534,6 +1541,16 @@ typedef struct {
     uint64_t toggle_version;
     bool defer_chunk_release; /* an iteration is walking chunks */
     bool trim_pending;
+    /* Slabs freed with their last chunk, kept (oldest first, with their
+     * sizes beside them so that a search reads no slab) for the next
+     * slab of the same size: a spawn wave after a despawn wave takes
+     * their pages back instead of faulting fresh ones in, and the despawn
+     * hands nothing back to the kernel. The oldest go first past
+     * ECS__SPARE_SLABS or ECS__SPARE_SLAB_BYTES; the rest with the world. */
+    ecs__slab_t *spare[ECS__SPARE_SLABS];
+    size_t spare_size[ECS__SPARE_SLABS];
+    uint32_t spare_count;
+    size_t spare_bytes;
 } ecs__storage_t;
 
 /* Live cached queries (query.c), matched as archetypes appear. */
@@ -1819,7 +1836,7 @@ static inline uint32_t ecs__chunk_push_n(ecs_world_t *w, ecs__chunk_t *ch, uint3
     ecs__chunk_fold_marks(ch);
     uint32_t row = ch->count;
     ch->count += n;
-    ck_pr_store_64(&ch->toggles_on, 0); /* the new rows' states are unread */
+    ch->toggles_on = 0; /* the new rows' states are unread (no selection runs meanwhile) */
     a->rows_version++;
     w->storage.structure_version++;
     if (row == 0) a->empty_chunks--;
@@ -1833,7 +1850,7 @@ static inline uint32_t ecs__chunk_push_n(ecs_world_t *w, ecs__chunk_t *ch, uint3
  * knows that column all on. */
 static inline void ecs__chunk_toggle_off(ecs__chunk_t *ch, uint32_t col)
 {
-    if (col < 64) ck_pr_store_64(&ch->toggles_on, ck_pr_load_64(&ch->toggles_on) & ~(1ull << col));
+    if (col < 64) ch->toggles_on &= ~(1ull << col);
 }
 
 /* Appends a row for entity e; its column values are uninitialised. */
