@@ -1,6 +1,7 @@
 /*
  * bench.h: what every benchmark program shares: the monotonic clock in
- * nanoseconds and the median of repeated measurements. Header-only (each
+ * nanoseconds, the median of repeated measurements, and the CHECK of the
+ * programs that check what they measure. Header-only (each
  * benchmark is one program).
  */
 #ifndef ECS_BENCH_H
@@ -28,5 +29,25 @@ static inline double median(double *v, int n)
     qsort(v, (size_t)n, sizeof(*v), cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
+
+/* With BENCH_PROGRAM defined (the program's name) before this header:
+ * CHECK(cond, fmt, ...) counts, in `failures`, the calls that should not
+ * fail but did and the results that disagree, each reported on stderr
+ * after the program's name; main exits 1 when any was counted. Timings
+ * are never checked. */
+#ifdef BENCH_PROGRAM
+#include <stdio.h>
+
+static long failures;
+
+#define CHECK(cond, ...)                                                                                   \
+    do {                                                                                                   \
+        if (!(cond)) {                                                                                     \
+            fprintf(stderr, BENCH_PROGRAM ": " __VA_ARGS__);                                               \
+            fputc('\n', stderr);                                                                           \
+            failures++;                                                                                    \
+        }                                                                                                  \
+    } while (0)
+#endif
 
 #endif /* ECS_BENCH_H */

@@ -61,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define BENCH_PROGRAM "bench_hierarchy"
 #include "bench.h"
 
 typedef struct {
@@ -71,19 +72,6 @@ enum { MAX_REPS = 64 };
 
 static int reps = 21;
 static bool quick;
-
-/* Calls that should not fail but did, and results that disagree
- * (reported on stderr; exit code 1). */
-static long failures;
-
-#define CHECK(cond, ...)                                                                                   \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            fprintf(stderr, "bench_hierarchy: " __VA_ARGS__);                                              \
-            fputc('\n', stderr);                                                                           \
-            failures++;                                                                                    \
-        }                                                                                                  \
-    } while (0)
 
 /* out = a * b, through a temporary so that out may alias a or b. The one
  * multiply both sides use: static inline, so the system's callback and

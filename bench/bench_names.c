@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define BENCH_PROGRAM "bench_names"
 #include "bench.h"
 #include "rng.h"
 
@@ -57,16 +58,6 @@ enum { MAX_REPS = 64, ROOTS = 1000, FAN = 10, N = ROOTS + ROOTS * FAN + ROOTS * 
 
 static int reps = 21;
 static bool quick;
-static long failures;
-
-#define CHECK(cond, ...)                                                                                   \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            fprintf(stderr, "bench_names: " __VA_ARGS__);                                                  \
-            fputc('\n', stderr);                                                                           \
-            failures++;                                                                                    \
-        }                                                                                                  \
-    } while (0)
 
 /* A counting allocator hook: the bytes it holds, for bytes_per_name. */
 static size_t held_bytes;
@@ -131,7 +122,7 @@ static void scene_init(scene_t *s)
         int32_t p = parent_index(i);
         if (p >= 0) CHECK(ecs_parent_set(s->w, s->e[i], s->e[p]) == ECS_OK, "parent_set");
         const char *prefix = p < 0 ? "" : s->path[p];
-        char seg[8];
+        char seg[16];
         if (p < 0) snprintf(seg, sizeof(seg), "r%d", i);
         else if (i < ROOTS + ROOTS * FAN) snprintf(seg, sizeof(seg), "c%d", (i - ROOTS) % FAN);
         else snprintf(seg, sizeof(seg), "g%d", (i - ROOTS - ROOTS * FAN) % FAN);

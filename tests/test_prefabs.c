@@ -29,18 +29,11 @@
 
 #include "ecs.h"
 #include "alloc_hook.h"
+#include "components.h"
 #include "support.h"
 
 #define WATCHDOG_PROGRAM "test_prefabs"
 #include "watchdog.h"
-
-typedef struct {
-    float x, y;
-} Pos;
-
-typedef struct {
-    float x, y;
-} Vel;
 
 typedef struct {
     int32_t v;

@@ -241,47 +241,68 @@ static void rev_slot_release(ecs__store_t *st, ecs_entity_t key, uint32_t slot)
 /* Writes                                                                  */
 /* ---------------------------------------------------------------------- */
 
+/* src's forward slot + 1, made (an empty slice) when it has none: key
+ * room, then the slot, so that a failure leaves spare capacity or an
+ * empty slice, which means "no pairs". 0 on OOM. */
+static uint32_t fwd_slot_ensure(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src)
+{
+    uint32_t fslot = ecs__store_targets_slot(st, src);
+    if (fslot) return fslot;
+    if (!key_reserve(&st->forward, &st->forward_over, a, src) || !fwd_slot_reserve(st, a)) return 0;
+    return fwd_slot_take(st, a, src) + 1;
+}
+
+/* The same for tgt's reverse slot. */
+static uint32_t rev_slot_ensure(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t tgt)
+{
+    uint32_t rslot = ecs__store_sources_slot(st, tgt);
+    if (rslot) return rslot;
+    if (!key_reserve(&st->reverse, &st->reverse_over, a, tgt) || !rev_slot_reserve(st, a)) return 0;
+    return rev_slot_take(st, a, tgt) + 1;
+}
+
+/* Moves fs into a new block of cap entries (0: too large). false on OOM,
+ * fs unchanged. */
+static bool target_block_grow(ecs__store_t *st, const ecs_allocator_t *a, ecs__target_slice_t *fs, uint32_t cap)
+{
+    void *b = cap ? target_block_new(st, a, cap) : NULL;
+    if (!b) return false;
+    target_block_install(st, a, fs, b, cap);
+    return true;
+}
+
+/* Moves rs into a new block of cap sources (0: too large). false on OOM,
+ * rs unchanged. */
+static bool source_block_grow(const ecs_allocator_t *a, ecs__source_slice_t *rs, uint32_t cap)
+{
+    ecs_entity_t *b = cap ? ecs__alloc(a, (size_t)cap * sizeof(ecs_entity_t), _Alignof(ecs_entity_t)) : NULL;
+    if (!b) return false;
+    if (rs->count) memcpy(b, rs->sources, rs->count * sizeof(ecs_entity_t));
+    ecs__free(a, rs->sources);
+    rs->sources = b;
+    rs->cap = cap;
+    return true;
+}
+
 bool ecs__store_reserve(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, ecs_entity_t tgt,
                         ecs__pair_slots_t *slots)
 {
     st->version++;
-    /* Slots first (key room, then the slot): each step that fails leaves
-     * spare capacity or an empty slice, which means "no pairs". */
-    uint32_t fslot = ecs__store_targets_slot(st, src);
-    if (!fslot) {
-        if (!key_reserve(&st->forward, &st->forward_over, a, src) || !fwd_slot_reserve(st, a)) return false;
-        fslot = fwd_slot_take(st, a, src) + 1;
-    }
-    uint32_t rslot = ecs__store_sources_slot(st, tgt);
-    if (!rslot) {
-        if (!key_reserve(&st->reverse, &st->reverse_over, a, tgt) || !rev_slot_reserve(st, a)) return false;
-        rslot = rev_slot_take(st, a, tgt) + 1;
-    }
+    uint32_t fslot = fwd_slot_ensure(st, a, src);
+    uint32_t rslot = fslot ? rev_slot_ensure(st, a, tgt) : 0;
+    if (!rslot) return false;
     ecs__target_slice_t *fs = &st->fwd[fslot - 1];
     bool exists = ecs__slice_find(fs, tgt) >= 0;
     /* An exclusive source replaces its pair in place: one entry is enough. */
     uint32_t fneed = st->exclusive && fs->count ? fs->count : fs->count + 1;
-    if (!exists && fneed > fs->cap) {
-        uint32_t cap = grown(fs->cap);
-        void *b = target_block_new(st, a, cap);
-        if (!b) return false;
-        target_block_install(st, a, fs, b, cap);
-    }
+    if (!exists && fneed > fs->cap && !target_block_grow(st, a, fs, grown(fs->cap))) return false;
     /* A tracked store lists the source on its first mark. */
     if (st->tracked && !fs->listed &&
         !ecs__array_reserve(a, (void **)&st->dirty, &st->dirty_cap, st->dirty_count + 1, sizeof(ecs_entity_t),
                             _Alignof(ecs_entity_t)))
         return false;
     ecs__source_slice_t *rs = &st->rev[rslot - 1];
-    if (!exists && rs->count + 1 > rs->cap) {
-        uint32_t cap = grown(rs->cap);
-        ecs_entity_t *b = ecs__alloc(a, cap * sizeof(ecs_entity_t), _Alignof(ecs_entity_t));
-        if (!b) return false;
-        if (rs->count) memcpy(b, rs->sources, rs->count * sizeof(ecs_entity_t));
-        ecs__free(a, rs->sources);
-        rs->sources = b;
-        rs->cap = cap;
-    }
+    if (!exists && rs->count + 1 > rs->cap && !source_block_grow(a, rs, grown(rs->cap))) return false;
     *slots = (ecs__pair_slots_t){fslot, rslot};
     return true;
 }
@@ -298,38 +319,21 @@ static uint32_t grown_to(uint32_t cap, uint64_t need)
 bool ecs__store_reserve_targets(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t src, uint32_t n)
 {
     st->version++;
-    uint32_t fslot = ecs__store_targets_slot(st, src);
-    if (!fslot) {
-        if (!key_reserve(&st->forward, &st->forward_over, a, src) || !fwd_slot_reserve(st, a)) return false;
-        fslot = fwd_slot_take(st, a, src) + 1;
-    }
+    uint32_t fslot = fwd_slot_ensure(st, a, src);
+    if (!fslot) return false;
     ecs__target_slice_t *fs = &st->fwd[fslot - 1];
-    if ((uint64_t)fs->count + n <= fs->cap) return true;
-    uint32_t cap = grown_to(fs->cap, (uint64_t)fs->count + n);
-    void *b = cap ? target_block_new(st, a, cap) : NULL;
-    if (!b) return false;
-    target_block_install(st, a, fs, b, cap);
-    return true;
+    uint64_t need = (uint64_t)fs->count + n;
+    return need <= fs->cap || target_block_grow(st, a, fs, grown_to(fs->cap, need));
 }
 
 bool ecs__store_reserve_sources(ecs__store_t *st, const ecs_allocator_t *a, ecs_entity_t tgt, uint32_t n)
 {
     st->version++;
-    uint32_t rslot = ecs__store_sources_slot(st, tgt);
-    if (!rslot) {
-        if (!key_reserve(&st->reverse, &st->reverse_over, a, tgt) || !rev_slot_reserve(st, a)) return false;
-        rslot = rev_slot_take(st, a, tgt) + 1;
-    }
+    uint32_t rslot = rev_slot_ensure(st, a, tgt);
+    if (!rslot) return false;
     ecs__source_slice_t *rs = &st->rev[rslot - 1];
-    if ((uint64_t)rs->count + n <= rs->cap) return true;
-    uint32_t cap = grown_to(rs->cap, (uint64_t)rs->count + n);
-    ecs_entity_t *b = cap ? ecs__alloc(a, (size_t)cap * sizeof(ecs_entity_t), _Alignof(ecs_entity_t)) : NULL;
-    if (!b) return false;
-    if (rs->count) memcpy(b, rs->sources, rs->count * sizeof(ecs_entity_t));
-    ecs__free(a, rs->sources);
-    rs->sources = b;
-    rs->cap = cap;
-    return true;
+    uint64_t need = (uint64_t)rs->count + n;
+    return need <= rs->cap || source_block_grow(a, rs, grown_to(rs->cap, need));
 }
 
 bool ecs__store_reserve_dirty(ecs__store_t *st, const ecs_allocator_t *a, uint32_t n)
@@ -492,16 +496,11 @@ uint32_t ecs__store_despawn_pairs(ecs__store_t *st, const ecs__doomed_t *d, bool
         ecs_entity_t x = d->list[i];
         uint32_t fslot = ecs__store_targets_slot(st, x);
         const ecs__target_slice_t *fs = fslot ? &st->fwd[fslot - 1] : NULL;
-        if (i >= checked) {
-            /* Its targets are doomed (the caller knows): their slices go
-             * whole, so the pairs need counting only, not reading. */
-            gone += fs ? fs->count : 0;
-            uint32_t rs = ecs__store_sources_slot(st, x);
-            if (fslot) fwd_slot_release(st, x, fslot - 1);
-            if (rs) rev_slot_release(st, x, rs - 1);
-            continue;
-        }
-        for (uint32_t j = fs ? fs->count : 0; j-- > 0;) {
+        /* Past `checked` the targets are doomed (the caller knows): their
+         * slices go whole, so the pairs need counting only, not reading
+         * (and the sources are skipped: the assert above). */
+        if (i >= checked) gone += fs ? fs->count : 0;
+        for (uint32_t j = fs && i < checked ? fs->count : 0; j-- > 0;) {
             ecs_entity_t t = fs->targets[j];
             uint32_t pt = ecs__doomed_pos(d, t);
             /* Positions count from 1: pt <= i is a target that died first,
